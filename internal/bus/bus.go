@@ -1,0 +1,90 @@
+// Package bus owns every NATS subject, stream and durable name Switchyard
+// uses. Nothing outside this package spells a subject: publishers and
+// subscribers call the functions and constants here, so a reader can see the
+// whole message topology in one file.
+//
+// Shape: switchyard.v1.<area>.<...>. Payloads are protobuf messages from
+// proto/switchyard/events/v1.
+package bus
+
+import (
+	"strings"
+)
+
+const prefix = "switchyard.v1."
+
+// Route decision and completion traffic keeps router replicas in agreement
+// about in-flight requests per endpoint.
+const (
+	// SubjectRouteDecided: publisher router (each replica, after Route);
+	// consumers: every router replica (in-flight +1 on the endpoint).
+	// Payload: eventsv1.RouteDecision. Core NATS, no persistence: a replica
+	// that misses one only under-counts until the entry's TTL would expire.
+	SubjectRouteDecided = prefix + "route.decided"
+	// SubjectRouteCompleted: publisher gateway (when a routed attempt ends);
+	// consumers: every router replica (in-flight -1, TTFT observations).
+	// Payload: eventsv1.RouteCompletion. Core NATS.
+	SubjectRouteCompleted = prefix + "route.completed"
+)
+
+// Usage events: one per client request, durable.
+const (
+	// StreamUsage is the JetStream stream holding usage events. Publisher
+	// gateway with Nats-Msg-Id = request id (server-side de-duplication
+	// inside DuplicateWindow); consumer meter through DurableMeter.
+	StreamUsage = "SWITCHYARD_USAGE"
+	// DurableMeter is meter's durable pull consumer on StreamUsage, explicit
+	// ack, so no usage is lost when meter restarts.
+	DurableMeter = "meter"
+	// usageSubjectPrefix + <tenant>: payload eventsv1.UsageEvent.
+	usageSubjectPrefix = prefix + "usage."
+)
+
+// UsageSubject is the subject a tenant's usage events are published on.
+// Tenant names are sanitised so that a tenant can never address another
+// tenant's subject with dots or wildcards.
+func UsageSubject(tenant string) string {
+	return usageSubjectPrefix + Token(tenant)
+}
+
+// UsageSubjectAll matches every tenant's usage events (stream subjects and
+// meter's filter).
+const UsageSubjectAll = usageSubjectPrefix + "*"
+
+// Token turns an arbitrary name into a single NATS subject token: dots,
+// spaces, wildcards and control characters become '_'; an empty name becomes
+// "_".
+func Token(s string) string {
+	if s == "" {
+		return "_"
+	}
+	clean := true
+	for i := 0; i < len(s); i++ {
+		if !tokenByteOK(s[i]) {
+			clean = false
+			break
+		}
+	}
+	if clean {
+		return s
+	}
+	var b strings.Builder
+	b.Grow(len(s))
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if tokenByteOK(c) {
+			b.WriteByte(c)
+		} else {
+			b.WriteByte('_')
+		}
+	}
+	return b.String()
+}
+
+func tokenByteOK(c byte) bool {
+	switch {
+	case c <= ' ', c == '.', c == '*', c == '>', c >= 0x7f:
+		return false
+	}
+	return true
+}

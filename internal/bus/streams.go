@@ -1,0 +1,43 @@
+package bus
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// DuplicateWindow is how long JetStream remembers a Nats-Msg-Id; a gateway
+// retrying a usage publish inside it cannot double-count a request.
+const DuplicateWindow = 2 * time.Minute
+
+// UsageStreamConfig is the stream definition every publisher and consumer
+// agrees on.
+func UsageStreamConfig() jetstream.StreamConfig {
+	return jetstream.StreamConfig{
+		Name:        StreamUsage,
+		Description: "Switchyard usage events, one per client request",
+		Subjects:    []string{UsageSubjectAll},
+		Retention:   jetstream.LimitsPolicy,
+		MaxAge:      7 * 24 * time.Hour,
+		Storage:     jetstream.FileStorage,
+		Duplicates:  DuplicateWindow,
+	}
+}
+
+// EnsureUsageStream creates the usage stream or updates it to the current
+// definition. Safe to call from every gateway and meter replica at start.
+func EnsureUsageStream(ctx context.Context, js jetstream.JetStream) error {
+	cfg := UsageStreamConfig()
+	_, err := js.CreateOrUpdateStream(ctx, cfg)
+	if err != nil {
+		var apiErr *jetstream.APIError
+		if errors.As(err, &apiErr) {
+			return fmt.Errorf("ensure stream %s: %w (jetstream api error %d)", cfg.Name, err, apiErr.ErrorCode)
+		}
+		return fmt.Errorf("ensure stream %s: %w", cfg.Name, err)
+	}
+	return nil
+}
