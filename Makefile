@@ -1,0 +1,71 @@
+# Switchyard — run `make help` for the targets.
+#
+# Everything the build needs is pinned in go.mod, loadtest/go.mod and
+# tools/go.mod (buf, protoc plugins, staticcheck run through `go tool`), so a
+# fresh machine with Go needs nothing else.
+
+GO        ?= go
+TOOL      := $(GO) tool -modfile=tools/go.mod
+BIN       := bin
+PKGS      := ./... ./loadtest/...
+TEST_FLAGS ?= -count=1 -timeout 20m
+FUZZTIME  ?= 20s
+
+.DEFAULT_GOAL := help
+
+.PHONY: help
+help: ## Show this help.
+	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  \033[36m%-14s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+
+.PHONY: build
+build: ## Build bin/switchyard, bin/yardctl and bin/loadtest.
+	$(GO) build -o $(BIN)/switchyard ./cmd/switchyard
+	$(GO) build -o $(BIN)/yardctl ./cmd/yardctl
+	$(GO) build -o $(BIN)/loadtest ./loadtest
+
+.PHONY: run
+run: ## Run everything locally: embedded NATS, 3 simulated vLLM workers, router, gateway on :8080.
+	$(GO) run ./cmd/switchyard dev
+
+.PHONY: test
+test: ## Run unit and integration tests (needs NATS on 127.0.0.1:4222 and Redis on 127.0.0.1:6379; see .ci/run).
+	$(GO) test $(TEST_FLAGS) $(PKGS)
+
+.PHONY: test-race
+test-race: ## Run the tests with the race detector.
+	$(GO) test -race $(TEST_FLAGS) $(PKGS)
+
+.PHONY: bench
+bench: ## Run the hot-path benchmarks (Route, gateway overhead, KV event decode, engine step).
+	$(GO) test -run '^$$' -bench . -benchmem ./...
+
+.PHONY: fuzz
+fuzz: ## Run every fuzz target for FUZZTIME each (default 20s).
+	@for pkg in $$($(GO) list ./...); do \
+	  for f in $$($(GO) test -list '^Fuzz' $$pkg 2>/dev/null | grep '^Fuzz'); do \
+	    echo "== $$pkg $$f"; $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; \
+	  done; \
+	done
+
+.PHONY: generate
+generate: ## Regenerate protobuf/gRPC/grpc-gateway code from proto/.
+	$(TOOL) buf lint
+	$(TOOL) buf generate
+
+.PHONY: lint
+lint: ## go vet + staticcheck (pinned) + buf lint + gofmt check.
+	$(GO) vet $(PKGS)
+	$(TOOL) staticcheck $(PKGS)
+	$(TOOL) buf lint
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+
+.PHONY: verify
+verify: generate ## Regenerate code and fail if anything differs from what is committed.
+	@git diff --exit-code -- proto || (echo "generated code is stale: run 'make generate' and commit" && exit 1)
+	@test -z "$$(git status --porcelain -- proto)" || (git status --porcelain -- proto; echo "generated code is stale: run 'make generate' and commit"; exit 1)
+	$(GO) mod tidy -diff
+	cd loadtest && $(GO) mod tidy -diff
+
+.PHONY: clean
+clean: ## Remove build outputs.
+	rm -rf $(BIN)
