@@ -1,0 +1,175 @@
+package router
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/switchyard-dev/switchyard/services/router/internal/endpoints"
+)
+
+// Config is the router's configuration. The zero value is not valid; start
+// from DefaultConfig or RegisterFlags.
+type Config struct {
+	// GRPCAddr serves the Router and grpc health services.
+	GRPCAddr string
+	// HTTPAddr serves REST (grpc-gateway), /metrics, /healthz and /readyz.
+	HTTPAddr string
+	// NATSURL links replicas; empty runs a single replica without sync.
+	NATSURL string
+	// RouterID names this replica in published decisions; replicas ignore
+	// their own. It must differ between replicas sharing a NATS server.
+	RouterID string
+	// Endpoints is the shorthand "id=url,id=url"; models are discovered.
+	Endpoints string
+	// EndpointsFile is a YAML list of {id, url, models, kind}.
+	EndpointsFile  string
+	ScrapeInterval time.Duration
+	ScrapeTimeout  time.Duration
+	// InflightTTL expires an in-flight entry whose completion never came.
+	InflightTTL     time.Duration
+	ShutdownTimeout time.Duration
+}
+
+// DefaultConfig returns the flag defaults, without endpoints.
+func DefaultConfig() Config {
+	host, _ := os.Hostname()
+	return Config{
+		GRPCAddr:        ":9090",
+		HTTPAddr:        ":9091",
+		NATSURL:         "nats://127.0.0.1:4222",
+		RouterID:        host,
+		ScrapeInterval:  time.Second,
+		ScrapeTimeout:   time.Second,
+		InflightTTL:     10 * time.Minute,
+		ShutdownTimeout: 10 * time.Second,
+	}
+}
+
+// RegisterFlags registers the router's flags on fs, with DefaultConfig's
+// values as defaults.
+func (c *Config) RegisterFlags(fs *flag.FlagSet) {
+	d := DefaultConfig()
+	fs.StringVar(&c.GRPCAddr, "grpc-addr", d.GRPCAddr, "gRPC listen address (Router service, grpc health)")
+	fs.StringVar(&c.HTTPAddr, "http-addr", d.HTTPAddr, "HTTP listen address (REST /v1/route:explain and /v1/endpoints, /metrics, /healthz, /readyz)")
+	fs.StringVar(&c.NATSURL, "nats-url", d.NATSURL, "NATS server URL for sharing in-flight load between replicas; empty disables replica sync")
+	fs.StringVar(&c.RouterID, "router-id", d.RouterID, "this replica's id in published decisions (default: hostname)")
+	fs.StringVar(&c.Endpoints, "endpoints", "", "static endpoints as id=url,id=url (models discovered from each worker's /v1/models)")
+	fs.StringVar(&c.EndpointsFile, "endpoints-file", "", "YAML file listing endpoints: [{id, url, models (optional), kind: local}]")
+	fs.DurationVar(&c.ScrapeInterval, "scrape-interval", d.ScrapeInterval, "how often each worker's /metrics is scraped")
+	fs.DurationVar(&c.ScrapeTimeout, "scrape-timeout", d.ScrapeTimeout, "deadline for one scrape; a worker that misses it is unhealthy until it answers")
+	fs.DurationVar(&c.InflightTTL, "inflight-ttl", d.InflightTTL, "an in-flight request whose completion never arrives stops counting after this long")
+	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", d.ShutdownTimeout, "hard deadline for graceful shutdown")
+}
+
+// Validate checks the configuration, including that the endpoints parse.
+func (c *Config) Validate() error {
+	var errs []error
+	if err := validateListenAddr(c.GRPCAddr); err != nil {
+		errs = append(errs, fmt.Errorf("grpc-addr: %w", err))
+	}
+	if err := validateListenAddr(c.HTTPAddr); err != nil {
+		errs = append(errs, fmt.Errorf("http-addr: %w", err))
+	}
+	if c.NATSURL != "" {
+		if err := validateNATSURL(c.NATSURL); err != nil {
+			errs = append(errs, fmt.Errorf("nats-url: %w", err))
+		}
+	}
+	if strings.TrimSpace(c.RouterID) == "" {
+		errs = append(errs, errors.New("router-id: empty (set it, or let it default to the hostname)"))
+	}
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{
+		{"scrape-interval", c.ScrapeInterval},
+		{"scrape-timeout", c.ScrapeTimeout},
+		{"inflight-ttl", c.InflightTTL},
+		{"shutdown-timeout", c.ShutdownTimeout},
+	} {
+		if d.v <= 0 {
+			errs = append(errs, fmt.Errorf("%s: must be positive, got %s", d.name, d.v))
+		}
+	}
+	if _, err := c.endpointSpecs(); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// endpointSpecs parses --endpoints and --endpoints-file together.
+func (c *Config) endpointSpecs() ([]endpoints.Spec, error) {
+	var short, file []endpoints.Spec
+	if strings.TrimSpace(c.Endpoints) != "" {
+		var err error
+		short, err = endpoints.ParseShorthand(c.Endpoints)
+		if err != nil {
+			return nil, fmt.Errorf("endpoints: %w", err)
+		}
+	}
+	if c.EndpointsFile != "" {
+		data, err := os.ReadFile(c.EndpointsFile)
+		if err != nil {
+			return nil, fmt.Errorf("endpoints-file: %w", err)
+		}
+		file, err = endpoints.ParseFile(data)
+		if err != nil {
+			return nil, fmt.Errorf("endpoints-file %s: %w", c.EndpointsFile, err)
+		}
+	}
+	all, err := endpoints.Merge(short, file)
+	if err != nil {
+		return nil, fmt.Errorf("endpoints and endpoints-file: %w", err)
+	}
+	if len(all) == 0 {
+		return nil, errors.New("no endpoints: set --endpoints id=url,... or --endpoints-file")
+	}
+	return all, nil
+}
+
+func validateListenAddr(addr string) error {
+	if addr == "" {
+		return errors.New("empty")
+	}
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("%q: %w", addr, err)
+	}
+	if _, err := net.LookupPort("tcp", port); err != nil {
+		return fmt.Errorf("%q: bad port: %w", addr, err)
+	}
+	return nil
+}
+
+// validateNATSURL accepts nats.go's comma-separated server list.
+func validateNATSURL(list string) error {
+	for _, raw := range strings.Split(list, ",") {
+		raw = strings.TrimSpace(raw)
+		u, err := url.Parse(raw)
+		if err != nil {
+			return fmt.Errorf("%q: %w", redactURL(raw), err)
+		}
+		switch u.Scheme {
+		case "nats", "tls", "ws", "wss":
+		default:
+			return fmt.Errorf("%q: scheme must be nats, tls, ws or wss", redactURL(raw))
+		}
+		if u.Hostname() == "" {
+			return fmt.Errorf("%q: no host", redactURL(raw))
+		}
+	}
+	return nil
+}
+
+func redactURL(raw string) string {
+	if u, err := url.Parse(raw); err == nil && u.User != nil {
+		return u.Redacted()
+	}
+	return raw
+}

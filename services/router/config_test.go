@@ -1,0 +1,106 @@
+package router_test
+
+import (
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/switchyard-dev/switchyard/services/router"
+)
+
+func TestConfigValidate(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, body string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	goodFile := write("good.yaml", "- id: f0\n  url: http://10.0.0.1:8000\n  models: [m]\n")
+	dupFile := write("dup.yaml", "- id: a\n  url: http://10.0.0.1:8000\n")
+	badFile := write("bad.yaml", "- id: f0\n  url: http://10.0.0.1:8000\n  model: m\n")
+
+	tests := []struct {
+		name    string
+		edit    func(*router.Config)
+		wantErr []string // all must appear; none means valid
+	}{
+		{name: "shorthand", edit: func(c *router.Config) {}},
+		{name: "file only", edit: func(c *router.Config) { c.Endpoints, c.EndpointsFile = "", goodFile }},
+		{name: "both sources", edit: func(c *router.Config) { c.EndpointsFile = goodFile }},
+		{name: "nats disabled", edit: func(c *router.Config) { c.NATSURL = "" }},
+		{name: "nats server list", edit: func(c *router.Config) { c.NATSURL = "nats://n1:4222, nats://n2:4222" }},
+		{name: "no endpoints", edit: func(c *router.Config) { c.Endpoints = "" }, wantErr: []string{"no endpoints"}},
+		{name: "bad endpoint url", edit: func(c *router.Config) { c.Endpoints = "a=localhost:8000" },
+			wantErr: []string{"endpoints:", "scheme must be http or https"}},
+		{name: "duplicate id in shorthand", edit: func(c *router.Config) { c.Endpoints = "a=http://x,a=http://y" },
+			wantErr: []string{`duplicate endpoint id "a"`}},
+		{name: "duplicate id across sources", edit: func(c *router.Config) { c.EndpointsFile = dupFile },
+			wantErr: []string{"endpoints and endpoints-file", `duplicate endpoint id "a"`}},
+		{name: "missing file", edit: func(c *router.Config) { c.EndpointsFile = filepath.Join(dir, "nope.yaml") },
+			wantErr: []string{"endpoints-file:", "no such file"}},
+		{name: "misspelt field in file", edit: func(c *router.Config) { c.EndpointsFile = badFile },
+			wantErr: []string{"bad.yaml", "unknown field"}},
+		{name: "bad grpc addr", edit: func(c *router.Config) { c.GRPCAddr = "9090" }, wantErr: []string{"grpc-addr"}},
+		{name: "bad http port", edit: func(c *router.Config) { c.HTTPAddr = ":notaport" }, wantErr: []string{"http-addr", "bad port"}},
+		{name: "bad nats scheme", edit: func(c *router.Config) { c.NATSURL = "http://127.0.0.1:4222" }, wantErr: []string{"nats-url", "scheme"}},
+		{name: "nats password not echoed", edit: func(c *router.Config) { c.NATSURL = "redis://u:hunter2@h:1" }, wantErr: []string{"nats-url"}},
+		{name: "empty router id", edit: func(c *router.Config) { c.RouterID = " " }, wantErr: []string{"router-id"}},
+		{name: "zero durations", edit: func(c *router.Config) {
+			c.ScrapeInterval, c.ScrapeTimeout, c.InflightTTL, c.ShutdownTimeout = 0, -time.Second, 0, 0
+		}, wantErr: []string{"scrape-interval", "scrape-timeout", "inflight-ttl", "shutdown-timeout"}},
+		{name: "several problems reported together", edit: func(c *router.Config) { c.GRPCAddr, c.Endpoints = "", "" },
+			wantErr: []string{"grpc-addr: empty", "no endpoints"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := router.DefaultConfig()
+			cfg.Endpoints = "a=http://127.0.0.1:8001,b=http://127.0.0.1:8002"
+			tt.edit(&cfg)
+			err := cfg.Validate()
+			if len(tt.wantErr) == 0 {
+				if err != nil {
+					t.Fatalf("unexpected error: %v", err)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatal("no error")
+			}
+			for _, w := range tt.wantErr {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q lacks %q", err, w)
+				}
+			}
+			if strings.Contains(err.Error(), "hunter2") {
+				t.Errorf("error leaks a password: %v", err)
+			}
+		})
+	}
+}
+
+func TestRegisterFlags(t *testing.T) {
+	var cfg router.Config
+	fs := flag.NewFlagSet("router", flag.ContinueOnError)
+	cfg.RegisterFlags(fs)
+	err := fs.Parse([]string{
+		"--grpc-addr=127.0.0.1:7000", "--endpoints=a=http://w:8000", "--nats-url=",
+		"--scrape-interval=250ms", "--inflight-ttl=1m",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := router.DefaultConfig()
+	want.GRPCAddr, want.Endpoints, want.NATSURL = "127.0.0.1:7000", "a=http://w:8000", ""
+	want.ScrapeInterval, want.InflightTTL = 250*time.Millisecond, time.Minute
+	if cfg != want {
+		t.Fatalf("flags gave %+v\nwant       %+v", cfg, want)
+	}
+	if err := cfg.Validate(); err != nil {
+		t.Fatalf("flag defaults plus endpoints do not validate: %v", err)
+	}
+}
