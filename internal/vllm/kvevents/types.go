@@ -16,12 +16,22 @@
 // versions; EngineHash folds all of them into one 64-bit key.
 package kvevents
 
+import (
+	"fmt"
+	"strings"
+)
+
 // EngineHash is a vLLM engine's own block hash. It depends on vLLM's hash
 // algorithm and a per-process seed, so Switchyard only uses it as a key to
 // resolve BlockRemoved events; routing uses its own hash over token ids.
+// Int hashes map to their 64-bit two's complement (a negative int64 and the
+// uint64 with the same bits are one key); bytes hashes are folded by
+// EngineHashFromBytes.
 type EngineHash uint64
 
-// Encoding selects which of vLLM's payload encodings is produced.
+// Encoding selects which of vLLM's payload encodings is produced: a form
+// (EncodingArray or EncodingMap), optionally OR-ed with modifiers that
+// reproduce what older vLLM releases put on the wire, byte for byte.
 type Encoding int
 
 const (
@@ -31,14 +41,97 @@ const (
 	EncodingMap
 )
 
-func (e Encoding) String() string {
-	switch e {
-	case EncodingArray:
-		return "array"
-	case EncodingMap:
-		return "map"
+// Modifiers OR-ed into an Encoding. The decoder needs none of them: it
+// accepts every variant whatever the modifiers.
+const (
+	// WithSignedHashes writes block hashes as signed 64-bit ints, as vLLM did
+	// while its block hashes were Python hash() values (int64).
+	WithSignedHashes Encoding = 1 << (8 + iota)
+	// WithByteHashes writes block hashes as 8-byte big-endian bin, the bytes
+	// form of vLLM's ExternalBlockHash.
+	WithByteHashes
+	// WithoutMedium is the first shipped layout: BlockStored without medium
+	// and lora_name (6 array elements), BlockRemoved without medium, and
+	// none of the later defaulted fields.
+	WithoutMedium
+	// WithoutLoRAName is the layout with medium but before lora_name:
+	// BlockStored has 7 array elements, BlockRemoved has medium.
+	WithoutLoRAName
+)
+
+const (
+	encodingFormMask = 0xff
+	encodingFlagMask = WithSignedHashes | WithByteHashes | WithoutMedium | WithoutLoRAName
+)
+
+// Form is e without modifiers: EncodingArray or EncodingMap.
+func (e Encoding) Form() Encoding { return e & encodingFormMask }
+
+func (e Encoding) valid() bool {
+	if e&^(encodingFormMask|encodingFlagMask) != 0 {
+		return false
 	}
-	return "unknown"
+	if f := e.Form(); f != EncodingArray && f != EncodingMap {
+		return false
+	}
+	return e&WithSignedHashes == 0 || e&WithByteHashes == 0
+}
+
+var encodingFlagNames = [...]struct {
+	flag Encoding
+	name string
+}{
+	{WithSignedHashes, "signed-hashes"},
+	{WithByteHashes, "byte-hashes"},
+	{WithoutMedium, "no-medium"},
+	{WithoutLoRAName, "no-lora-name"},
+}
+
+// String gives the form and the modifiers joined by "+", e.g.
+// "array+no-medium"; ParseEncoding reads it back.
+func (e Encoding) String() string {
+	if !e.valid() {
+		return "unknown"
+	}
+	s := "array"
+	if e.Form() == EncodingMap {
+		s = "map"
+	}
+	for _, f := range encodingFlagNames {
+		if e&f.flag != 0 {
+			s += "+" + f.name
+		}
+	}
+	return s
+}
+
+// ParseEncoding reads what Encoding.String writes ("map", "array",
+// "array+no-medium+signed-hashes", ...).
+func ParseEncoding(s string) (Encoding, error) {
+	parts := strings.Split(s, "+")
+	var e Encoding
+	switch parts[0] {
+	case "array":
+		e = EncodingArray
+	case "map":
+		e = EncodingMap
+	default:
+		return 0, fmt.Errorf("encoding %q: want array or map, optionally followed by +signed-hashes, +byte-hashes, +no-medium or +no-lora-name", s)
+	}
+next:
+	for _, p := range parts[1:] {
+		for _, f := range encodingFlagNames {
+			if p == f.name {
+				e |= f.flag
+				continue next
+			}
+		}
+		return 0, fmt.Errorf("encoding %q: unknown modifier %q", s, p)
+	}
+	if !e.valid() {
+		return 0, fmt.Errorf("encoding %q: signed-hashes and byte-hashes exclude each other", s)
+	}
+	return e, nil
 }
 
 // Event tags as vLLM writes them.
@@ -52,7 +145,8 @@ const (
 // (CPU, storage offload tiers) describe blocks the router cannot hit.
 const MediumGPU = "GPU"
 
-// Event is one of *BlockStored, *BlockRemoved, *AllBlocksCleared.
+// Event is one of *BlockStored, *BlockRemoved, *AllBlocksCleared, or
+// *Unknown for a tag this package does not know.
 type Event interface {
 	Tag() string
 }
@@ -60,8 +154,10 @@ type Event interface {
 // BlockStored reports full blocks newly committed to the prefix cache, in
 // chain order. TokenIDs holds len(BlockHashes)*BlockSize tokens.
 type BlockStored struct {
-	BlockHashes     []EngineHash
-	ParentBlockHash *EngineHash // nil for a chain that starts at the root
+	BlockHashes []EngineHash
+	// ParentBlockHash is nil for a chain that starts at the root; vLLM
+	// releases have also sent 0 for that, so use Parent to read it.
+	ParentBlockHash *EngineHash
 	TokenIDs        []uint32
 	BlockSize       int
 	LoRAID          *int64 // deprecated by vLLM in favour of LoRAName
@@ -78,6 +174,15 @@ type BlockStored struct {
 // Tag implements Event.
 func (*BlockStored) Tag() string { return TagBlockStored }
 
+// Parent is the hash of the block this chain extends; ok is false when the
+// chain starts at the root (parent nil or 0 on the wire).
+func (e *BlockStored) Parent() (h EngineHash, ok bool) {
+	if e.ParentBlockHash == nil || *e.ParentBlockHash == 0 {
+		return 0, false
+	}
+	return *e.ParentBlockHash, true
+}
+
 // BlockRemoved reports blocks evicted from the cache.
 type BlockRemoved struct {
 	BlockHashes []EngineHash
@@ -93,6 +198,15 @@ type AllBlocksCleared struct{}
 
 // Tag implements Event.
 func (*AllBlocksCleared) Tag() string { return TagAllBlocksCleared }
+
+// Unknown is an event whose tag this package does not know (a newer vLLM
+// event type). Its fields are skipped; callers count and ignore it.
+type Unknown struct {
+	Name string
+}
+
+// Tag implements Event.
+func (u *Unknown) Tag() string { return u.Name }
 
 // Batch is one published message: the events of one engine step.
 type Batch struct {
