@@ -1,0 +1,66 @@
+package gateway
+
+import (
+	"io"
+	"net/http"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// BenchmarkGatewayOverhead sends the same request to the upstream directly
+// and through the gateway (test router over gRPC, NATS publishing on),
+// alternating, and reports the latency the gateway adds at p50 and p99.
+// Latency is to the last byte of the response.
+func BenchmarkGatewayOverhead(b *testing.B) {
+	for _, tc := range []struct {
+		name string
+		body string
+	}{
+		{"stream", chatStreamBody(false)},
+		{"non-stream", chatBody},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			e := newEnv(b, envOpts{})
+			up := newVLLM(b, modeOK)
+			e.router.setTargets(testModel, up.target("w0"))
+			client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4}}
+			defer client.CloseIdleConnections()
+			do := func(base string) time.Duration {
+				t0 := time.Now()
+				resp, err := client.Post(base+"/v1/chat/completions", "application/json", strings.NewReader(tc.body))
+				if err != nil {
+					b.Fatal(err)
+				}
+				_, err = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				if err != nil || resp.StatusCode != http.StatusOK {
+					b.Fatalf("status %d, %v", resp.StatusCode, err)
+				}
+				return time.Since(t0)
+			}
+			for range 50 { // warm connections on both paths
+				do(up.srv.URL)
+				do(e.url)
+			}
+			var direct, via []time.Duration
+			for b.Loop() {
+				direct = append(direct, do(up.srv.URL))
+				via = append(via, do(e.url))
+			}
+			d50, d99 := percentiles(direct)
+			g50, g99 := percentiles(via)
+			b.ReportMetric(float64(d50.Microseconds()), "direct-p50-µs")
+			b.ReportMetric(float64(g50.Microseconds()), "gateway-p50-µs")
+			b.ReportMetric(float64((g50 - d50).Microseconds()), "added-p50-µs")
+			b.ReportMetric(float64((g99 - d99).Microseconds()), "added-p99-µs")
+		})
+	}
+}
+
+func percentiles(ds []time.Duration) (p50, p99 time.Duration) {
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	return s[len(s)*50/100], s[min(len(s)-1, len(s)*99/100)]
+}

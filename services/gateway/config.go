@@ -1,0 +1,146 @@
+package gateway
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"net/url"
+	"strings"
+	"time"
+)
+
+// Config is the gateway's configuration. Flags are registered by
+// RegisterFlags; every flag can also be set from the environment through
+// internal/flagenv (e.g. --router-addr from SWITCHYARD_ROUTER_ADDR).
+type Config struct {
+	// Addr is the HTTP listen address.
+	Addr string
+	// RouterAddr is the router's gRPC target (host:port or a gRPC target
+	// such as dns:///router.switchyard:9090 for a headless Service; calls
+	// are spread round-robin over the addresses it resolves to).
+	RouterAddr string
+	// NATSURL is where usage and route completion events go; empty disables
+	// them (nothing is metered and routers never see completions).
+	NATSURL string
+	// MaxBodyBytes caps a request body; larger requests get 413.
+	MaxBodyBytes int64
+	// RouteTimeout bounds each Route and ListEndpoints call.
+	RouteTimeout time.Duration
+	// UpstreamHeaderTimeout bounds the wait for a streaming response's
+	// headers. vLLM sends them before it starts generating, so this catches
+	// a stuck or unreachable worker early, and the request is retried
+	// elsewhere. Non-streaming responses only arrive when generation ends,
+	// so they are bounded by the client's own timeout instead.
+	UpstreamHeaderTimeout time.Duration
+	// ShutdownTimeout is how long in-flight requests (streams included) may
+	// run on after shutdown starts; event flushing gets a few seconds more.
+	ShutdownTimeout time.Duration
+	// AllowTagsHeader accepts routing tags from clients in TagsHeader.
+	// Policies match on tags, so only enable it when clients are trusted to
+	// choose them.
+	AllowTagsHeader bool
+}
+
+// DefaultConfig returns the configuration the flags default to.
+func DefaultConfig() Config {
+	return Config{
+		Addr:                  ":8080",
+		RouterAddr:            "127.0.0.1:9090",
+		NATSURL:               "nats://127.0.0.1:4222",
+		MaxBodyBytes:          8 << 20,
+		RouteTimeout:          2 * time.Second,
+		UpstreamHeaderTimeout: 30 * time.Second,
+		ShutdownTimeout:       30 * time.Second,
+	}
+}
+
+// RegisterFlags registers the gateway's flags on fs, defaulting to
+// DefaultConfig.
+func (c *Config) RegisterFlags(fs *flag.FlagSet) {
+	d := DefaultConfig()
+	fs.StringVar(&c.Addr, "addr", d.Addr, "HTTP listen address")
+	fs.StringVar(&c.RouterAddr, "router-addr", d.RouterAddr, "router gRPC target (host:port or dns:///name:port)")
+	fs.StringVar(&c.NATSURL, "nats-url", d.NATSURL, "NATS URL for usage and route completion events; empty disables them")
+	fs.Int64Var(&c.MaxBodyBytes, "max-body-bytes", d.MaxBodyBytes, "largest accepted request body in bytes")
+	fs.DurationVar(&c.RouteTimeout, "route-timeout", d.RouteTimeout, "timeout of each router call")
+	fs.DurationVar(&c.UpstreamHeaderTimeout, "upstream-header-timeout", d.UpstreamHeaderTimeout,
+		"how long to wait for a streaming response's headers before retrying elsewhere")
+	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", d.ShutdownTimeout, "how long in-flight requests may finish after shutdown starts")
+	fs.BoolVar(&c.AllowTagsHeader, "allow-tags-header", d.AllowTagsHeader, "accept routing tags from clients in the "+TagsHeader+" header")
+}
+
+// Validate reports every invalid field at once.
+func (c *Config) Validate() error {
+	var errs []error
+	if _, _, err := net.SplitHostPort(c.Addr); err != nil {
+		errs = append(errs, fmt.Errorf("addr %q: %w", c.Addr, err))
+	}
+	if strings.TrimSpace(c.RouterAddr) == "" || strings.ContainsAny(c.RouterAddr, " \t\n") {
+		errs = append(errs, fmt.Errorf("router-addr %q: want host:port or a gRPC target", c.RouterAddr))
+	}
+	if c.NATSURL != "" {
+		for _, u := range strings.Split(c.NATSURL, ",") {
+			if err := validateNATSURL(strings.TrimSpace(u)); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	if c.MaxBodyBytes <= 0 || c.MaxBodyBytes > 1<<30 {
+		errs = append(errs, fmt.Errorf("max-body-bytes %d: want 1 byte to 1 GiB", c.MaxBodyBytes))
+	}
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{
+		{"route-timeout", c.RouteTimeout},
+		{"upstream-header-timeout", c.UpstreamHeaderTimeout},
+		{"shutdown-timeout", c.ShutdownTimeout},
+	} {
+		if d.v <= 0 {
+			errs = append(errs, fmt.Errorf("%s %v: want a positive duration", d.name, d.v))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func validateNATSURL(raw string) error {
+	u, err := url.Parse(raw)
+	if err != nil {
+		// url.Parse errors quote the input, which may hold a password.
+		return errors.New("nats-url: not a valid URL")
+	}
+	switch u.Scheme {
+	case "nats", "tls", "ws", "wss":
+	default:
+		return fmt.Errorf("nats-url %s: want scheme nats, tls, ws or wss", redactURL(u))
+	}
+	if u.Host == "" {
+		return fmt.Errorf("nats-url %s: missing host", redactURL(u))
+	}
+	return nil
+}
+
+// redactURL hides the whole user info: NATS puts tokens in the user part.
+func redactURL(u *url.URL) string {
+	if u.User == nil {
+		return u.String()
+	}
+	c := *u
+	c.User = url.User("REDACTED")
+	return c.String()
+}
+
+// redactNATSURL hides passwords in a (possibly comma-separated) NATS URL
+// for logs and errors.
+func redactNATSURL(raw string) string {
+	parts := strings.Split(raw, ",")
+	for i, p := range parts {
+		if u, err := url.Parse(strings.TrimSpace(p)); err == nil {
+			parts[i] = redactURL(u)
+		} else {
+			parts[i] = "<invalid>"
+		}
+	}
+	return strings.Join(parts, ",")
+}

@@ -1,0 +1,73 @@
+package gateway
+
+import (
+	"net/http"
+
+	"github.com/switchyard-dev/switchyard/internal/openaiapi"
+	routerv1 "github.com/switchyard-dev/switchyard/proto/switchyard/router/v1"
+)
+
+// statusClientClosed is the nginx convention for "client went away"; it is
+// never written, only counted.
+const statusClientClosed = 499
+
+// errClientClosed marks a request whose client disconnected.
+var errClientClosed = &openaiapi.APIError{Status: statusClientClosed, Type: "client_closed_request", Message: "client closed request"}
+
+var errRouterUnavailable = &openaiapi.APIError{
+	Status:  http.StatusServiceUnavailable,
+	Type:    openaiapi.ErrTypeUnavailable,
+	Message: "the routing service is unavailable, please retry",
+	Code:    "router_unavailable",
+}
+
+var errUpstreamUnreachable = &openaiapi.APIError{
+	Status:  http.StatusBadGateway,
+	Type:    openaiapi.ErrTypeServer,
+	Message: "the model server could not be reached, please retry",
+	Code:    "upstream_unreachable",
+}
+
+var errUpstreamTimeout = &openaiapi.APIError{
+	Status:  http.StatusGatewayTimeout,
+	Type:    openaiapi.ErrTypeTimeout,
+	Message: "the model server did not start responding in time, please retry",
+	Code:    "upstream_timeout",
+}
+
+// rejectionError maps a router rejection to the client's error. This is
+// the one place router reject codes become HTTP statuses.
+func rejectionError(model string, rej *routerv1.Rejection) *openaiapi.APIError {
+	msg := rej.GetMessage()
+	orDefault := func(def string) string {
+		if msg == "" {
+			return def
+		}
+		return msg
+	}
+	switch rej.GetCode() {
+	case routerv1.RejectCode_REJECT_CODE_MODEL_NOT_FOUND:
+		return openaiapi.ModelNotFound(model)
+	case routerv1.RejectCode_REJECT_CODE_NO_HEALTHY_ENDPOINT:
+		return &openaiapi.APIError{
+			Status:  http.StatusServiceUnavailable,
+			Type:    openaiapi.ErrTypeUnavailable,
+			Message: orDefault("no healthy endpoint serves model `" + model + "` right now, please retry"),
+			Code:    "no_healthy_endpoint",
+		}
+	case routerv1.RejectCode_REJECT_CODE_POLICY:
+		return &openaiapi.APIError{
+			Status:  http.StatusForbidden,
+			Type:    openaiapi.ErrTypeInvalidRequest,
+			Message: orDefault("the request was rejected by a routing policy"),
+			Code:    "policy_rejected",
+		}
+	case routerv1.RejectCode_REJECT_CODE_INVALID_REQUEST:
+		return openaiapi.InvalidRequest("", orDefault("the request body could not be read"))
+	}
+	return &openaiapi.APIError{
+		Status:  http.StatusInternalServerError,
+		Type:    openaiapi.ErrTypeServer,
+		Message: "the routing service returned an unexpected answer",
+	}
+}

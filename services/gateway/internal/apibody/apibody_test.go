@@ -1,0 +1,218 @@
+package apibody
+
+import (
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+)
+
+func TestParse(t *testing.T) {
+	const msgs = `"messages":[{"role":"user","content":"hi"}]`
+	tests := []struct {
+		name    string
+		api     API
+		body    string
+		want    Request
+		param   string // "" with wantMsg set: error without param
+		wantMsg string // substring of the error message; "" means success
+	}{
+		{name: "chat minimal", api: Chat, body: `{"model":"m",` + msgs + `}`, want: Request{Model: "m"}},
+		{name: "chat stream with usage", api: Chat, body: `{"model":"m","stream":true,"stream_options":{"include_usage":true},` + msgs + `}`,
+			want: Request{Model: "m", Stream: true, IncludeUsage: true}},
+		{name: "nulls mean absent", api: Chat, body: `{"model":"m","stream":null,"stream_options":null,` + msgs + `}`, want: Request{Model: "m"}},
+		{name: "include_usage null", api: Chat, body: `{"model":"m","stream":true,"stream_options":{"include_usage":null},` + msgs + `}`,
+			want: Request{Model: "m", Stream: true}},
+		{name: "last duplicate wins", api: Chat, body: `{"model":"a","stream":true,"model":"b","stream":false,` + msgs + `}`, want: Request{Model: "b"}},
+		{name: "escaped model", api: Chat, body: `{"model":"llama\u002d3",` + msgs + `}`, want: Request{Model: "llama-3"}},
+		{name: "key match is case-sensitive", api: Chat, body: `{"Model":"m",` + msgs + `}`, param: "model", wantMsg: "must provide a model"},
+		{name: "completions string prompt", api: Completions, body: `{"model":"m","prompt":"once"}`, want: Request{Model: "m"}},
+		{name: "completions token prompt", api: Completions, body: `{"model":"m","prompt":[[1,2],[3]],"stream":true}`, want: Request{Model: "m", Stream: true}},
+
+		{name: "empty body", api: Chat, body: ``, wantMsg: "empty"},
+		{name: "malformed names position", api: Chat, body: "{\"model\":\"m\",\n \"stream\": tru}", wantMsg: "line 2, column 15 (offset 28)"},
+		{name: "truncated", api: Chat, body: `{"model":"m"`, wantMsg: "unexpected end"},
+		{name: "not an object", api: Chat, body: `[1]`, wantMsg: "must be a JSON object, but got an array"},
+		{name: "missing model", api: Chat, body: `{` + msgs + `}`, param: "model", wantMsg: "must provide a model"},
+		{name: "null model", api: Chat, body: `{"model":null,` + msgs + `}`, param: "model", wantMsg: "must provide a model"},
+		{name: "empty model", api: Chat, body: `{"model":"",` + msgs + `}`, param: "model", wantMsg: "must provide a model"},
+		{name: "model wrong type", api: Chat, body: `{"model":7,` + msgs + `}`, param: "model", wantMsg: "expected a string, but got a number"},
+		{name: "model too long", api: Chat, body: `{"model":"` + strings.Repeat("x", MaxModelLen+1) + `",` + msgs + `}`, param: "model", wantMsg: "too long"},
+		{name: "stream wrong type", api: Chat, body: `{"model":"m","stream":"yes",` + msgs + `}`, param: "stream", wantMsg: "expected a boolean, but got a string"},
+		{name: "stream_options wrong type", api: Chat, body: `{"model":"m","stream_options":[],` + msgs + `}`, param: "stream_options", wantMsg: "expected an object, but got an array"},
+		{name: "include_usage wrong type", api: Chat, body: `{"model":"m","stream_options":{"include_usage":1},` + msgs + `}`,
+			param: "stream_options.include_usage", wantMsg: "expected a boolean, but got a number"},
+		{name: "missing messages", api: Chat, body: `{"model":"m"}`, param: "messages", wantMsg: "missing required parameter: 'messages'"},
+		{name: "messages wrong type", api: Chat, body: `{"model":"m","messages":{}}`, param: "messages", wantMsg: "expected an array, but got an object"},
+		{name: "messages empty", api: Chat, body: `{"model":"m","messages":[ ]}`, param: "messages", wantMsg: "at least one"},
+		{name: "chat body on completions", api: Completions, body: `{"model":"m",` + msgs + `}`, param: "prompt", wantMsg: "missing required parameter: 'prompt'"},
+		{name: "prompt wrong type", api: Completions, body: `{"model":"m","prompt":5}`, param: "prompt", wantMsg: "expected a string or an array, but got a number"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, apiErr := Parse(tc.api, []byte(tc.body))
+			if tc.wantMsg == "" {
+				if apiErr != nil {
+					t.Fatalf("unexpected error: %v", apiErr)
+				}
+				if got != tc.want {
+					t.Errorf("got %+v, want %+v", got, tc.want)
+				}
+				return
+			}
+			if apiErr == nil {
+				t.Fatalf("no error, got %+v", got)
+			}
+			if apiErr.Status != http.StatusBadRequest || apiErr.Type != "invalid_request_error" {
+				t.Errorf("status/type = %d %q", apiErr.Status, apiErr.Type)
+			}
+			if apiErr.Param != tc.param {
+				t.Errorf("param = %q, want %q", apiErr.Param, tc.param)
+			}
+			if !strings.Contains(apiErr.Message, tc.wantMsg) {
+				t.Errorf("message = %q, want it to contain %q", apiErr.Message, tc.wantMsg)
+			}
+		})
+	}
+}
+
+func TestInjectIncludeUsage(t *testing.T) {
+	const m = `"model":"m","messages":[{"role":"user","content":"x"}]`
+	tests := []struct {
+		name string
+		in   string
+		want string
+	}{
+		{"absent", `{` + m + `,"stream":true}`, `{` + m + `,"stream":true,"stream_options":{"include_usage":true}}`},
+		{"absent with trailing space", `{` + m + ` }` + "\n", `{` + m + ` ,"stream_options":{"include_usage":true}}` + "\n"},
+		{"null options", `{"stream_options":null,` + m + `}`, `{"stream_options":{"include_usage":true},` + m + `}`},
+		{"empty options", `{"stream_options":{ },` + m + `}`, `{"stream_options":{"include_usage":true },` + m + `}`},
+		{"other options kept", `{"stream_options":{"continuous_usage_stats":false},` + m + `}`,
+			`{"stream_options":{"include_usage":true,"continuous_usage_stats":false},` + m + `}`},
+		{"false flipped", `{"stream_options":{"include_usage": false},` + m + `}`, `{"stream_options":{"include_usage": true},` + m + `}`},
+		{"null flipped", `{"stream_options":{"include_usage":null},` + m + `}`, `{"stream_options":{"include_usage":true},` + m + `}`},
+		{"already true unchanged", `{"stream_options":{"include_usage":true},` + m + `}`, `{"stream_options":{"include_usage":true},` + m + `}`},
+		{"last duplicate edited", `{"stream_options":{"include_usage":true},` + m + `,"stream_options":{}}`,
+			`{"stream_options":{"include_usage":true},` + m + `,"stream_options":{"include_usage":true}}`},
+		{"empty object", `{}`, `{"stream_options":{"include_usage":true}}`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			in := []byte(tc.in)
+			orig := string(in)
+			got, ok := InjectIncludeUsage(in)
+			if !ok {
+				t.Fatal("not injected")
+			}
+			if string(got) != tc.want {
+				t.Errorf("got  %s\nwant %s", got, tc.want)
+			}
+			if string(in) != orig {
+				t.Errorf("input was modified")
+			}
+			if !json.Valid(got) {
+				t.Errorf("result is not valid JSON")
+			}
+		})
+	}
+	for _, bad := range []string{`[1]`, `{"stream_options":5}`, `{"a":`} {
+		if got, ok := InjectIncludeUsage([]byte(bad)); ok || string(got) != bad {
+			t.Errorf("InjectIncludeUsage(%s) = %s, %v; want unchanged, false", bad, got, ok)
+		}
+	}
+}
+
+func TestInspectChunk(t *testing.T) {
+	tests := []struct {
+		name string
+		data string
+		want Chunk
+	}{
+		{"done", "[DONE]", Chunk{Done: true}},
+		{"token chunk", `{"id":"c","choices":[{"index":0,"delta":{"content":"hi"}}]}`, Chunk{}},
+		{"usage only", `{"id":"c","choices":[],"usage":{"prompt_tokens":12,"total_tokens":20,"completion_tokens":8,"prompt_tokens_details":{"cached_tokens":4}}}`,
+			Chunk{HasUsage: true, UsageOnly: true, Usage: Usage{PromptTokens: 12, CompletionTokens: 8, CachedTokens: 4}}},
+		{"continuous usage on token chunk", `{"choices":[{"delta":{"content":"x"}}],"usage":{"prompt_tokens":3,"completion_tokens":1}}`,
+			Chunk{HasUsage: true, Usage: Usage{PromptTokens: 3, CompletionTokens: 1}}},
+		{"null usage", `{"choices":[],"usage":null}`, Chunk{}},
+		{"usage word in content only", `{"choices":[{"delta":{"content":"\"usage\""}}]}`, Chunk{}},
+		{"malformed", `{"usage":{"prompt_tokens":1}`, Chunk{}},
+		{"negative clamped", `{"choices":[],"usage":{"prompt_tokens":-5,"completion_tokens":2}}`, Chunk{HasUsage: true, UsageOnly: true, Usage: Usage{CompletionTokens: 2}}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := InspectChunk([]byte(tc.data)); got != tc.want {
+				t.Errorf("got %+v, want %+v", got, tc.want)
+			}
+		})
+	}
+	u, ok := BodyUsage([]byte(`{"id":"x","choices":[{"message":{"content":"hi"}}],"usage":{"prompt_tokens":5,"completion_tokens":2}}`))
+	if !ok || u != (Usage{PromptTokens: 5, CompletionTokens: 2}) {
+		t.Errorf("BodyUsage = %+v, %v", u, ok)
+	}
+}
+
+// FuzzParseRequest feeds arbitrary bodies to Parse for both APIs. It must
+// never panic; an accepted body must be valid JSON, and injecting
+// include_usage into it must keep it valid and parse back the same with
+// IncludeUsage set.
+func FuzzParseRequest(f *testing.F) {
+	seeds := []string{
+		`{"model":"m","messages":[{"role":"user","content":"hi"}],"stream":true}`,
+		`{"model":"m","prompt":"hi","stream":true,"stream_options":{"include_usage":false}}`,
+		`{"model":"m","prompt":[1,2,3],"stream_options":null,"stream":true}`,
+		`{"mod\u0065l":"m","messages":[{}],"stream":true,"stream_options":{}}`,
+		`{"model":"m","messages":[],"stream":"x"}`,
+		`{"model":1}`, `[]`, ``, `{`, `{"model":"\ud800"}`,
+	}
+	for _, s := range seeds {
+		f.Add(uint8(Chat), []byte(s))
+		f.Add(uint8(Completions), []byte(s))
+	}
+	f.Fuzz(func(t *testing.T, apiByte uint8, body []byte) {
+		api := Chat
+		if apiByte%2 == 1 {
+			api = Completions
+		}
+		req, apiErr := Parse(api, body)
+		if apiErr != nil {
+			if apiErr.Status != http.StatusBadRequest || apiErr.Message == "" {
+				t.Fatalf("bad error %+v", apiErr)
+			}
+			return
+		}
+		if !json.Valid(body) || req.Model == "" {
+			t.Fatalf("accepted %q as %+v", body, req)
+		}
+		injected, ok := InjectIncludeUsage(body)
+		if !ok {
+			t.Fatalf("could not inject into accepted body %q", body)
+		}
+		again, apiErr := Parse(api, injected)
+		if apiErr != nil {
+			t.Fatalf("injected body %q rejected: %v", injected, apiErr)
+		}
+		want := req
+		want.IncludeUsage = true
+		if again != want {
+			t.Fatalf("after injection got %+v, want %+v (body %q)", again, want, injected)
+		}
+	})
+}
+
+// FuzzInspectChunk feeds arbitrary upstream chunks: never a panic, never a
+// negative token count, and a usage-only verdict only with usage.
+func FuzzInspectChunk(f *testing.F) {
+	f.Add([]byte(`{"choices":[],"usage":{"prompt_tokens":1,"completion_tokens":2,"prompt_tokens_details":{"cached_tokens":1}}}`))
+	f.Add([]byte(`[DONE]`))
+	f.Add([]byte(`{"usage":{"prompt_tokens":1e3}}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		c := InspectChunk(data)
+		if c.Usage.PromptTokens < 0 || c.Usage.CompletionTokens < 0 || c.Usage.CachedTokens < 0 {
+			t.Fatalf("negative usage %+v", c.Usage)
+		}
+		if c.UsageOnly && !c.HasUsage {
+			t.Fatalf("usage-only without usage")
+		}
+	})
+}

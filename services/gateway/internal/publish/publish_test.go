@@ -1,0 +1,158 @@
+package publish
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/rs/zerolog"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/switchyard-dev/switchyard/internal/bus"
+	"github.com/switchyard-dev/switchyard/internal/natsembed"
+	eventsv1 "github.com/switchyard-dev/switchyard/proto/switchyard/events/v1"
+)
+
+const waitLong = 10 * time.Second
+
+func newMetrics() Metrics {
+	return Metrics{
+		Published: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "published"}, []string{"event"}),
+		Failures:  prometheus.NewCounterVec(prometheus.CounterOpts{Name: "failures"}, []string{"event", "reason"}),
+	}
+}
+
+func value(t *testing.T, c *prometheus.CounterVec, labels ...string) float64 {
+	t.Helper()
+	var m dto.Metric
+	if err := c.WithLabelValues(labels...).Write(&m); err != nil {
+		t.Fatal(err)
+	}
+	return m.GetCounter().GetValue()
+}
+
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(waitLong)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+type fixture struct {
+	ns *natsembed.Server
+	nc *nats.Conn
+	js jetstream.JetStream
+}
+
+func start(t *testing.T, ackTimeout time.Duration) fixture {
+	t.Helper()
+	ns, err := natsembed.Start(natsembed.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(ns.Shutdown)
+	nc, err := nats.Connect(ns.URL(), nats.ReconnectWait(50*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc, jetstream.WithPublishAsyncTimeout(ackTimeout))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), waitLong)
+	defer cancel()
+	if err := bus.EnsureUsageStream(ctx, js); err != nil {
+		t.Fatal(err)
+	}
+	return fixture{ns: ns, nc: nc, js: js}
+}
+
+func TestPublishes(t *testing.T) {
+	f := start(t, AckTimeout)
+	comps := make(chan *nats.Msg, 4)
+	if _, err := f.nc.ChanSubscribe(bus.SubjectRouteCompleted, comps); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	m := newMetrics()
+	p := New(f.nc, f.js, zerolog.Nop(), m)
+
+	p.RequestFinished("team.a", &eventsv1.UsageEvent{RequestId: "r1", Tenant: "team.a", PromptTokens: 10})
+	// The same request id again, as after a retried publish: de-duplicated.
+	p.RequestFinished("team.a", &eventsv1.UsageEvent{RequestId: "r1", Tenant: "team.a", PromptTokens: 10})
+	p.RequestFinished("team.a", &eventsv1.UsageEvent{RequestId: "r2", Tenant: "team.a", PromptTokens: 20})
+	p.RouteCompleted(&eventsv1.RouteCompletion{RequestId: "r1", EndpointId: "w0", Success: true})
+
+	ctx, cancel := context.WithTimeout(context.Background(), waitLong)
+	defer cancel()
+	if err := p.Close(ctx); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	if got := value(t, m.Published, EventUsage); got != 3 {
+		t.Errorf("usage published = %v, want 3 (acks include the duplicate)", got)
+	}
+	s, err := f.js.Stream(ctx, bus.StreamUsage)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := s.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.State.Msgs != 2 {
+		t.Fatalf("stream holds %d messages, want 2", info.State.Msgs)
+	}
+	for seq, want := range map[uint64]string{1: "r1", 2: "r2"} {
+		msg, err := s.GetMsg(ctx, seq)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if msg.Subject != bus.UsageSubject("team.a") || msg.Header.Get(jetstream.MsgIDHeader) != want {
+			t.Errorf("seq %d: subject %q id %q", seq, msg.Subject, msg.Header.Get(jetstream.MsgIDHeader))
+		}
+		var ev eventsv1.UsageEvent
+		if err := proto.Unmarshal(msg.Data, &ev); err != nil || ev.GetRequestId() != want {
+			t.Errorf("seq %d payload %v, %v", seq, &ev, err)
+		}
+	}
+	select {
+	case msg := <-comps:
+		var c eventsv1.RouteCompletion
+		if err := proto.Unmarshal(msg.Data, &c); err != nil || c.GetEndpointId() != "w0" || !c.GetSuccess() {
+			t.Errorf("completion %v, %v", &c, err)
+		}
+	case <-time.After(waitLong):
+		t.Fatal("no route completion")
+	}
+	// After Close, events are counted as lost, never sent on a closed channel.
+	p.RequestFinished("team.a", &eventsv1.UsageEvent{RequestId: "late"})
+	if got := value(t, m.Failures, EventUsage, ReasonShutdown); got != 1 {
+		t.Errorf("shutdown failures = %v, want 1", got)
+	}
+}
+
+func TestNATSDownCountsFailure(t *testing.T) {
+	f := start(t, 100*time.Millisecond)
+	m := newMetrics()
+	p := New(f.nc, f.js, zerolog.Nop(), m)
+	f.ns.Shutdown()
+	p.RequestFinished("default", &eventsv1.UsageEvent{RequestId: "lost"})
+	eventually(t, "usage failure counted", func() bool { return value(t, m.Failures, EventUsage, ReasonNATS) == 1 })
+	if got := value(t, m.Published, EventUsage); got != 0 {
+		t.Errorf("published = %v with NATS down", got)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	_ = p.Close(ctx)
+}

@@ -1,0 +1,743 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/rs/zerolog"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/switchyard-dev/switchyard/internal/openaiapi"
+	eventsv1 "github.com/switchyard-dev/switchyard/proto/switchyard/events/v1"
+	routerv1 "github.com/switchyard-dev/switchyard/proto/switchyard/router/v1"
+	"github.com/switchyard-dev/switchyard/services/gateway/internal/apibody"
+	"github.com/switchyard-dev/switchyard/services/gateway/internal/sse"
+)
+
+const (
+	maxAttempts = 2 // the first try and one retry
+	// bodyReadTimeout bounds a slow upload; there is no server-wide
+	// ReadTimeout because streams run for minutes.
+	bodyReadTimeout = time.Minute
+	// clientWriteTimeout bounds one write to a client that stopped reading.
+	clientWriteTimeout = time.Minute
+	// maxErrorBody is how much of an upstream 5xx body is kept to replay it.
+	maxErrorBody = 64 << 10
+	// maxUsageCapture is how much of a non-streamed body is kept to read its
+	// usage; real completions are far smaller.
+	maxUsageCapture = 4 << 20
+	maxTags         = 16
+	maxTagLen       = 64
+	maxRequestIDLen = 128
+)
+
+var errHeaderTimeout = errors.New("upstream response headers timed out")
+
+var relayBufs = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
+
+// call is one client request, across its attempts.
+type call struct {
+	g     *Gateway
+	api   apibody.API
+	path  string
+	start time.Time
+	id    string
+	log   zerolog.Logger
+
+	req        apibody.Request
+	parsed     bool
+	tenant     string
+	tags       []string
+	modelKnown bool // the router recognised the model: safe as a metric label
+
+	attempts int
+	target   *routerv1.Target
+	decision *routerv1.Decision
+
+	// Outcome.
+	status    int
+	errType   string
+	abort     bool // the response broke after headers: cut the connection
+	committed bool // a 2xx-or-4xx upstream response is being relayed
+	streamed  bool
+	usage     apibody.Usage
+	hasUsage  bool
+	ttft      time.Duration // from request arrival to the first data event
+	first     time.Time     // first data event
+	last      time.Time     // last data event
+	events    int64         // streamed data events carrying tokens
+}
+
+func (g *Gateway) completions(api apibody.API, path string) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		g.inflight.Add(1)
+		defer g.inflight.Add(-1)
+		c := &call{g: g, api: api, path: path, start: time.Now(), id: requestID(r)}
+		c.log = g.log.With().Str("request_id", c.id).Logger()
+		w.Header().Set(RequestIDHeader, c.id)
+		c.serve(w, r)
+		c.finish()
+		if c.abort {
+			// Tell the client the stream broke rather than ending it
+			// cleanly; net/http closes the connection without logging.
+			panic(http.ErrAbortHandler)
+		}
+	})
+}
+
+// requestID keeps a sane client-supplied id, so both sides can correlate
+// logs, and otherwise makes one up.
+func requestID(r *http.Request) string {
+	if id := r.Header.Get(RequestIDHeader); saneRequestID(id) {
+		return id
+	}
+	return rand.Text()
+}
+
+func saneRequestID(id string) bool {
+	if id == "" || len(id) > maxRequestIDLen {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		if !idByteOK(id[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+func idByteOK(c byte) bool {
+	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+		c == '-' || c == '_' || c == '.' || c == ':'
+}
+
+func (c *call) serve(w http.ResponseWriter, r *http.Request) {
+	tenant, apiErr := c.g.tenant(r)
+	if apiErr != nil {
+		c.fail(w, apiErr)
+		return
+	}
+	c.tenant = tenant
+	body, apiErr := c.readBody(w, r)
+	if apiErr != nil {
+		c.fail(w, apiErr)
+		return
+	}
+	req, apiErr := apibody.Parse(c.api, body)
+	if apiErr != nil {
+		c.fail(w, apiErr)
+		return
+	}
+	c.req, c.parsed = req, true
+	if c.g.cfg.AllowTagsHeader {
+		tags, apiErr := parseTags(r.Header.Values(TagsHeader))
+		if apiErr != nil {
+			c.fail(w, apiErr)
+			return
+		}
+		c.tags = tags
+	}
+	c.proxy(w, r, body)
+}
+
+func (c *call) readBody(w http.ResponseWriter, r *http.Request) ([]byte, *openaiapi.APIError) {
+	limit := c.g.cfg.MaxBodyBytes
+	if r.ContentLength > limit {
+		return nil, tooLarge(limit)
+	}
+	rc := http.NewResponseController(w)
+	_ = rc.SetReadDeadline(time.Now().Add(bodyReadTimeout))
+	defer func() { _ = rc.SetReadDeadline(time.Time{}) }()
+	size := 16 << 10
+	if r.ContentLength > 0 {
+		size = int(r.ContentLength) + 1 // +1 so ReadFrom sees EOF without growing
+	}
+	buf := bytes.NewBuffer(make([]byte, 0, size))
+	_, err := buf.ReadFrom(http.MaxBytesReader(w, r.Body, limit))
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			return nil, tooLarge(limit)
+		}
+		if r.Context().Err() != nil {
+			return nil, errClientClosed
+		}
+		return nil, openaiapi.InvalidRequest("", "could not read the request body: "+err.Error())
+	}
+	return buf.Bytes(), nil
+}
+
+func tooLarge(limit int64) *openaiapi.APIError {
+	return &openaiapi.APIError{
+		Status:  http.StatusRequestEntityTooLarge,
+		Type:    openaiapi.ErrTypeInvalidRequest,
+		Message: fmt.Sprintf("the request body is larger than the limit of %d bytes", limit),
+		Code:    "request_too_large",
+	}
+}
+
+// parseTags reads comma-separated tags from every TagsHeader line,
+// de-duplicated in order.
+func parseTags(values []string) ([]string, *openaiapi.APIError) {
+	var tags []string
+	for _, v := range values {
+		for t := range strings.SplitSeq(v, ",") {
+			t = strings.TrimSpace(t)
+			if t == "" {
+				continue
+			}
+			if len(t) > maxTagLen || !validTag(t) {
+				return nil, openaiapi.InvalidRequest("", fmt.Sprintf("%s: invalid tag %q: want up to %d of [A-Za-z0-9._:/-]", TagsHeader, truncate(t, maxTagLen), maxTagLen))
+			}
+			dup := false
+			for _, have := range tags {
+				dup = dup || have == t
+			}
+			if dup {
+				continue
+			}
+			if len(tags) == maxTags {
+				return nil, openaiapi.InvalidRequest("", fmt.Sprintf("%s: more than %d tags", TagsHeader, maxTags))
+			}
+			tags = append(tags, t)
+		}
+	}
+	return tags, nil
+}
+
+func validTag(t string) bool {
+	for i := 0; i < len(t); i++ {
+		if c := t[i]; !idByteOK(c) && c != '/' {
+			return false
+		}
+	}
+	return true
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}
+
+// failure is an attempt that failed before anything reached the client, so
+// the request may be retried elsewhere.
+type failure struct {
+	err      error // transport error; nil when the upstream answered 5xx
+	timeout  bool
+	status   int
+	header   http.Header
+	body     []byte
+	endpoint string
+}
+
+func (c *call) proxy(w http.ResponseWriter, r *http.Request, body []byte) {
+	ctx := r.Context()
+	var exclude []string
+	var first *failure
+	for attempt := 1; attempt <= maxAttempts; attempt++ {
+		rr, apiErr := c.route(ctx, body, exclude)
+		if apiErr != nil {
+			if first != nil && apiErr != errClientClosed {
+				// Nowhere left to retry: the client hears about the
+				// upstream failure, not about the empty retry.
+				c.replay(w, first)
+				return
+			}
+			c.fail(w, apiErr)
+			return
+		}
+		c.attempts = attempt
+		c.target, c.decision = rr.GetTarget(), rr.GetDecision()
+		send := body
+		if len(rr.GetRewrittenBody()) > 0 {
+			send = rr.GetRewrittenBody()
+		}
+		inject := c.req.Stream && !c.req.IncludeUsage
+		if inject {
+			send, inject = apibody.InjectIncludeUsage(send)
+		}
+		f := c.attempt(w, r, send, inject)
+		if f == nil {
+			return
+		}
+		if first == nil {
+			first = f
+		}
+		exclude = append(exclude, f.endpoint)
+		if attempt == maxAttempts {
+			c.replay(w, f)
+			return
+		}
+		c.g.metrics.retries.WithLabelValues(c.req.Model).Inc()
+		c.log.Info().Str("endpoint", f.endpoint).Int("status", f.status).AnErr("error", f.err).Msg("retrying on another endpoint")
+	}
+}
+
+// route asks the router for a target; errors are client-facing.
+func (c *call) route(ctx context.Context, body []byte, exclude []string) (*routerv1.RouteResponse, *openaiapi.APIError) {
+	rctx, cancel := context.WithTimeout(ctx, c.g.cfg.RouteTimeout)
+	defer cancel()
+	api := routerv1.ApiKind_API_KIND_CHAT_COMPLETIONS
+	if c.api == apibody.Completions {
+		api = routerv1.ApiKind_API_KIND_COMPLETIONS
+	}
+	t0 := time.Now()
+	resp, err := c.g.router.Route(rctx, &routerv1.RouteRequest{
+		RequestId:        c.id,
+		Tenant:           c.tenant,
+		Model:            c.req.Model,
+		Api:              api,
+		Tags:             c.tags,
+		Body:             body,
+		ExcludeEndpoints: exclude,
+	})
+	c.g.metrics.routeSeconds.Observe(time.Since(t0).Seconds())
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, errClientClosed
+		}
+		code := status.Code(err)
+		c.log.Warn().Str("grpc_code", code.String()).Err(err).Msg("route call failed")
+		if code == codes.InvalidArgument {
+			return nil, openaiapi.InvalidRequest("", "the request could not be routed: "+status.Convert(err).Message())
+		}
+		return nil, errRouterUnavailable
+	}
+	if rej := resp.GetRejection(); rej != nil {
+		c.modelKnown = rej.GetCode() == routerv1.RejectCode_REJECT_CODE_NO_HEALTHY_ENDPOINT ||
+			rej.GetCode() == routerv1.RejectCode_REJECT_CODE_POLICY
+		return nil, rejectionError(c.req.Model, rej)
+	}
+	if resp.GetTarget().GetUrl() == "" || resp.GetTarget().GetId() == "" {
+		c.log.Error().Msg("router answered without target or rejection")
+		return nil, &openaiapi.APIError{Status: http.StatusInternalServerError, Type: openaiapi.ErrTypeServer, Message: "the routing service returned an unexpected answer"}
+	}
+	c.modelKnown = true
+	return resp, nil
+}
+
+// attempt sends the request to the routed target. It returns a failure
+// when the request may be retried (nothing was written to the client);
+// otherwise it has written the response, or the client is gone.
+func (c *call) attempt(w http.ResponseWriter, r *http.Request, body []byte, injected bool) *failure {
+	ep := c.target.GetId()
+	sent := time.Now()
+	ctx, cancel := context.WithCancelCause(r.Context())
+	defer cancel(nil)
+	ureq, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimSuffix(c.target.GetUrl(), "/")+c.path, bytes.NewReader(body))
+	if err != nil {
+		c.completed(ep, sent, false, 0)
+		c.g.metrics.attempts.WithLabelValues(ep, outcomeConnectError).Inc()
+		return &failure{err: fmt.Errorf("build upstream request: %w", err), endpoint: ep}
+	}
+	ureq.Header.Set("Content-Type", "application/json")
+	ureq.Header.Set(RequestIDHeader, c.id)
+	for _, h := range []string{"Accept", "Traceparent", "Tracestate"} {
+		if v := r.Header.Values(h); len(v) > 0 {
+			ureq.Header[h] = v
+		}
+	}
+	var stopTimer func() bool
+	if c.req.Stream {
+		t := time.AfterFunc(c.g.cfg.UpstreamHeaderTimeout, func() { cancel(errHeaderTimeout) })
+		stopTimer = t.Stop
+	}
+	resp, err := c.g.transport.RoundTrip(ureq)
+	if stopTimer != nil {
+		stopTimer()
+	}
+	if err != nil {
+		if r.Context().Err() != nil {
+			c.g.metrics.attempts.WithLabelValues(ep, outcomeCanceled).Inc()
+			c.completed(ep, sent, false, 0)
+			c.status, c.errType = statusClientClosed, errClientClosed.Type
+			return nil
+		}
+		timeout := errors.Is(context.Cause(ctx), errHeaderTimeout)
+		outcome := outcomeConnectError
+		if timeout {
+			outcome, err = outcomeHeaderTimeout, errHeaderTimeout
+		}
+		c.g.metrics.attempts.WithLabelValues(ep, outcome).Inc()
+		c.completed(ep, sent, false, 0)
+		c.log.Warn().Str("endpoint", ep).Err(err).Msg("upstream attempt failed")
+		return &failure{err: err, timeout: timeout, endpoint: ep}
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode >= 500 {
+		errBody, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
+		c.g.metrics.attempts.WithLabelValues(ep, outcomeStatus5xx).Inc()
+		c.completed(ep, sent, false, 0)
+		c.log.Warn().Str("endpoint", ep).Int("status", resp.StatusCode).Msg("upstream answered 5xx")
+		return &failure{status: resp.StatusCode, header: resp.Header, body: errBody, endpoint: ep}
+	}
+
+	c.committed = true
+	c.status = resp.StatusCode
+	copyHeaders(w.Header(), resp.Header)
+	var relayErr error
+	if isEventStream(resp.Header) && resp.StatusCode < 300 {
+		c.streamed = true
+		w.Header().Del("Content-Length")
+		w.WriteHeader(resp.StatusCode)
+		relayErr = c.relayStream(w, resp.Body, injected, sent)
+	} else {
+		w.WriteHeader(resp.StatusCode)
+		relayErr = c.relayBody(w, resp.Body, resp.StatusCode < 300)
+	}
+	var attemptTTFT time.Duration
+	if !c.first.IsZero() {
+		attemptTTFT = c.first.Sub(sent)
+	}
+	switch {
+	case relayErr == nil:
+		c.g.metrics.attempts.WithLabelValues(ep, outcomeOK).Inc()
+		c.completed(ep, sent, resp.StatusCode < 300, attemptTTFT)
+		if resp.StatusCode >= 400 {
+			c.errType = openaiapi.ErrTypeInvalidRequest
+		}
+	case r.Context().Err() != nil:
+		c.g.metrics.attempts.WithLabelValues(ep, outcomeCanceled).Inc()
+		c.completed(ep, sent, false, attemptTTFT)
+		c.status, c.errType = statusClientClosed, errClientClosed.Type
+	default:
+		c.g.metrics.attempts.WithLabelValues(ep, outcomeBroken).Inc()
+		c.completed(ep, sent, false, attemptTTFT)
+		c.log.Warn().Str("endpoint", ep).Err(relayErr).Msg("upstream response broke off")
+		c.errType = openaiapi.ErrTypeServer
+		c.abort = true
+	}
+	return nil
+}
+
+// relayStream forwards an SSE response event by event, flushing after each
+// read, and watches the events go by: the first data event is the first
+// token (TTFT), the gaps between reads that carry data events are
+// inter-token latency, and the usage chunk gives the token counts. When the
+// gateway injected include_usage, the usage-only chunk the client did not ask
+// for is dropped (a whole event, by byte range, never re-encoded).
+func (c *call) relayStream(w http.ResponseWriter, body io.Reader, injected bool, sent time.Time) error {
+	rc := http.NewResponseController(w)
+	defer func() { _ = rc.SetWriteDeadline(time.Time{}) }()
+	if err := rc.Flush(); err != nil {
+		return fmt.Errorf("flush headers: %w", err)
+	}
+	bp := relayBufs.Get().(*[]byte)
+	defer relayBufs.Put(bp)
+	buf := *bp
+	itl := c.g.metrics.itl.WithLabelValues(c.req.Model)
+	var sp sse.Splitter
+	var lastRead time.Time
+	for {
+		n, rerr := body.Read(buf)
+		if n > 0 {
+			now := time.Now()
+			sp.Feed(buf[:n])
+			wrote, data := false, false
+			for {
+				ev, ok := sp.Next()
+				if !ok {
+					break
+				}
+				drop, tokens := c.inspect(ev, injected)
+				if drop {
+					continue
+				}
+				data = data || tokens
+				if err := c.write(rc, w, ev); err != nil {
+					return err
+				}
+				wrote = true
+			}
+			if data {
+				if c.first.IsZero() {
+					c.first = now
+					c.ttft = now.Sub(c.start)
+				} else if !lastRead.IsZero() {
+					itl.Observe(now.Sub(lastRead).Seconds())
+				}
+				lastRead, c.last = now, now
+			}
+			if wrote {
+				if err := rc.Flush(); err != nil {
+					return fmt.Errorf("flush: %w", err)
+				}
+			}
+		}
+		if rerr == io.EOF {
+			if rest := sp.Rest(); len(rest) > 0 {
+				if err := c.write(rc, w, rest); err != nil {
+					return err
+				}
+				_ = rc.Flush()
+			}
+			return nil
+		}
+		if rerr != nil {
+			return fmt.Errorf("read upstream stream: %w", rerr)
+		}
+	}
+}
+
+// inspect reads one event: it keeps the usage it carries and reports
+// whether the event must be dropped and whether it carries tokens (a data
+// event that is neither [DONE] nor the usage-only chunk).
+func (c *call) inspect(ev []byte, injected bool) (drop, tokens bool) {
+	data, ok := sse.Data(ev)
+	if !ok {
+		return false, false
+	}
+	ch := apibody.InspectChunk(data)
+	if ch.HasUsage {
+		c.usage, c.hasUsage = ch.Usage, true
+	}
+	if ch.Done || ch.UsageOnly {
+		return injected && ch.UsageOnly, false
+	}
+	c.events++
+	return false, true
+}
+
+func (c *call) write(rc *http.ResponseController, w http.ResponseWriter, p []byte) error {
+	_ = rc.SetWriteDeadline(time.Now().Add(clientWriteTimeout))
+	if _, err := w.Write(p); err != nil {
+		return fmt.Errorf("write to client: %w", err)
+	}
+	return nil
+}
+
+// relayBody copies a non-streamed response, keeping a copy of a successful
+// one to read its usage.
+func (c *call) relayBody(w http.ResponseWriter, body io.Reader, success bool) error {
+	var capture *capped
+	if success {
+		capture = &capped{max: maxUsageCapture}
+		body = io.TeeReader(body, capture)
+	}
+	bp := relayBufs.Get().(*[]byte)
+	defer relayBufs.Put(bp)
+	if _, err := io.CopyBuffer(onlyWriter{w}, body, *bp); err != nil {
+		return fmt.Errorf("relay body: %w", err)
+	}
+	if capture != nil && !capture.over {
+		c.usage, c.hasUsage = apibody.BodyUsage(capture.buf)
+	}
+	return nil
+}
+
+// onlyWriter hides ReadFrom so CopyBuffer uses the pooled buffer.
+type onlyWriter struct{ w io.Writer }
+
+func (o onlyWriter) Write(p []byte) (int, error) { return o.w.Write(p) }
+
+// capped keeps the first max bytes written to it and notes when there were
+// more.
+type capped struct {
+	buf  []byte
+	max  int
+	over bool
+}
+
+func (c *capped) Write(p []byte) (int, error) {
+	if !c.over {
+		if len(c.buf)+len(p) > c.max {
+			c.over, c.buf = true, nil
+		} else {
+			c.buf = append(c.buf, p...)
+		}
+	}
+	return len(p), nil
+}
+
+// replay tells the client about a failed last attempt: an upstream JSON
+// error is passed through as is, anything else becomes a gateway error.
+func (c *call) replay(w http.ResponseWriter, f *failure) {
+	switch {
+	case f.err == nil && isJSON(f.header):
+		c.status, c.errType = f.status, openaiapi.ErrTypeServer
+		w.Header().Set("Content-Type", f.header.Get("Content-Type"))
+		w.WriteHeader(f.status)
+		_, _ = w.Write(f.body)
+	case f.err == nil:
+		c.fail(w, &openaiapi.APIError{
+			Status:  http.StatusBadGateway,
+			Type:    openaiapi.ErrTypeServer,
+			Message: fmt.Sprintf("the model server answered HTTP %d", f.status),
+			Code:    "upstream_error",
+		})
+	case f.timeout:
+		c.fail(w, errUpstreamTimeout)
+	default:
+		c.fail(w, errUpstreamUnreachable)
+	}
+}
+
+// fail writes e unless the client is gone.
+func (c *call) fail(w http.ResponseWriter, e *openaiapi.APIError) {
+	c.status, c.errType = e.Status, e.Type
+	if e == errClientClosed {
+		return
+	}
+	openaiapi.WriteError(w, e)
+}
+
+// completed publishes the end of one attempt so routers release the
+// endpoint's in-flight slot and learn from its TTFT.
+func (c *call) completed(endpoint string, sent time.Time, success bool, ttft time.Duration) {
+	ev := &eventsv1.RouteCompletion{
+		RequestId:   c.id,
+		EndpointId:  endpoint,
+		CompletedAt: timestamppb.Now(),
+		Success:     success,
+	}
+	if success {
+		ev.TtftSeconds = ttft.Seconds()
+		prompt, cached, completion := c.tokens()
+		ev.PromptTokens, ev.CachedTokens, ev.CompletionTokens = prompt, cached, completion
+	}
+	c.g.sink.RouteCompleted(ev)
+}
+
+// tokens are the reported usage or, when the upstream sent none (a stream
+// the client cut short, an upstream that ignores include_usage), an
+// estimate: the router's prompt count and one token per streamed event.
+func (c *call) tokens() (prompt, cached, completion int64) {
+	if c.hasUsage {
+		return c.usage.PromptTokens, c.usage.CachedTokens, c.usage.CompletionTokens
+	}
+	if !c.committed {
+		return 0, 0, 0
+	}
+	return c.decision.GetPromptTokens(), c.decision.GetCachedTokens(), c.events
+}
+
+// finish records metrics and publishes the usage event.
+func (c *call) finish() {
+	end := time.Now()
+	e2e := end.Sub(c.start)
+	model := unknownModel
+	if c.modelKnown {
+		model = c.req.Model
+	}
+	m := c.g.metrics
+	m.requests.WithLabelValues(model, statusLabel(c.status)).Inc()
+	ok := c.status >= 200 && c.status < 300 && !c.abort
+	if ok {
+		m.e2e.WithLabelValues(model).Observe(e2e.Seconds())
+		if c.streamed && c.ttft > 0 {
+			m.ttft.WithLabelValues(model).Observe(c.ttft.Seconds())
+		}
+	}
+	var itlMean float64
+	prompt, cached, completion := c.tokens()
+	if c.streamed && completion > 1 && !c.first.IsZero() {
+		itlMean = c.last.Sub(c.first).Seconds() / float64(completion-1)
+	}
+
+	lvl := zerolog.DebugLevel
+	if c.status >= 500 || c.abort {
+		lvl = zerolog.WarnLevel
+	}
+	c.log.WithLevel(lvl).Str("model", c.req.Model).Int("status", c.status).Str("endpoint", c.target.GetId()).
+		Int("attempts", c.attempts).Dur("ttft", c.ttft).Dur("e2e", e2e).Int64("completion_tokens", completion).Msg("request done")
+
+	if !c.parsed {
+		// No model, so nothing to meter: the request is only counted.
+		return
+	}
+	ev := &eventsv1.UsageEvent{
+		RequestId:          c.id,
+		Tenant:             c.tenant,
+		Model:              c.req.Model,
+		ServedModel:        c.target.GetServedModel(),
+		EndpointId:         c.target.GetId(),
+		Provider:           c.target.GetProvider(),
+		Api:                apiName(c.api),
+		Stream:             c.req.Stream,
+		PromptTokens:       prompt,
+		CachedPromptTokens: cached,
+		CompletionTokens:   completion,
+		TtftSeconds:        c.ttft.Seconds(),
+		E2ESeconds:         e2e.Seconds(),
+		ItlMeanSeconds:     itlMean,
+		StatusCode:         int32(c.status),
+		Attempts:           int32(c.attempts),
+		StartedAt:          timestamppb.New(c.start),
+		FinishedAt:         timestamppb.New(end),
+		Tags:               c.tags,
+	}
+	if c.status >= 400 || c.abort {
+		ev.ErrorType = c.errType
+	}
+	if ev.ServedModel == "" && c.target != nil {
+		ev.ServedModel = c.req.Model
+	}
+	switch c.target.GetKind() {
+	case routerv1.TargetKind_TARGET_KIND_LOCAL:
+		ev.TargetKind = "local"
+	case routerv1.TargetKind_TARGET_KIND_PROVIDER:
+		ev.TargetKind = "provider"
+	}
+	c.g.sink.RequestFinished(c.tenant, ev)
+}
+
+func apiName(a apibody.API) string {
+	if a == apibody.Completions {
+		return "completions"
+	}
+	return "chat.completions"
+}
+
+func statusLabel(code int) string { return strconv.Itoa(code) }
+
+var hopHeaders = map[string]bool{
+	"Connection": true, "Proxy-Connection": true, "Keep-Alive": true, "Proxy-Authenticate": true,
+	"Proxy-Authorization": true, "Te": true, "Trailer": true, "Transfer-Encoding": true, "Upgrade": true,
+}
+
+// copyHeaders copies end-to-end response headers; the request id stays the
+// gateway's.
+func copyHeaders(dst, src http.Header) {
+	var connTokens []string
+	for _, v := range src.Values("Connection") {
+		for t := range strings.SplitSeq(v, ",") {
+			connTokens = append(connTokens, http.CanonicalHeaderKey(strings.TrimSpace(t)))
+		}
+	}
+	for k, vv := range src {
+		if hopHeaders[k] || k == RequestIDHeader {
+			continue
+		}
+		skip := false
+		for _, t := range connTokens {
+			skip = skip || t == k
+		}
+		if !skip {
+			dst[k] = append([]string(nil), vv...)
+		}
+	}
+}
+
+func isEventStream(h http.Header) bool {
+	mt, _, _ := mime.ParseMediaType(h.Get("Content-Type"))
+	return mt == "text/event-stream"
+}
+
+func isJSON(h http.Header) bool {
+	mt, _, _ := mime.ParseMediaType(h.Get("Content-Type"))
+	return mt == "application/json"
+}
