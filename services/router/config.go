@@ -34,6 +34,9 @@ type Config struct {
 	// InflightTTL expires an in-flight entry whose completion never came.
 	InflightTTL     time.Duration
 	ShutdownTimeout time.Duration
+	// MaxRecvMsgBytes bounds one gRPC request. Route carries the client's
+	// whole body, so it must exceed the gateway's --max-body-bytes.
+	MaxRecvMsgBytes int
 }
 
 // DefaultConfig returns the flag defaults, without endpoints.
@@ -48,6 +51,7 @@ func DefaultConfig() Config {
 		ScrapeTimeout:   time.Second,
 		InflightTTL:     10 * time.Minute,
 		ShutdownTimeout: 10 * time.Second,
+		MaxRecvMsgBytes: 16 << 20,
 	}
 }
 
@@ -65,6 +69,8 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.ScrapeTimeout, "scrape-timeout", d.ScrapeTimeout, "deadline for one scrape; a worker that misses it is unhealthy until it answers")
 	fs.DurationVar(&c.InflightTTL, "inflight-ttl", d.InflightTTL, "an in-flight request whose completion never arrives stops counting after this long")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", d.ShutdownTimeout, "hard deadline for graceful shutdown")
+	fs.IntVar(&c.MaxRecvMsgBytes, "max-recv-msg-bytes", d.MaxRecvMsgBytes,
+		"largest gRPC request accepted; Route carries the client's body, so keep it above the gateway's --max-body-bytes")
 }
 
 // Validate checks the configuration, including that the endpoints parse.
@@ -96,6 +102,9 @@ func (c *Config) Validate() error {
 		if d.v <= 0 {
 			errs = append(errs, fmt.Errorf("%s: must be positive, got %s", d.name, d.v))
 		}
+	}
+	if c.MaxRecvMsgBytes < 1<<20 {
+		errs = append(errs, fmt.Errorf("max-recv-msg-bytes: %d is below 1 MiB", c.MaxRecvMsgBytes))
 	}
 	if _, err := c.endpointSpecs(); err != nil {
 		errs = append(errs, err)

@@ -82,7 +82,7 @@ func New(cfg Config, log zerolog.Logger) (*Server, error) {
 	}
 	s.svc = &service{table: table, pub: noPublisher{}, metrics: s.metrics}
 
-	s.grpcSrv = grpc.NewServer()
+	s.grpcSrv = grpc.NewServer(grpc.MaxRecvMsgSize(cfg.MaxRecvMsgBytes))
 	routerv1.RegisterRouterServer(s.grpcSrv, s.svc)
 	healthpb.RegisterHealthServer(s.grpcSrv, s.health)
 	reflection.Register(s.grpcSrv)
