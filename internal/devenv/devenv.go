@@ -1,0 +1,276 @@
+// Package devenv runs the whole system in one process for `switchyard dev`
+// and the end-to-end tests: an embedded NATS server (JetStream, its own
+// port), simulated vLLM workers, the router and the gateway — the same
+// service packages the production binary runs, wired over real loopback
+// connections.
+package devenv
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/switchyard-dev/switchyard/internal/natsembed"
+	"github.com/switchyard-dev/switchyard/internal/sim"
+	"github.com/switchyard-dev/switchyard/services/gateway"
+	"github.com/switchyard-dev/switchyard/services/router"
+)
+
+// Config is `switchyard dev`.
+type Config struct {
+	GatewayAddr    string
+	RouterGRPCAddr string
+	RouterHTTPAddr string
+	// NATSURL uses an existing server; empty starts an embedded one.
+	NATSURL string
+	// NATSPort is the embedded server's port; 0 picks a free one (never
+	// 4222, which a machine-wide server may hold).
+	NATSPort int
+	// Sim configures the simulated workers.
+	Sim sim.Config
+	// ReadyTimeout bounds the wait for every component to become ready.
+	ReadyTimeout time.Duration
+}
+
+// DefaultKVEventsConfig makes each simulated worker publish KV events like a
+// vLLM started with --kv-events-config: worker i on 5557+i, replay on
+// 5567+i.
+const DefaultKVEventsConfig = `{"enable_kv_cache_events":true,"publisher":"zmq","endpoint":"tcp://127.0.0.1:5557","replay_endpoint":"tcp://127.0.0.1:5567"}`
+
+// DefaultConfig is what `switchyard dev` runs without flags.
+func DefaultConfig() Config {
+	s := sim.DefaultConfig()
+	s.Workers = 3
+	s.KVEventsConfig = DefaultKVEventsConfig
+	return Config{
+		GatewayAddr:    "127.0.0.1:8080",
+		RouterGRPCAddr: "127.0.0.1:9090",
+		RouterHTTPAddr: "127.0.0.1:9091",
+		Sim:            s,
+		ReadyTimeout:   30 * time.Second,
+	}
+}
+
+// RegisterFlags registers dev's own flags and the few simulator flags worth
+// changing from here (the full set is on `switchyard sim`).
+func (c *Config) RegisterFlags(fs *flag.FlagSet) {
+	d := DefaultConfig()
+	*c = d
+	fs.StringVar(&c.GatewayAddr, "gateway-addr", d.GatewayAddr, "gateway HTTP listen address")
+	fs.StringVar(&c.RouterGRPCAddr, "router-grpc-addr", d.RouterGRPCAddr, "router gRPC listen address")
+	fs.StringVar(&c.RouterHTTPAddr, "router-http-addr", d.RouterHTTPAddr, "router REST/metrics listen address")
+	fs.StringVar(&c.NATSURL, "nats-url", "", "use this NATS server instead of starting an embedded one")
+	fs.IntVar(&c.NATSPort, "nats-port", 0, "port of the embedded NATS server (0: a free port)")
+	fs.IntVar(&c.Sim.Workers, "workers", d.Sim.Workers, "number of simulated vLLM workers")
+	fs.IntVar(&c.Sim.Port, "sim-port", d.Sim.Port, "HTTP port of the first simulated worker (worker i uses port+i)")
+	fs.StringVar(&c.Sim.ServedModelName, "served-model-name", d.Sim.ServedModelName, "model name the simulated workers serve")
+	fs.Float64Var(&c.Sim.TimeScale, "time-scale", d.Sim.TimeScale, "run the simulated GPUs this many times faster than real time")
+	fs.StringVar(&c.Sim.KVEventsConfig, "kv-events-config", d.Sim.KVEventsConfig, "vLLM KV events config of the workers (ports offset per worker); empty disables")
+	fs.DurationVar(&c.ReadyTimeout, "ready-timeout", d.ReadyTimeout, "how long to wait for every component to become ready")
+}
+
+// Validate checks the configuration.
+func (c *Config) Validate() error {
+	var errs []error
+	if c.Sim.Workers < 1 {
+		errs = append(errs, fmt.Errorf("workers: need at least 1, got %d", c.Sim.Workers))
+	}
+	if c.NATSPort < 0 || c.NATSPort > 65535 {
+		errs = append(errs, fmt.Errorf("nats-port: %d out of range", c.NATSPort))
+	}
+	if c.ReadyTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("ready-timeout: must be positive"))
+	}
+	if err := c.Sim.Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("sim: %w", err))
+	}
+	return errors.Join(errs...)
+}
+
+// Stack is a running system.
+type Stack struct {
+	nats    *natsembed.Server
+	natsURL string
+	fleet   *sim.Fleet
+	router  *router.Server
+	gateway *gateway.Gateway
+
+	stopGateway, stopRouter context.CancelFunc
+	gatewayDone, routerDone chan error
+	stopOnce                sync.Once
+	stopErr                 error
+}
+
+// Start brings the system up and returns once the gateway is ready to serve
+// (the router has scraped every worker). Stop, or cancelling ctx, shuts it
+// down in dependency order: gateway (draining streams), router, workers,
+// NATS.
+func Start(ctx context.Context, cfg Config, log zerolog.Logger) (_ *Stack, err error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	s := &Stack{natsURL: cfg.NATSURL}
+	defer func() {
+		if err != nil {
+			_ = s.Stop()
+		}
+	}()
+
+	if s.natsURL == "" {
+		ns, err := natsembed.Start(natsembed.Options{Port: cfg.NATSPort})
+		if err != nil {
+			return nil, fmt.Errorf("start embedded nats: %w", err)
+		}
+		s.nats, s.natsURL = ns, ns.URL()
+	}
+
+	fleet, err := sim.StartFleet(context.WithoutCancel(ctx), cfg.Sim, log.With().Str("service", "sim").Logger())
+	if err != nil {
+		return nil, fmt.Errorf("start simulated workers: %w", err)
+	}
+	s.fleet = fleet
+	var eps []string
+	for _, w := range fleet.Workers() {
+		eps = append(eps, fmt.Sprintf("sim-%d=%s", w.ID, w.URL))
+	}
+
+	rc := router.DefaultConfig()
+	rc.GRPCAddr, rc.HTTPAddr = cfg.RouterGRPCAddr, cfg.RouterHTTPAddr
+	rc.NATSURL = s.natsURL
+	rc.RouterID = "dev-router"
+	rc.Endpoints = strings.Join(eps, ",")
+	// Simulated workers answer in microseconds; scrape them often so the
+	// load the router sees is fresh even at high time scales.
+	rc.ScrapeInterval = 250 * time.Millisecond
+	rs, err := router.New(rc, log.With().Str("service", "router").Logger())
+	if err != nil {
+		return nil, fmt.Errorf("start router: %w", err)
+	}
+	s.router = rs
+	var rctx context.Context
+	rctx, s.stopRouter = context.WithCancel(context.WithoutCancel(ctx))
+	s.routerDone = make(chan error, 1)
+	go func() { s.routerDone <- rs.Serve(rctx) }()
+
+	gc := gateway.DefaultConfig()
+	gc.Addr = cfg.GatewayAddr
+	gc.RouterAddr = rs.GRPCAddr()
+	gc.NATSURL = s.natsURL
+	gc.AllowTagsHeader = true
+	gw, err := gateway.New(gc, log.With().Str("service", "gateway").Logger())
+	if err != nil {
+		return nil, fmt.Errorf("start gateway: %w", err)
+	}
+	s.gateway = gw
+	var gctx context.Context
+	gctx, s.stopGateway = context.WithCancel(context.WithoutCancel(ctx))
+	s.gatewayDone = make(chan error, 1)
+	go func() { s.gatewayDone <- gw.Serve(gctx) }()
+
+	readyCtx, cancel := context.WithTimeout(ctx, cfg.ReadyTimeout)
+	defer cancel()
+	for _, u := range []string{s.RouterURL() + "/readyz", s.GatewayURL() + "/readyz"} {
+		if err := waitReady(readyCtx, u); err != nil {
+			return nil, err
+		}
+	}
+	context.AfterFunc(ctx, func() { _ = s.Stop() })
+	return s, nil
+}
+
+func waitReady(ctx context.Context, url string) error {
+	var last error
+	for {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err == nil {
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+			err = fmt.Errorf("status %s", resp.Status)
+		}
+		last = err
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("wait for %s: %w (last: %v)", url, ctx.Err(), last)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// GatewayURL is the gateway's base URL (OpenAI clients use GatewayURL()+"/v1").
+func (s *Stack) GatewayURL() string { return "http://" + s.gateway.Addr() }
+
+// RouterURL is the router's REST base URL.
+func (s *Stack) RouterURL() string { return "http://" + s.router.HTTPAddr() }
+
+// RouterGRPCAddr is the router's gRPC address.
+func (s *Stack) RouterGRPCAddr() string { return s.router.GRPCAddr() }
+
+// NATSURL is the NATS server the stack uses.
+func (s *Stack) NATSURL() string { return s.natsURL }
+
+// Workers describes the simulated workers.
+func (s *Stack) Workers() []sim.WorkerInfo { return s.fleet.Workers() }
+
+// Stop shuts everything down in dependency order and returns the first
+// error a component reported. It is safe to call more than once.
+func (s *Stack) Stop() error {
+	s.stopOnce.Do(func() {
+		var errs []error
+		if s.stopGateway != nil {
+			s.stopGateway()
+			errs = append(errs, <-s.gatewayDone)
+		} else if s.gateway != nil {
+			errs = append(errs, s.gateway.Close())
+		}
+		if s.stopRouter != nil {
+			s.stopRouter()
+			errs = append(errs, <-s.routerDone)
+		}
+		if s.fleet != nil {
+			errs = append(errs, s.fleet.Close())
+		}
+		if s.nats != nil {
+			s.nats.Shutdown()
+		}
+		s.stopErr = errors.Join(errs...)
+	})
+	return s.stopErr
+}
+
+// Run is `switchyard dev`: Start, print how to use it, wait for ctx, Stop.
+func Run(ctx context.Context, cfg Config, log zerolog.Logger, out io.Writer) error {
+	s, err := Start(ctx, cfg, log)
+	if err != nil {
+		return err
+	}
+	model := cfg.Sim.Models()[0]
+	fmt.Fprintf(out, `
+Switchyard is running (%d simulated vLLM workers, time scale %gx).
+
+  gateway (OpenAI API)  %s/v1
+  router REST           %s   (GET /v1/endpoints, POST /v1/route:explain)
+  NATS                  %s
+
+Try:
+
+  curl -s %s/v1/chat/completions -H 'Content-Type: application/json' \
+    -d '{"model":"%s","messages":[{"role":"user","content":"Hello!"}],"max_tokens":16}'
+
+Ctrl-C stops everything.
+`, len(s.Workers()), cfg.Sim.TimeScale, s.GatewayURL(), s.RouterURL(), s.NATSURL(), s.GatewayURL(), model)
+	<-ctx.Done()
+	log.Info().Msg("shutting down")
+	return s.Stop()
+}

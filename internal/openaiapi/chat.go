@@ -1,0 +1,246 @@
+package openaiapi
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+)
+
+// Chat message roles accepted in requests.
+const (
+	RoleSystem    = "system"
+	RoleDeveloper = "developer"
+	RoleUser      = "user"
+	RoleAssistant = "assistant"
+	RoleTool      = "tool"
+	RoleFunction  = "function"
+)
+
+// ContentPartText is the content part type that carries text.
+const ContentPartText = "text"
+
+// ChatCompletionRequest is the body of POST /v1/chat/completions. Fields the
+// servers do not act on (sampling parameters, tools...) are kept as raw JSON
+// or omitted: unknown fields are accepted and ignored, as vLLM does.
+type ChatCompletionRequest struct {
+	Model               string         `json:"model"`
+	Messages            []ChatMessage  `json:"messages"`
+	MaxTokens           *int           `json:"max_tokens,omitempty"`
+	MaxCompletionTokens *int           `json:"max_completion_tokens,omitempty"`
+	N                   *int           `json:"n,omitempty"`
+	Stream              bool           `json:"stream,omitempty"`
+	StreamOptions       *StreamOptions `json:"stream_options,omitempty"`
+	Seed                *int64         `json:"seed,omitempty"`
+	Temperature         *float64       `json:"temperature,omitempty"`
+	TopP                *float64       `json:"top_p,omitempty"`
+	User                string         `json:"user,omitempty"`
+	// AddGenerationPrompt is a vLLM extension (default true).
+	AddGenerationPrompt *bool `json:"add_generation_prompt,omitempty"`
+}
+
+// OutputLimit is the requested completion length: max_completion_tokens,
+// else max_tokens, else 0 (server default).
+func (r *ChatCompletionRequest) OutputLimit() int {
+	if r.MaxCompletionTokens != nil {
+		return *r.MaxCompletionTokens
+	}
+	if r.MaxTokens != nil {
+		return *r.MaxTokens
+	}
+	return 0
+}
+
+// WantsGenerationPrompt reports add_generation_prompt, defaulting to true.
+func (r *ChatCompletionRequest) WantsGenerationPrompt() bool {
+	return r.AddGenerationPrompt == nil || *r.AddGenerationPrompt
+}
+
+// ChatMessage is one element of messages.
+type ChatMessage struct {
+	Role       string          `json:"role"`
+	Content    MessageContent  `json:"content"`
+	Name       string          `json:"name,omitempty"`
+	ToolCallID string          `json:"tool_call_id,omitempty"`
+	ToolCalls  json.RawMessage `json:"tool_calls,omitempty"`
+}
+
+// MessageContent is a message's content: a string, an array of content
+// parts, or null (an assistant message carrying only tool calls).
+type MessageContent struct {
+	Text  *string // set when content was a JSON string
+	Parts []ContentPart
+}
+
+// UnmarshalJSON accepts a string, an array of parts or null.
+func (c *MessageContent) UnmarshalJSON(b []byte) error {
+	*c = MessageContent{}
+	b = bytes.TrimSpace(b)
+	switch {
+	case bytes.Equal(b, []byte("null")):
+		return nil
+	case len(b) > 0 && b[0] == '"':
+		var s string
+		if err := json.Unmarshal(b, &s); err != nil {
+			return err
+		}
+		c.Text = &s
+		return nil
+	case len(b) > 0 && b[0] == '[':
+		var parts []ContentPart
+		if err := json.Unmarshal(b, &parts); err != nil {
+			return err
+		}
+		if parts == nil {
+			parts = []ContentPart{}
+		}
+		c.Parts = parts
+		return nil
+	}
+	return errors.New("content must be a string, an array of content parts or null")
+}
+
+// MarshalJSON writes the form that was read.
+func (c MessageContent) MarshalJSON() ([]byte, error) {
+	switch {
+	case c.Text != nil:
+		return json.Marshal(*c.Text)
+	case c.Parts != nil:
+		return json.Marshal(c.Parts)
+	}
+	return []byte("null"), nil
+}
+
+// ContentPart is one element of an array content. Only text parts carry
+// text; other kinds (image_url, input_audio, file...) are kept raw.
+type ContentPart struct {
+	Type       string          `json:"type"`
+	Text       *string         `json:"text,omitempty"`
+	ImageURL   json.RawMessage `json:"image_url,omitempty"`
+	InputAudio json.RawMessage `json:"input_audio,omitempty"`
+}
+
+// ChatCompletion is the non-streaming response.
+type ChatCompletion struct {
+	ID      string       `json:"id"`
+	Object  string       `json:"object"`
+	Created int64        `json:"created"`
+	Model   string       `json:"model"`
+	Choices []ChatChoice `json:"choices"`
+	Usage   *Usage       `json:"usage"`
+}
+
+// ChatChoice is one choice of a ChatCompletion.
+type ChatChoice struct {
+	Index        int                 `json:"index"`
+	Message      ChatResponseMessage `json:"message"`
+	Logprobs     json.RawMessage     `json:"logprobs"`
+	FinishReason *string             `json:"finish_reason"`
+}
+
+// ChatResponseMessage is the assistant message of a choice.
+type ChatResponseMessage struct {
+	Role    string  `json:"role"`
+	Content *string `json:"content"`
+}
+
+// ChatCompletionChunk is one server-sent event of a streaming response.
+type ChatCompletionChunk struct {
+	ID      string            `json:"id"`
+	Object  string            `json:"object"`
+	Created int64             `json:"created"`
+	Model   string            `json:"model"`
+	Choices []ChatChunkChoice `json:"choices"`
+	Usage   *Usage            `json:"usage,omitempty"`
+}
+
+// ChatChunkChoice is one choice of a chunk.
+type ChatChunkChoice struct {
+	Index        int             `json:"index"`
+	Delta        ChatDelta       `json:"delta"`
+	Logprobs     json.RawMessage `json:"logprobs"`
+	FinishReason *string         `json:"finish_reason"`
+}
+
+// ChatDelta is the increment a chunk carries.
+type ChatDelta struct {
+	Role    string  `json:"role,omitempty"`
+	Content *string `json:"content,omitempty"`
+}
+
+var validRoles = map[string]bool{
+	RoleSystem: true, RoleDeveloper: true, RoleUser: true,
+	RoleAssistant: true, RoleTool: true, RoleFunction: true,
+}
+
+// ParseChatCompletionRequest decodes and validates a chat completions body.
+// It checks what the OpenAI schema requires; what a particular server
+// supports (n > 1, image parts) is the server's decision.
+func ParseChatCompletionRequest(body []byte) (*ChatCompletionRequest, *APIError) {
+	var req ChatCompletionRequest
+	if apiErr := decodeBody(body, &req); apiErr != nil {
+		return nil, apiErr
+	}
+	if len(req.Messages) == 0 {
+		return nil, InvalidRequest("messages", "messages must be a non-empty array")
+	}
+	for i, m := range req.Messages {
+		if !validRoles[m.Role] {
+			return nil, InvalidRequest(fmt.Sprintf("messages[%d].role", i),
+				fmt.Sprintf("unsupported role %q: want system, developer, user, assistant or tool", m.Role))
+		}
+		for j, p := range m.Content.Parts {
+			param := fmt.Sprintf("messages[%d].content[%d]", i, j)
+			if p.Type == "" {
+				return nil, InvalidRequest(param+".type", "content part type is required")
+			}
+			if p.Type == ContentPartText && p.Text == nil {
+				return nil, InvalidRequest(param+".text", "text content part needs a text field")
+			}
+		}
+	}
+	if apiErr := validateCommon(req.N, req.Stream, req.StreamOptions); apiErr != nil {
+		return nil, apiErr
+	}
+	if apiErr := validateLimit("max_tokens", req.MaxTokens); apiErr != nil {
+		return nil, apiErr
+	}
+	if apiErr := validateLimit("max_completion_tokens", req.MaxCompletionTokens); apiErr != nil {
+		return nil, apiErr
+	}
+	return &req, nil
+}
+
+// decodeBody unmarshals a JSON object, turning decoding errors into 400s
+// that name the offending field when encoding/json knows it.
+func decodeBody(body []byte, v any) *APIError {
+	trimmed := bytes.TrimSpace(body)
+	if len(trimmed) == 0 || trimmed[0] != '{' {
+		return InvalidRequest("", "request body must be a JSON object")
+	}
+	if err := json.Unmarshal(trimmed, v); err != nil {
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) && te.Field != "" {
+			return InvalidRequest(te.Field, fmt.Sprintf("invalid type for %s: expected %s", te.Field, te.Type))
+		}
+		return InvalidRequest("", "invalid JSON body: "+err.Error())
+	}
+	return nil
+}
+
+func validateCommon(n *int, stream bool, so *StreamOptions) *APIError {
+	if n != nil && *n < 1 {
+		return InvalidRequest("n", "n must be at least 1")
+	}
+	if so != nil && !stream {
+		return InvalidRequest("stream_options", "stream_options can only be set when stream is true")
+	}
+	return nil
+}
+
+func validateLimit(param string, v *int) *APIError {
+	if v != nil && *v < 1 {
+		return InvalidRequest(param, param+" must be at least 1")
+	}
+	return nil
+}

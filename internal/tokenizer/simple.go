@@ -1,0 +1,251 @@
+package tokenizer
+
+import (
+	"errors"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+)
+
+// Simple is the deterministic default tokenizer. It is not a real
+// vocabulary, but it behaves like BPE on English where the simulator and the
+// router can tell: about four characters per token, stable ids, a shared
+// prefix of text gives a shared prefix of ids.
+//
+// Rules, applied to the text between special tokens:
+//
+//   - A run of letters and digits is a word. It is cut into pieces of at
+//     most four runes. When the word directly follows a single space, that
+//     space is folded into the first piece as a leading marker "▁" (so
+//     " hello" is "▁hell", "o"), as SentencePiece and GPT-2 BPE do.
+//   - Every other whitespace rune is its own token (a space is "▁").
+//   - Every other rune (punctuation, symbols, invalid bytes) is its own
+//     token.
+//   - A piece's id is ReservedIDs + FNV-1a-64(piece) mod (VocabSize -
+//     ReservedIDs). Ids below ReservedIDs are special tokens.
+//   - The strings "<|im_start|>", "<|im_end|>" and "<|endoftext|>" are
+//     special tokens wherever they occur, with ids IMStartID, IMEndID and
+//     EndOfTextID.
+//
+// Decode knows the pieces of SampleText, single ASCII characters and the
+// special tokens; any other id decodes to U+FFFD, since hashes cannot be
+// inverted. The simulator generates only from SampleText.
+type Simple struct {
+	pieces map[uint32]string
+}
+
+// Vocabulary layout of Simple.
+const (
+	VocabSize   = 1 << 18
+	ReservedIDs = 256
+	UnknownID   = 0
+	IMStartID   = 1
+	IMEndID     = 2
+	EndOfTextID = 3
+)
+
+// Special-token strings.
+const (
+	IMStart   = "<|im_start|>"
+	IMEnd     = "<|im_end|>"
+	EndOfText = "<|endoftext|>"
+)
+
+const spaceMarker = "▁"
+
+var specials = []struct {
+	text string
+	id   uint32
+}{
+	{IMStart, IMStartID},
+	{IMEnd, IMEndID},
+	{EndOfText, EndOfTextID},
+}
+
+// SampleText is English prose every Tokenizer can encode and decode back. The
+// simulator draws its generated tokens from its encoding.
+const SampleText = "The quick brown fox jumps over the lazy dog while the river runs " +
+	"past the old mill, and the people of the valley gather their harvest " +
+	"before the first snow. Every morning the baker opens her shop at dawn, " +
+	"the children walk to school along the stone bridge, and the bells of the " +
+	"tower ring seven times. In the evening the lamps are lit one by one, " +
+	"travellers arrive with stories from distant cities, and the market square " +
+	"fills with music, bread, apples, cheese and warm tea. Nothing here is " +
+	"urgent; the seasons turn, the water keeps moving, and each day begins " +
+	"again with light over the hills."
+
+// NewSimple builds the default tokenizer.
+func NewSimple() *Simple {
+	t := &Simple{pieces: make(map[uint32]string, 512)}
+	for _, s := range specials {
+		t.pieces[s.id] = s.text
+	}
+	for c := rune(0x20); c < 0x7f; c++ {
+		p := string(c)
+		if c == ' ' {
+			p = spaceMarker
+		}
+		t.learn(p)
+	}
+	t.learn("\n")
+	t.learn("\t")
+	forEachPiece(SampleText, func(marked bool, p string) {
+		if marked {
+			p = spaceMarker + p
+		}
+		t.learn(p)
+	})
+	return t
+}
+
+func (t *Simple) learn(piece string) {
+	id := pieceID(false, piece)
+	if _, ok := t.pieces[id]; !ok {
+		t.pieces[id] = piece
+	}
+}
+
+// Encode implements Tokenizer.
+func (t *Simple) Encode(text string) []uint32 {
+	ids := make([]uint32, 0, len(text)/3+1)
+	for len(text) > 0 {
+		at, sp := nextSpecial(text)
+		if at < 0 {
+			forEachPiece(text, func(m bool, p string) { ids = append(ids, pieceID(m, p)) })
+			break
+		}
+		forEachPiece(text[:at], func(m bool, p string) { ids = append(ids, pieceID(m, p)) })
+		ids = append(ids, specials[sp].id)
+		text = text[at+len(specials[sp].text):]
+	}
+	return ids
+}
+
+// Decode implements Tokenizer.
+func (t *Simple) Decode(ids []uint32) string {
+	var b strings.Builder
+	for _, id := range ids {
+		p, ok := t.pieces[id]
+		if !ok {
+			b.WriteRune(utf8.RuneError)
+			continue
+		}
+		if rest, ok := strings.CutPrefix(p, spaceMarker); ok {
+			b.WriteByte(' ')
+			p = rest
+		}
+		b.WriteString(p)
+	}
+	return b.String()
+}
+
+// ApplyChatTemplate implements Tokenizer with a ChatML-like format:
+//
+//	<|im_start|>{role}\n{content}<|im_end|>\n   (per message)
+//	<|im_start|>assistant\n                   (generation prompt)
+func (t *Simple) ApplyChatTemplate(msgs []Message, addGenerationPrompt bool) (string, error) {
+	if len(msgs) == 0 {
+		return "", errors.New("no messages to render")
+	}
+	var b strings.Builder
+	for _, m := range msgs {
+		if m.Role == "" {
+			return "", errors.New("message without a role")
+		}
+		b.WriteString(IMStart)
+		b.WriteString(m.Role)
+		b.WriteByte('\n')
+		b.WriteString(m.Content)
+		b.WriteString(IMEnd)
+		b.WriteByte('\n')
+	}
+	if addGenerationPrompt {
+		b.WriteString(IMStart)
+		b.WriteString("assistant\n")
+	}
+	return b.String(), nil
+}
+
+func nextSpecial(s string) (at, which int) {
+	at, which = -1, -1
+	for i, sp := range specials {
+		if j := strings.Index(s, sp.text); j >= 0 && (at < 0 || j < at) {
+			at, which = j, i
+		}
+	}
+	return at, which
+}
+
+func isWordRune(r rune) bool { return unicode.IsLetter(r) || unicode.IsDigit(r) }
+
+// forEachPiece calls fn with every piece of s in order, following the rules
+// documented on Simple. marked reports a folded leading space: the piece is
+// then "▁" followed by p. p is always a substring of s (no allocation).
+func forEachPiece(s string, fn func(marked bool, p string)) {
+	i := 0
+	for i < len(s) {
+		r, size := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case isWordRune(r):
+			i = emitWord(s, i, false, fn)
+		case r == ' ' && i+1 < len(s) && startsWord(s[i+1:]):
+			i = emitWord(s, i+1, true, fn)
+		case r == ' ':
+			fn(false, spaceMarker)
+			i += size
+		default:
+			fn(false, s[i:i+size])
+			i += size
+		}
+	}
+}
+
+func startsWord(s string) bool {
+	r, _ := utf8.DecodeRuneInString(s)
+	return isWordRune(r)
+}
+
+// emitWord emits the word starting at i in pieces of at most four runes and
+// returns the index after it.
+func emitWord(s string, i int, marked bool, fn func(bool, string)) int {
+	for first := true; i < len(s); first = false {
+		start, n := i, 0
+		for i < len(s) && n < 4 {
+			r, size := utf8.DecodeRuneInString(s[i:])
+			if !isWordRune(r) {
+				break
+			}
+			i += size
+			n++
+		}
+		if n == 0 {
+			break
+		}
+		fn(first && marked, s[start:i])
+		if n < 4 {
+			break
+		}
+	}
+	return i
+}
+
+// pieceID hashes a piece (with the space marker first when marked) into the
+// non-reserved id range.
+func pieceID(marked bool, p string) uint32 {
+	const (
+		offset = 14695981039346656037
+		prime  = 1099511628211
+	)
+	h := uint64(offset)
+	if marked {
+		for i := 0; i < len(spaceMarker); i++ {
+			h ^= uint64(spaceMarker[i])
+			h *= prime
+		}
+	}
+	for i := 0; i < len(p); i++ {
+		h ^= uint64(p[i])
+		h *= prime
+	}
+	return ReservedIDs + uint32(h%(VocabSize-ReservedIDs))
+}
