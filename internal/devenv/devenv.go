@@ -36,6 +36,11 @@ type Config struct {
 	NATSPort int
 	// Sim configures the simulated workers.
 	Sim sim.Config
+	// Endpoints, when set ("id=url,id=url"), uses already running workers
+	// (a `switchyard sim` started elsewhere, or real vLLM servers) instead of
+	// starting simulated ones. The load generator uses it to keep one fleet
+	// across the strategies it compares.
+	Endpoints string
 	// ReadyTimeout bounds the wait for every component to become ready.
 	ReadyTimeout time.Duration
 }
@@ -74,6 +79,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.Sim.ServedModelName, "served-model-name", d.Sim.ServedModelName, "model name the simulated workers serve")
 	fs.Float64Var(&c.Sim.TimeScale, "time-scale", d.Sim.TimeScale, "run the simulated GPUs this many times faster than real time")
 	fs.StringVar(&c.Sim.KVEventsConfig, "kv-events-config", d.Sim.KVEventsConfig, "vLLM KV events config of the workers (ports offset per worker); empty disables")
+	fs.StringVar(&c.Endpoints, "endpoints", "", "use running workers (id=url,id=url) instead of starting simulated ones")
 	fs.DurationVar(&c.ReadyTimeout, "ready-timeout", d.ReadyTimeout, "how long to wait for every component to become ready")
 }
 
@@ -89,8 +95,10 @@ func (c *Config) Validate() error {
 	if c.ReadyTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("ready-timeout: must be positive"))
 	}
-	if err := c.Sim.Validate(); err != nil {
-		errs = append(errs, fmt.Errorf("sim: %w", err))
+	if c.Endpoints == "" {
+		if err := c.Sim.Validate(); err != nil {
+			errs = append(errs, fmt.Errorf("sim: %w", err))
+		}
 	}
 	return errors.Join(errs...)
 }
@@ -132,14 +140,17 @@ func Start(ctx context.Context, cfg Config, log zerolog.Logger) (_ *Stack, err e
 		s.nats, s.natsURL = ns, ns.URL()
 	}
 
-	fleet, err := sim.StartFleet(context.WithoutCancel(ctx), cfg.Sim, log.With().Str("service", "sim").Logger())
-	if err != nil {
-		return nil, fmt.Errorf("start simulated workers: %w", err)
-	}
-	s.fleet = fleet
-	var eps []string
-	for _, w := range fleet.Workers() {
-		eps = append(eps, fmt.Sprintf("sim-%d=%s", w.ID, w.URL))
+	eps := []string{cfg.Endpoints}
+	if cfg.Endpoints == "" {
+		fleet, err := sim.StartFleet(context.WithoutCancel(ctx), cfg.Sim, log.With().Str("service", "sim").Logger())
+		if err != nil {
+			return nil, fmt.Errorf("start simulated workers: %w", err)
+		}
+		s.fleet = fleet
+		eps = eps[:0]
+		for _, w := range fleet.Workers() {
+			eps = append(eps, fmt.Sprintf("sim-%d=%s", w.ID, w.URL))
+		}
 	}
 
 	rc := router.DefaultConfig()
@@ -220,8 +231,14 @@ func (s *Stack) RouterGRPCAddr() string { return s.router.GRPCAddr() }
 // NATSURL is the NATS server the stack uses.
 func (s *Stack) NATSURL() string { return s.natsURL }
 
-// Workers describes the simulated workers.
-func (s *Stack) Workers() []sim.WorkerInfo { return s.fleet.Workers() }
+// Workers describes the simulated workers; none when the stack uses
+// external endpoints.
+func (s *Stack) Workers() []sim.WorkerInfo {
+	if s.fleet == nil {
+		return nil
+	}
+	return s.fleet.Workers()
+}
 
 // Stop shuts everything down in dependency order and returns the first
 // error a component reported. It is safe to call more than once.
@@ -256,8 +273,12 @@ func Run(ctx context.Context, cfg Config, log zerolog.Logger, out io.Writer) err
 		return err
 	}
 	model := cfg.Sim.Models()[0]
+	fleet := fmt.Sprintf("%d simulated vLLM workers, time scale %gx", len(s.Workers()), cfg.Sim.TimeScale)
+	if cfg.Endpoints != "" {
+		fleet = "workers " + cfg.Endpoints
+	}
 	fmt.Fprintf(out, `
-Switchyard is running (%d simulated vLLM workers, time scale %gx).
+Switchyard is running (%s).
 
   gateway (OpenAI API)  %s/v1
   router REST           %s   (GET /v1/endpoints, POST /v1/route:explain)
@@ -269,7 +290,7 @@ Try:
     -d '{"model":"%s","messages":[{"role":"user","content":"Hello!"}],"max_tokens":16}'
 
 Ctrl-C stops everything.
-`, len(s.Workers()), cfg.Sim.TimeScale, s.GatewayURL(), s.RouterURL(), s.NATSURL(), s.GatewayURL(), model)
+`, fleet, s.GatewayURL(), s.RouterURL(), s.NATSURL(), s.GatewayURL(), model)
 	<-ctx.Done()
 	log.Info().Msg("shutting down")
 	return s.Stop()

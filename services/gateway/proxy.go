@@ -76,6 +76,7 @@ type call struct {
 	hasUsage  bool
 	ttft      time.Duration // from request arrival to the first data event
 	first     time.Time     // first data event
+	done      bool          // the stream's [DONE] event was forwarded
 	last      time.Time     // last data event
 	events    int64         // streamed data events carrying tokens
 }
@@ -462,6 +463,12 @@ func (c *call) relayStream(w http.ResponseWriter, body io.Reader, injected bool,
 					return err
 				}
 				wrote = true
+				if c.done {
+					// Nothing follows [DONE] in the OpenAI protocol: the
+					// response is complete, whatever the client or the
+					// upstream connection does next.
+					break
+				}
 			}
 			if data {
 				if c.first.IsZero() {
@@ -476,6 +483,9 @@ func (c *call) relayStream(w http.ResponseWriter, body io.Reader, injected bool,
 				if err := rc.Flush(); err != nil {
 					return fmt.Errorf("flush: %w", err)
 				}
+			}
+			if c.done {
+				return nil
 			}
 		}
 		if rerr == io.EOF {
@@ -505,6 +515,7 @@ func (c *call) inspect(ev []byte, injected bool) (drop, tokens bool) {
 	if ch.HasUsage {
 		c.usage, c.hasUsage = ch.Usage, true
 	}
+	c.done = c.done || ch.Done
 	if ch.Done || ch.UsageOnly {
 		return injected && ch.UsageOnly, false
 	}
