@@ -2,8 +2,8 @@ package main
 
 import (
 	"context"
-	"io"
 	"flag"
+	"io"
 
 	"github.com/rs/zerolog"
 
