@@ -5,7 +5,9 @@
 # fresh machine with Go needs nothing else.
 
 GO        ?= go
-TOOL      := $(GO) tool -modfile=tools/go.mod
+# GOWORK=off: -modfile cannot be used in workspace mode (buf's plugin
+# processes inherit it too).
+TOOL      := GOWORK=off $(GO) tool -modfile=tools/go.mod
 BIN       := bin
 PKGS      := ./... ./loadtest/...
 TEST_FLAGS ?= -count=1 -timeout 20m

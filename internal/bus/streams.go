@@ -41,3 +41,27 @@ func EnsureUsageStream(ctx context.Context, js jetstream.JetStream) error {
 	}
 	return nil
 }
+
+// KVStreamConfig is the KV delta stream definition kvtracker and routers
+// agree on. Memory storage: the stream is a short replay buffer in front of
+// the Redis snapshots, not a system of record.
+func KVStreamConfig() jetstream.StreamConfig {
+	return jetstream.StreamConfig{
+		Name:        StreamKV,
+		Description: "Switchyard KV block deltas per worker",
+		Subjects:    []string{KVDeltaSubjectAll},
+		Retention:   jetstream.LimitsPolicy,
+		MaxAge:      KVStreamMaxAge,
+		Storage:     jetstream.MemoryStorage,
+		Discard:     jetstream.DiscardOld,
+	}
+}
+
+// EnsureKVStream creates or updates the KV delta stream.
+func EnsureKVStream(ctx context.Context, js jetstream.JetStream) error {
+	cfg := KVStreamConfig()
+	if _, err := js.CreateOrUpdateStream(ctx, cfg); err != nil {
+		return fmt.Errorf("ensure stream %s: %w", cfg.Name, err)
+	}
+	return nil
+}

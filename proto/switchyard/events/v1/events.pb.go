@@ -444,6 +444,374 @@ func (x *UsageEvent) GetTags() []string {
 	return nil
 }
 
+// KVBlockDelta is what changed in one worker's prefix cache, in Switchyard's
+// own block hashes (internal/kvblock), after kvtracker applied one vLLM event
+// batch. Published by kvtracker on JetStream (bus.KVDeltaSubject), consumed by
+// every router replica's index. Apply order: if cleared, drop every block of
+// the worker; then remove `removed`; then add `stored`.
+type KVBlockDelta struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Pool     string                 `protobuf:"bytes,1,opt,name=pool,proto3" json:"pool,omitempty"`
+	WorkerId string                 `protobuf:"bytes,2,opt,name=worker_id,json=workerId,proto3" json:"worker_id,omitempty"`
+	Model    string                 `protobuf:"bytes,3,opt,name=model,proto3" json:"model,omitempty"`
+	// epoch changes whenever kvtracker starts the worker's state afresh (first
+	// sight, worker restart, unrecoverable gap); a consumer seeing a new epoch
+	// drops what it held for the worker before applying.
+	Epoch uint64 `protobuf:"varint,4,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	// seq numbers deltas within an epoch: 1, 2, 3... A consumer that sees a
+	// hole resynchronises from the snapshot.
+	Seq       uint64   `protobuf:"varint,5,opt,name=seq,proto3" json:"seq,omitempty"`
+	Cleared   bool     `protobuf:"varint,6,opt,name=cleared,proto3" json:"cleared,omitempty"`
+	Removed   []uint64 `protobuf:"varint,7,rep,packed,name=removed,proto3" json:"removed,omitempty"`
+	Stored    []uint64 `protobuf:"varint,8,rep,packed,name=stored,proto3" json:"stored,omitempty"`
+	BlockSize int32    `protobuf:"varint,9,opt,name=block_size,json=blockSize,proto3" json:"block_size,omitempty"`
+	// The vLLM sequence number of the batch this delta came from.
+	EngineSeq     uint64                 `protobuf:"varint,10,opt,name=engine_seq,json=engineSeq,proto3" json:"engine_seq,omitempty"`
+	Ts            *timestamppb.Timestamp `protobuf:"bytes,11,opt,name=ts,proto3" json:"ts,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *KVBlockDelta) Reset() {
+	*x = KVBlockDelta{}
+	mi := &file_switchyard_events_v1_events_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *KVBlockDelta) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*KVBlockDelta) ProtoMessage() {}
+
+func (x *KVBlockDelta) ProtoReflect() protoreflect.Message {
+	mi := &file_switchyard_events_v1_events_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use KVBlockDelta.ProtoReflect.Descriptor instead.
+func (*KVBlockDelta) Descriptor() ([]byte, []int) {
+	return file_switchyard_events_v1_events_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *KVBlockDelta) GetPool() string {
+	if x != nil {
+		return x.Pool
+	}
+	return ""
+}
+
+func (x *KVBlockDelta) GetWorkerId() string {
+	if x != nil {
+		return x.WorkerId
+	}
+	return ""
+}
+
+func (x *KVBlockDelta) GetModel() string {
+	if x != nil {
+		return x.Model
+	}
+	return ""
+}
+
+func (x *KVBlockDelta) GetEpoch() uint64 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
+}
+
+func (x *KVBlockDelta) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+func (x *KVBlockDelta) GetCleared() bool {
+	if x != nil {
+		return x.Cleared
+	}
+	return false
+}
+
+func (x *KVBlockDelta) GetRemoved() []uint64 {
+	if x != nil {
+		return x.Removed
+	}
+	return nil
+}
+
+func (x *KVBlockDelta) GetStored() []uint64 {
+	if x != nil {
+		return x.Stored
+	}
+	return nil
+}
+
+func (x *KVBlockDelta) GetBlockSize() int32 {
+	if x != nil {
+		return x.BlockSize
+	}
+	return 0
+}
+
+func (x *KVBlockDelta) GetEngineSeq() uint64 {
+	if x != nil {
+		return x.EngineSeq
+	}
+	return 0
+}
+
+func (x *KVBlockDelta) GetTs() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Ts
+	}
+	return nil
+}
+
+// WorkerKVSnapshot is the whole of one worker's cached blocks at (epoch,
+// seq). kvtracker writes it to Redis (rediskeys.KVSnapshot) periodically; a
+// router starting mid-stream loads it and then applies deltas after seq.
+type WorkerKVSnapshot struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Pool      string                 `protobuf:"bytes,1,opt,name=pool,proto3" json:"pool,omitempty"`
+	WorkerId  string                 `protobuf:"bytes,2,opt,name=worker_id,json=workerId,proto3" json:"worker_id,omitempty"`
+	Model     string                 `protobuf:"bytes,3,opt,name=model,proto3" json:"model,omitempty"`
+	Epoch     uint64                 `protobuf:"varint,4,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	Seq       uint64                 `protobuf:"varint,5,opt,name=seq,proto3" json:"seq,omitempty"`
+	BlockSize int32                  `protobuf:"varint,6,opt,name=block_size,json=blockSize,proto3" json:"block_size,omitempty"`
+	Blocks    []uint64               `protobuf:"varint,7,rep,packed,name=blocks,proto3" json:"blocks,omitempty"`
+	// JetStream stream sequence of the last delta included, so a consumer can
+	// start its replay right after it.
+	StreamSeq     uint64                 `protobuf:"varint,8,opt,name=stream_seq,json=streamSeq,proto3" json:"stream_seq,omitempty"`
+	Ts            *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=ts,proto3" json:"ts,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WorkerKVSnapshot) Reset() {
+	*x = WorkerKVSnapshot{}
+	mi := &file_switchyard_events_v1_events_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WorkerKVSnapshot) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WorkerKVSnapshot) ProtoMessage() {}
+
+func (x *WorkerKVSnapshot) ProtoReflect() protoreflect.Message {
+	mi := &file_switchyard_events_v1_events_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WorkerKVSnapshot.ProtoReflect.Descriptor instead.
+func (*WorkerKVSnapshot) Descriptor() ([]byte, []int) {
+	return file_switchyard_events_v1_events_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *WorkerKVSnapshot) GetPool() string {
+	if x != nil {
+		return x.Pool
+	}
+	return ""
+}
+
+func (x *WorkerKVSnapshot) GetWorkerId() string {
+	if x != nil {
+		return x.WorkerId
+	}
+	return ""
+}
+
+func (x *WorkerKVSnapshot) GetModel() string {
+	if x != nil {
+		return x.Model
+	}
+	return ""
+}
+
+func (x *WorkerKVSnapshot) GetEpoch() uint64 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
+}
+
+func (x *WorkerKVSnapshot) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+func (x *WorkerKVSnapshot) GetBlockSize() int32 {
+	if x != nil {
+		return x.BlockSize
+	}
+	return 0
+}
+
+func (x *WorkerKVSnapshot) GetBlocks() []uint64 {
+	if x != nil {
+		return x.Blocks
+	}
+	return nil
+}
+
+func (x *WorkerKVSnapshot) GetStreamSeq() uint64 {
+	if x != nil {
+		return x.StreamSeq
+	}
+	return 0
+}
+
+func (x *WorkerKVSnapshot) GetTs() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Ts
+	}
+	return nil
+}
+
+// WorkerKVSummary is a worker's cache at a glance, published by kvtracker
+// (bus.KVSummarySubject and Redis) for dashboards, Explain and predictors.
+type WorkerKVSummary struct {
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	Pool         string                 `protobuf:"bytes,1,opt,name=pool,proto3" json:"pool,omitempty"`
+	WorkerId     string                 `protobuf:"bytes,2,opt,name=worker_id,json=workerId,proto3" json:"worker_id,omitempty"`
+	Model        string                 `protobuf:"bytes,3,opt,name=model,proto3" json:"model,omitempty"`
+	Epoch        uint64                 `protobuf:"varint,4,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	CachedBlocks int64                  `protobuf:"varint,5,opt,name=cached_blocks,json=cachedBlocks,proto3" json:"cached_blocks,omitempty"`
+	BlockSize    int32                  `protobuf:"varint,6,opt,name=block_size,json=blockSize,proto3" json:"block_size,omitempty"`
+	// Cached blocks / the worker's GPU block count when known, else 0.
+	Usage float64 `protobuf:"fixed64,7,opt,name=usage,proto3" json:"usage,omitempty"`
+	// Events seen since the epoch started.
+	BlocksStoredTotal  int64                  `protobuf:"varint,8,opt,name=blocks_stored_total,json=blocksStoredTotal,proto3" json:"blocks_stored_total,omitempty"`
+	BlocksRemovedTotal int64                  `protobuf:"varint,9,opt,name=blocks_removed_total,json=blocksRemovedTotal,proto3" json:"blocks_removed_total,omitempty"`
+	Ts                 *timestamppb.Timestamp `protobuf:"bytes,10,opt,name=ts,proto3" json:"ts,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
+}
+
+func (x *WorkerKVSummary) Reset() {
+	*x = WorkerKVSummary{}
+	mi := &file_switchyard_events_v1_events_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WorkerKVSummary) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WorkerKVSummary) ProtoMessage() {}
+
+func (x *WorkerKVSummary) ProtoReflect() protoreflect.Message {
+	mi := &file_switchyard_events_v1_events_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WorkerKVSummary.ProtoReflect.Descriptor instead.
+func (*WorkerKVSummary) Descriptor() ([]byte, []int) {
+	return file_switchyard_events_v1_events_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *WorkerKVSummary) GetPool() string {
+	if x != nil {
+		return x.Pool
+	}
+	return ""
+}
+
+func (x *WorkerKVSummary) GetWorkerId() string {
+	if x != nil {
+		return x.WorkerId
+	}
+	return ""
+}
+
+func (x *WorkerKVSummary) GetModel() string {
+	if x != nil {
+		return x.Model
+	}
+	return ""
+}
+
+func (x *WorkerKVSummary) GetEpoch() uint64 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
+}
+
+func (x *WorkerKVSummary) GetCachedBlocks() int64 {
+	if x != nil {
+		return x.CachedBlocks
+	}
+	return 0
+}
+
+func (x *WorkerKVSummary) GetBlockSize() int32 {
+	if x != nil {
+		return x.BlockSize
+	}
+	return 0
+}
+
+func (x *WorkerKVSummary) GetUsage() float64 {
+	if x != nil {
+		return x.Usage
+	}
+	return 0
+}
+
+func (x *WorkerKVSummary) GetBlocksStoredTotal() int64 {
+	if x != nil {
+		return x.BlocksStoredTotal
+	}
+	return 0
+}
+
+func (x *WorkerKVSummary) GetBlocksRemovedTotal() int64 {
+	if x != nil {
+		return x.BlocksRemovedTotal
+	}
+	return 0
+}
+
+func (x *WorkerKVSummary) GetTs() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Ts
+	}
+	return nil
+}
+
 var File_switchyard_events_v1_events_proto protoreflect.FileDescriptor
 
 const file_switchyard_events_v1_events_proto_rawDesc = "" +
@@ -503,7 +871,47 @@ const file_switchyard_events_v1_events_proto_rawDesc = "" +
 	"started_at\x18\x13 \x01(\v2\x1a.google.protobuf.TimestampR\tstartedAt\x12;\n" +
 	"\vfinished_at\x18\x14 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"finishedAt\x12\x12\n" +
-	"\x04tags\x18\x15 \x03(\tR\x04tagsBJZHgithub.com/switchyard-dev/switchyard/proto/switchyard/events/v1;eventsv1b\x06proto3"
+	"\x04tags\x18\x15 \x03(\tR\x04tags\"\xb3\x02\n" +
+	"\fKVBlockDelta\x12\x12\n" +
+	"\x04pool\x18\x01 \x01(\tR\x04pool\x12\x1b\n" +
+	"\tworker_id\x18\x02 \x01(\tR\bworkerId\x12\x14\n" +
+	"\x05model\x18\x03 \x01(\tR\x05model\x12\x14\n" +
+	"\x05epoch\x18\x04 \x01(\x04R\x05epoch\x12\x10\n" +
+	"\x03seq\x18\x05 \x01(\x04R\x03seq\x12\x18\n" +
+	"\acleared\x18\x06 \x01(\bR\acleared\x12\x18\n" +
+	"\aremoved\x18\a \x03(\x04R\aremoved\x12\x16\n" +
+	"\x06stored\x18\b \x03(\x04R\x06stored\x12\x1d\n" +
+	"\n" +
+	"block_size\x18\t \x01(\x05R\tblockSize\x12\x1d\n" +
+	"\n" +
+	"engine_seq\x18\n" +
+	" \x01(\x04R\tengineSeq\x12*\n" +
+	"\x02ts\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\x02ts\"\x83\x02\n" +
+	"\x10WorkerKVSnapshot\x12\x12\n" +
+	"\x04pool\x18\x01 \x01(\tR\x04pool\x12\x1b\n" +
+	"\tworker_id\x18\x02 \x01(\tR\bworkerId\x12\x14\n" +
+	"\x05model\x18\x03 \x01(\tR\x05model\x12\x14\n" +
+	"\x05epoch\x18\x04 \x01(\x04R\x05epoch\x12\x10\n" +
+	"\x03seq\x18\x05 \x01(\x04R\x03seq\x12\x1d\n" +
+	"\n" +
+	"block_size\x18\x06 \x01(\x05R\tblockSize\x12\x16\n" +
+	"\x06blocks\x18\a \x03(\x04R\x06blocks\x12\x1d\n" +
+	"\n" +
+	"stream_seq\x18\b \x01(\x04R\tstreamSeq\x12*\n" +
+	"\x02ts\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\x02ts\"\xd6\x02\n" +
+	"\x0fWorkerKVSummary\x12\x12\n" +
+	"\x04pool\x18\x01 \x01(\tR\x04pool\x12\x1b\n" +
+	"\tworker_id\x18\x02 \x01(\tR\bworkerId\x12\x14\n" +
+	"\x05model\x18\x03 \x01(\tR\x05model\x12\x14\n" +
+	"\x05epoch\x18\x04 \x01(\x04R\x05epoch\x12#\n" +
+	"\rcached_blocks\x18\x05 \x01(\x03R\fcachedBlocks\x12\x1d\n" +
+	"\n" +
+	"block_size\x18\x06 \x01(\x05R\tblockSize\x12\x14\n" +
+	"\x05usage\x18\a \x01(\x01R\x05usage\x12.\n" +
+	"\x13blocks_stored_total\x18\b \x01(\x03R\x11blocksStoredTotal\x120\n" +
+	"\x14blocks_removed_total\x18\t \x01(\x03R\x12blocksRemovedTotal\x12*\n" +
+	"\x02ts\x18\n" +
+	" \x01(\v2\x1a.google.protobuf.TimestampR\x02tsBJZHgithub.com/switchyard-dev/switchyard/proto/switchyard/events/v1;eventsv1b\x06proto3"
 
 var (
 	file_switchyard_events_v1_events_proto_rawDescOnce sync.Once
@@ -517,23 +925,29 @@ func file_switchyard_events_v1_events_proto_rawDescGZIP() []byte {
 	return file_switchyard_events_v1_events_proto_rawDescData
 }
 
-var file_switchyard_events_v1_events_proto_msgTypes = make([]protoimpl.MessageInfo, 3)
+var file_switchyard_events_v1_events_proto_msgTypes = make([]protoimpl.MessageInfo, 6)
 var file_switchyard_events_v1_events_proto_goTypes = []any{
 	(*RouteDecision)(nil),         // 0: switchyard.events.v1.RouteDecision
 	(*RouteCompletion)(nil),       // 1: switchyard.events.v1.RouteCompletion
 	(*UsageEvent)(nil),            // 2: switchyard.events.v1.UsageEvent
-	(*timestamppb.Timestamp)(nil), // 3: google.protobuf.Timestamp
+	(*KVBlockDelta)(nil),          // 3: switchyard.events.v1.KVBlockDelta
+	(*WorkerKVSnapshot)(nil),      // 4: switchyard.events.v1.WorkerKVSnapshot
+	(*WorkerKVSummary)(nil),       // 5: switchyard.events.v1.WorkerKVSummary
+	(*timestamppb.Timestamp)(nil), // 6: google.protobuf.Timestamp
 }
 var file_switchyard_events_v1_events_proto_depIdxs = []int32{
-	3, // 0: switchyard.events.v1.RouteDecision.decided_at:type_name -> google.protobuf.Timestamp
-	3, // 1: switchyard.events.v1.RouteCompletion.completed_at:type_name -> google.protobuf.Timestamp
-	3, // 2: switchyard.events.v1.UsageEvent.started_at:type_name -> google.protobuf.Timestamp
-	3, // 3: switchyard.events.v1.UsageEvent.finished_at:type_name -> google.protobuf.Timestamp
-	4, // [4:4] is the sub-list for method output_type
-	4, // [4:4] is the sub-list for method input_type
-	4, // [4:4] is the sub-list for extension type_name
-	4, // [4:4] is the sub-list for extension extendee
-	0, // [0:4] is the sub-list for field type_name
+	6, // 0: switchyard.events.v1.RouteDecision.decided_at:type_name -> google.protobuf.Timestamp
+	6, // 1: switchyard.events.v1.RouteCompletion.completed_at:type_name -> google.protobuf.Timestamp
+	6, // 2: switchyard.events.v1.UsageEvent.started_at:type_name -> google.protobuf.Timestamp
+	6, // 3: switchyard.events.v1.UsageEvent.finished_at:type_name -> google.protobuf.Timestamp
+	6, // 4: switchyard.events.v1.KVBlockDelta.ts:type_name -> google.protobuf.Timestamp
+	6, // 5: switchyard.events.v1.WorkerKVSnapshot.ts:type_name -> google.protobuf.Timestamp
+	6, // 6: switchyard.events.v1.WorkerKVSummary.ts:type_name -> google.protobuf.Timestamp
+	7, // [7:7] is the sub-list for method output_type
+	7, // [7:7] is the sub-list for method input_type
+	7, // [7:7] is the sub-list for extension type_name
+	7, // [7:7] is the sub-list for extension extendee
+	0, // [0:7] is the sub-list for field type_name
 }
 
 func init() { file_switchyard_events_v1_events_proto_init() }
@@ -547,7 +961,7 @@ func file_switchyard_events_v1_events_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_switchyard_events_v1_events_proto_rawDesc), len(file_switchyard_events_v1_events_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   3,
+			NumMessages:   6,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
