@@ -93,10 +93,13 @@ func StartFleet(ctx context.Context, cfg Config, log zerolog.Logger) (*Fleet, er
 	go func() {
 		err := g.Wait()
 		for _, w := range f.workers {
-			if w.pub != nil {
-				if cerr := w.pub.Close(); cerr != nil && err == nil {
-					err = cerr
-				}
+			if w.pub == nil {
+				continue
+			}
+			// zmq4 reports connections subscribers already closed; the
+			// publisher is gone either way, so this is not a failed shutdown.
+			if cerr := w.pub.Close(); cerr != nil {
+				w.log.Warn().Err(cerr).Msg("kv event publisher close")
 			}
 		}
 		f.err = err

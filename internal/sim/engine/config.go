@@ -79,7 +79,7 @@ type Hardware struct {
 //     ≈ 0.5 MB. Gemma's sliding-window layers would need less, but vLLM
 //     disables the hybrid KV cache manager when KV events are on, so every
 //     layer stores full-length KV — the regime a KV-event router sees.
-//   - Pool. 14.5 GB / (16 tokens × 507,904 B) ≈ 1,780 blocks of 16 tokens,
+//   - Pool. 14.5 GB / (16 tokens × 507,904 B) = 1,781 blocks of 16 tokens,
 //     about 28.5k tokens: a handful of long prompts. This scarcity is what
 //     makes cache-aware routing matter.
 //   - Prefill. 362 dense FP8 TFLOPs at ~40% MFU over 2 × 27e9 FLOPs per

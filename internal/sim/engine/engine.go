@@ -32,8 +32,11 @@ type EventSink interface {
 	Publish(kvevents.Batch) error
 }
 
-// Observer is told what each step did, for metrics. It is called from the
-// stepping goroutine, never concurrently; it must not retain slices.
+// Observer is told what each step did, for metrics. It is called with the
+// engine's lock held, so never concurrently, and before the step's tokens
+// reach their clients: a client that got its last token sees metrics that
+// count it. It must be quick, must not call the Engine, and must not retain
+// slices.
 type Observer interface {
 	StepDone(StepStats)
 	RequestFinished(RequestStats)
@@ -112,6 +115,7 @@ type Engine struct {
 	ttfts    []float64
 	itls     []float64
 	finished []RequestStats
+	pending  []delivery
 
 	wake chan struct{}
 }
@@ -248,19 +252,25 @@ func (e *Engine) Step(ctx context.Context) (bool, error) {
 	e.st.apply(e.deliver)
 	events := e.takeEvents()
 	stats := e.stepStats(p)
-	finished := e.finished
-	e.finished = nil // Cancel may append while the observer reads these
-	e.mu.Unlock()
-
-	e.publish(events)
 	if e.obs != nil {
 		e.obs.StepDone(stats)
-		for _, f := range finished {
+		for _, f := range e.finished {
 			e.obs.RequestFinished(f)
 		}
 	}
-	// Only this goroutine appends to these (deliver runs inside Step).
+	for _, d := range e.pending {
+		if d.last {
+			d.h.finish(&d.tok, d.rs)
+		} else {
+			d.h.push(d.tok)
+		}
+	}
+	clear(e.pending)
+	e.pending, e.finished = e.pending[:0], e.finished[:0]
 	e.ttfts, e.itls = e.ttfts[:0], e.itls[:0]
+	e.mu.Unlock()
+
+	e.publish(events)
 	return true, nil
 }
 
@@ -292,13 +302,22 @@ func (e *Engine) shutdown() {
 	defer e.mu.Unlock()
 	e.closed = true
 	for _, r := range slices.Concat(e.st.running, e.st.waiting) {
-		e.st.abort(r)
-		e.finishHandle(r, "abort", nil)
+		e.abortLocked(r)
 	}
 	e.st.plan = nil
 }
 
-// deliver hands a step's token to its request's handle; called under mu.
+// delivery is a token on its way to a handle; last carries the final
+// accounting with the final token, so a reader sees both at once.
+type delivery struct {
+	h    *Handle
+	tok  uint32
+	last bool
+	rs   RequestStats
+}
+
+// deliver records a step's token for metrics and queues it for its
+// handle; called by apply, under mu.
 func (e *Engine) deliver(o outcome) {
 	r := o.r
 	if o.first {
@@ -306,17 +325,30 @@ func (e *Engine) deliver(o outcome) {
 	} else {
 		e.itls = append(e.itls, o.itl.Seconds())
 	}
-	switch {
-	case o.finished:
-		e.finishHandle(r, "length", &o.token)
-	case r.handle != nil:
-		r.handle.push(o.token)
+	d := delivery{h: r.handle, tok: o.token}
+	if o.finished {
+		d.last, d.rs = true, e.requestStats(r, "length")
+		e.finished = append(e.finished, d.rs)
+	}
+	if d.h != nil {
+		e.pending = append(e.pending, d)
 	}
 }
 
-// finishHandle records r's end and completes its handle, delivering last
-// (the final token) in the same update so a reader sees both at once.
-func (e *Engine) finishHandle(r *request, reason string, last *uint32) {
+// abortLocked drops r from the engine, reports it and completes its
+// handle; called under mu.
+func (e *Engine) abortLocked(r *request) {
+	e.st.abort(r)
+	rs := e.requestStats(r, "abort")
+	if e.obs != nil {
+		e.obs.RequestFinished(rs)
+	}
+	if r.handle != nil {
+		r.handle.finish(nil, rs)
+	}
+}
+
+func (e *Engine) requestStats(r *request, reason string) RequestStats {
 	end := r.finished
 	if reason == "abort" {
 		end = e.clock.Now()
@@ -338,10 +370,7 @@ func (e *Engine) finishHandle(r *request, reason string, last *uint32) {
 		rs.TTFT = (r.firstToken - r.arrival).Seconds()
 		rs.PrefillTime = (r.firstToken - r.firstScheduled).Seconds()
 	}
-	e.finished = append(e.finished, rs)
-	if r.handle != nil {
-		r.handle.finish(last, rs)
-	}
+	return rs
 }
 
 func (e *Engine) stepStats(p *plan) StepStats {
@@ -390,8 +419,7 @@ func (e *Engine) cancel(r *request) {
 	if r.status != statusWaiting && r.status != statusRunning {
 		return
 	}
-	e.st.abort(r)
-	e.finishHandle(r, "abort", nil)
+	e.abortLocked(r)
 }
 
 // ResetPrefixCache forgets every cached block, like vLLM's
@@ -529,7 +557,7 @@ func (h *Handle) Next(ctx context.Context, from int) (tokens []uint32, done bool
 		h.mu.Lock()
 		n, d := len(h.tokens), h.done
 		if n > from || d {
-			toks := h.tokens[from:n:n]
+			toks := h.tokens[min(from, n):n:n]
 			h.mu.Unlock()
 			return toks, d, nil
 		}

@@ -486,8 +486,16 @@ type gateClock struct {
 }
 
 func (c *gateClock) WaitUntil(ctx context.Context, t time.Duration) error {
-	c.entered <- struct{}{}
-	<-c.release
+	select {
+	case c.entered <- struct{}{}:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	select {
+	case <-c.release:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 	return c.ManualClock.WaitUntil(ctx, t)
 }
 
@@ -527,22 +535,28 @@ func TestEstimateDuringStepInFlight(t *testing.T) {
 			}
 		}
 	}()
-	_, done, err := hd.Next(ctx, 0)
-	for err == nil && !done {
-		_, done, err = hd.Next(ctx, 0)
-		if !done {
-			_, done, err = hd.Next(ctx, 3)
-		}
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	waitDone(t, ctx, hd)
 	if r := hd.Result(); r.TTFT != est.TTFT {
 		t.Errorf("estimate %v, observed %v", est.TTFT, r.TTFT)
 	}
 	cancel()
 	if err := <-runDone; err != nil {
 		t.Fatal(err)
+	}
+}
+
+// waitDone reads hd to its end.
+func waitDone(t *testing.T, ctx context.Context, hd *Handle) {
+	t.Helper()
+	for n := 0; ; {
+		toks, done, err := hd.Next(ctx, n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if done {
+			return
+		}
+		n += len(toks)
 	}
 }
 

@@ -1,0 +1,184 @@
+package openaiapi
+
+import (
+	"encoding/json"
+	"slices"
+	"testing"
+)
+
+func TestParseChatCompletionRequest(t *testing.T) {
+	tests := []struct {
+		name  string
+		body  string
+		param string // "" and ok=true: accepted
+		ok    bool
+		check func(t *testing.T, r *ChatCompletionRequest)
+	}{
+		{name: "minimal", ok: true, body: `{"model":"m","messages":[{"role":"user","content":"hi"}]}`,
+			check: func(t *testing.T, r *ChatCompletionRequest) {
+				if *r.Messages[0].Content.Text != "hi" || r.OutputLimit() != 0 || !r.WantsGenerationPrompt() {
+					t.Errorf("%+v", r)
+				}
+			}},
+		{name: "parts and limits", ok: true,
+			body: `{"messages":[{"role":"user","content":[{"type":"text","text":"a"},{"type":"image_url","image_url":{"url":"x"}}]}],"max_tokens":5,"max_completion_tokens":7,"stream":true,"stream_options":{"include_usage":true},"add_generation_prompt":false,"tools":[{"type":"function"}]}`,
+			check: func(t *testing.T, r *ChatCompletionRequest) {
+				if len(r.Messages[0].Content.Parts) != 2 || r.OutputLimit() != 7 || !r.StreamOptions.IncludeUsage || r.WantsGenerationPrompt() {
+					t.Errorf("%+v", r)
+				}
+			}},
+		{name: "null content for tool calls", ok: true, body: `{"messages":[{"role":"assistant","content":null,"tool_calls":[{"id":"1"}]},{"role":"tool","content":"r","tool_call_id":"1"}]}`},
+		{name: "empty body", body: ``},
+		{name: "array body", body: `[]`},
+		{name: "truncated", body: `{"messages":[`},
+		{name: "no messages", body: `{"model":"m"}`, param: "messages"},
+		{name: "empty messages", body: `{"messages":[]}`, param: "messages"},
+		{name: "bad role", body: `{"messages":[{"role":"bot","content":"x"}]}`, param: "messages[0].role"},
+		{name: "content number", body: `{"messages":[{"role":"user","content":5}]}`},
+		{name: "part without type", body: `{"messages":[{"role":"user","content":[{"text":"x"}]}]}`, param: "messages[0].content[0].type"},
+		{name: "text part without text", body: `{"messages":[{"role":"user","content":[{"type":"text"}]}]}`, param: "messages[0].content[0].text"},
+		{name: "n zero", body: `{"messages":[{"role":"user","content":"x"}],"n":0}`, param: "n"},
+		{name: "max_tokens zero", body: `{"messages":[{"role":"user","content":"x"}],"max_tokens":0}`, param: "max_tokens"},
+		{name: "max_completion_tokens negative", body: `{"messages":[{"role":"user","content":"x"}],"max_completion_tokens":-1}`, param: "max_completion_tokens"},
+		{name: "stream options without stream", body: `{"messages":[{"role":"user","content":"x"}],"stream_options":{"include_usage":true}}`, param: "stream_options"},
+		{name: "stream not bool", body: `{"messages":[{"role":"user","content":"x"}],"stream":1}`, param: "stream"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			r, err := ParseChatCompletionRequest([]byte(tc.body))
+			if tc.ok {
+				if err != nil {
+					t.Fatalf("rejected: %v", err)
+				}
+				if tc.check != nil {
+					tc.check(t, r)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatal("accepted")
+			}
+			if err.Status != 400 || err.Type != ErrTypeInvalidRequest || err.Param != tc.param {
+				t.Errorf("error %+v, want 400 on %q", err, tc.param)
+			}
+		})
+	}
+}
+
+func TestParseCompletionRequest(t *testing.T) {
+	tests := []struct {
+		name   string
+		body   string
+		texts  []string
+		ids    [][]uint32
+		reject string // param of the expected error; "-" for none
+	}{
+		{name: "string", body: `{"prompt":"hi"}`, texts: []string{"hi"}},
+		{name: "strings", body: `{"prompt":["a","b"]}`, texts: []string{"a", "b"}},
+		{name: "ids", body: `{"prompt":[1,2,3]}`, ids: [][]uint32{{1, 2, 3}}},
+		{name: "nested ids", body: `{"prompt":[[1],[2,3]]}`, ids: [][]uint32{{1}, {2, 3}}},
+		{name: "missing", body: `{"max_tokens":3}`, reject: "prompt"},
+		{name: "null", body: `{"prompt":null}`, reject: "prompt"},
+		{name: "empty array", body: `{"prompt":[]}`, reject: "prompt"},
+		{name: "mixed", body: `{"prompt":["a",1]}`, reject: "prompt"},
+		{name: "negative id", body: `{"prompt":[1,-1]}`, reject: "prompt"},
+		{name: "float id", body: `{"prompt":[1.5]}`, reject: "prompt"},
+		{name: "huge id", body: `{"prompt":[4294967296]}`, reject: "prompt"},
+		{name: "empty inner", body: `{"prompt":[[]]}`, reject: "prompt"},
+		{name: "object", body: `{"prompt":{}}`, reject: "prompt"},
+		{name: "n", body: `{"prompt":"x","n":0}`, reject: "n"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			r, err := ParseCompletionRequest([]byte(tc.body))
+			if tc.reject != "" {
+				if err == nil || err.Param != tc.reject {
+					t.Fatalf("got %+v, want an error on %q", err, tc.reject)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(r.Prompt.Texts, tc.texts) || len(r.Prompt.TokenIDs) != len(tc.ids) {
+				t.Errorf("prompt %+v", r.Prompt)
+			}
+			for i := range tc.ids {
+				if !slices.Equal(r.Prompt.TokenIDs[i], tc.ids[i]) {
+					t.Errorf("ids[%d] = %v", i, r.Prompt.TokenIDs[i])
+				}
+			}
+			// Marshalling gives back an equivalent request.
+			b, _ := json.Marshal(r)
+			again, err := ParseCompletionRequest(b)
+			if err != nil || !slices.Equal(again.Prompt.Texts, r.Prompt.Texts) || len(again.Prompt.TokenIDs) != len(r.Prompt.TokenIDs) {
+				t.Errorf("round trip of %s: %+v %v", b, again, err)
+			}
+		})
+	}
+}
+
+var fuzzSeeds = []string{
+	``, `{}`, `null`, `[]`, `{"messages":[{"role":"user","content":"hi"}]}`,
+	`{"messages":[{"role":"user","content":[{"type":"text","text":"a"}]}],"stream":true,"stream_options":{"include_usage":true}}`,
+	`{"messages":[{"role":"assistant","content":null}],"n":2,"max_tokens":3}`,
+	`{"prompt":"x"}`, `{"prompt":["a","b"]}`, `{"prompt":[1,2]}`, `{"prompt":[[1],[2]]}`, `{"prompt":[-1]}`,
+	`{"prompt":[1e99]}`, `{"messages":[{"role":"user","content":{"a":1}}]}`,
+}
+
+func FuzzParseChatCompletionRequest(f *testing.F) {
+	for _, s := range fuzzSeeds {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		r, err := ParseChatCompletionRequest(body)
+		if (r == nil) == (err == nil) {
+			t.Fatalf("request %v and error %v", r, err)
+		}
+		if err != nil {
+			if err.Status != 400 || err.Message == "" {
+				t.Fatalf("bad error %+v", err)
+			}
+			return
+		}
+		if len(r.Messages) == 0 || r.OutputLimit() < 0 {
+			t.Fatalf("accepted invalid request %+v", r)
+		}
+		// What was accepted re-encodes to something accepted again.
+		b, merr := json.Marshal(r)
+		if merr != nil {
+			t.Fatal(merr)
+		}
+		if _, err := ParseChatCompletionRequest(b); err != nil {
+			t.Fatalf("re-encoded %s rejected: %v", b, err)
+		}
+	})
+}
+
+func FuzzParseCompletionRequest(f *testing.F) {
+	for _, s := range fuzzSeeds {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		r, err := ParseCompletionRequest(body)
+		if (r == nil) == (err == nil) {
+			t.Fatalf("request %v and error %v", r, err)
+		}
+		if err != nil {
+			if err.Status != 400 || err.Message == "" {
+				t.Fatalf("bad error %+v", err)
+			}
+			return
+		}
+		if r.Prompt.Len() == 0 || (r.Prompt.Texts != nil) == (r.Prompt.TokenIDs != nil) {
+			t.Fatalf("accepted invalid prompt %+v", r.Prompt)
+		}
+		b, merr := json.Marshal(r)
+		if merr != nil {
+			t.Fatal(merr)
+		}
+		if _, err := ParseCompletionRequest(b); err != nil {
+			t.Fatalf("re-encoded %s rejected: %v", b, err)
+		}
+	})
+}
