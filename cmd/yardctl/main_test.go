@@ -1,0 +1,96 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func runCLI(t *testing.T, stdin string, args ...string) (int, string, string) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	code := run(context.Background(), args, strings.NewReader(stdin), &out, &errOut)
+	return code, out.String(), errOut.String()
+}
+
+func TestUsage(t *testing.T) {
+	if code, out, _ := runCLI(t, "", "help"); code != 0 || !strings.Contains(out, "tokenize") {
+		t.Errorf("help: %d %q", code, out)
+	}
+	if code, _, errOut := runCLI(t, "", "nope"); code != 2 || !strings.Contains(errOut, "unknown command") {
+		t.Errorf("unknown: %d %q", code, errOut)
+	}
+	if code, _, errOut := runCLI(t, "", "explain"); code != 1 || !strings.Contains(errOut, "--model is required") {
+		t.Errorf("explain without model: %d %q", code, errOut)
+	}
+}
+
+// TestOnlineCommands drives endpoints and explain against an HTTP server
+// that checks what the router's REST API would receive.
+func TestOnlineCommands(t *testing.T) {
+	var gotExplain map[string]any
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch {
+		case r.Method == http.MethodGet && r.URL.Path == "/v1/endpoints":
+			if r.URL.Query().Get("model") != "m1" {
+				http.Error(w, `{"code":3,"message":"want model=m1"}`, http.StatusBadRequest)
+				return
+			}
+			_, _ = io.WriteString(w, `{"endpoints":[{"id":"sim-0","healthy":true}]}`)
+		case r.Method == http.MethodPost && r.URL.Path == "/v1/route:explain":
+			_ = json.NewDecoder(r.Body).Decode(&gotExplain)
+			_, _ = io.WriteString(w, `{"result":{"target":{"id":"sim-0"}},"candidates":[]}`)
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	defer srv.Close()
+
+	code, out, errOut := runCLI(t, "", "endpoints", "--router", srv.URL, "--model", "m1")
+	if code != 0 || !strings.Contains(out, `"id": "sim-0"`) {
+		t.Fatalf("endpoints: %d %q %q", code, out, errOut)
+	}
+	code, _, errOut = runCLI(t, "", "endpoints", "--router", srv.URL)
+	if code != 1 || !strings.Contains(errOut, "400") {
+		t.Errorf("endpoints error not surfaced: %d %q", code, errOut)
+	}
+	body := `{"model":"m1","messages":[{"role":"user","content":"hi"}]}`
+	code, out, errOut = runCLI(t, body, "explain", "--router", srv.URL, "--model", "m1", "--tags", "a,b", "--request", "-")
+	if code != 0 || !strings.Contains(out, "sim-0") {
+		t.Fatalf("explain: %d %q %q", code, out, errOut)
+	}
+	if gotExplain["model"] != "m1" || len(gotExplain["tags"].([]any)) != 2 || gotExplain["body"] == nil {
+		t.Errorf("router received %v", gotExplain)
+	}
+}
+
+// TestTokenize checks the command against token ids from Hugging Face's own
+// tokenizer for the fixture models (see internal/tokenizer/hf goldens).
+func TestTokenize(t *testing.T) {
+	dir := filepath.Join("..", "..", "testdata-cache", "tokenizers", "qwen3")
+	if _, err := os.Stat(filepath.Join(dir, "tokenizer.json")); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("fixture tokenizers missing: run make testdata (%v)", err)
+		}
+		t.Skipf("SKIP: fixture tokenizers missing, run `make testdata` (%v)", err)
+	}
+	code, out, errOut := runCLI(t, `[{"role":"user","content":"Hello, 世界!"}]`, "tokenize", "--tokenizer", dir, "--chat")
+	if code != 0 {
+		t.Fatalf("tokenize: %d %s", code, errOut)
+	}
+	// <|im_start|>user\nHello, 世界!<|im_end|>\n<|im_start|>assistant\n
+	want := "[151644,872,198,9707,11,220,99489,0,151645,198,151644,77091,198]"
+	if strings.TrimSpace(out) != want {
+		t.Errorf("ids = %s, want %s", out, want)
+	}
+	if code, _, errOut := runCLI(t, "x", "tokenize"); code == 0 || !strings.Contains(errOut, "tokenizer") {
+		t.Errorf("missing --tokenizer accepted: %d %q", code, errOut)
+	}
+}

@@ -1,0 +1,118 @@
+package hf
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/switchyard-dev/switchyard/internal/tokenizer/chattemplate"
+)
+
+// benchText is a bench text repeated to about 256 KiB, the same way
+// testdata/gen/bench.js builds it for the reference.
+func benchText(b *testing.B, name string) string {
+	b.Helper()
+	data, err := os.ReadFile(filepath.Join("testdata", "bench", name+".txt"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	return strings.Repeat(string(data), (256<<10)/len(data)+1)
+}
+
+// BenchmarkEncode reports MB/s on one core; compare with
+// testdata/gen/bench.sh, which runs the reference on the same texts.
+func BenchmarkEncode(b *testing.B) {
+	for _, model := range []string{"qwen3", "llama3_1"} {
+		for _, text := range []string{"english", "japanese"} {
+			b.Run(model+"/"+text, func(b *testing.B) {
+				tok := fixture(b, model)
+				s := benchText(b, text)
+				tok.Encode(s) // warm the word cache, as a running router's is
+				runtime.GC()  // loading leaves garbage that would bill this run
+				b.SetBytes(int64(len(s)))
+				b.ReportAllocs()
+				b.ResetTimer()
+				for i := 0; i < b.N; i++ {
+					tok.Encode(s)
+				}
+			})
+		}
+	}
+}
+
+// chatOfTokens builds a multi-turn conversation of about n prompt tokens.
+func chatOfTokens(b *testing.B, tok *Tokenizer, n int) []any {
+	b.Helper()
+	prose, err := os.ReadFile(filepath.Join("testdata", "bench", "english.txt"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	paras := strings.Split(strings.TrimSpace(string(prose)), "\n\n")
+	msg := func(role, content string) any {
+		d := chattemplate.NewDict()
+		d.Set("role", role)
+		d.Set("content", content)
+		return d
+	}
+	msgs := []any{msg("system", "You are a careful assistant for a harbour town's archive.")}
+	for i := 0; ; i++ {
+		role := "user"
+		if i%2 == 1 {
+			role = "assistant"
+		}
+		msgs = append(msgs, msg(role, fmt.Sprintf("Turn %d. %s", i, paras[i%len(paras)])))
+		text, err := tok.Chat().Render(msgs, chattemplate.Options{AddGenerationPrompt: true})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if len(tok.Encode(text)) >= n && role == "user" {
+			return msgs
+		}
+	}
+}
+
+// BenchmarkChatPrompt measures render + tokenize of a whole chat prompt, the
+// router's per-request tokenizer cost, with latency percentiles.
+func BenchmarkChatPrompt(b *testing.B) {
+	for _, model := range []string{"qwen3", "llama3_1"} {
+		for _, n := range []int{1000, 8000, 32000} {
+			b.Run(fmt.Sprintf("%s/%dk", model, n/1000), func(b *testing.B) {
+				tok := fixture(b, model)
+				msgs := chatOfTokens(b, tok, n)
+				opts := chattemplate.Options{AddGenerationPrompt: true}
+				lat := make([]time.Duration, 0, b.N)
+				var tokens int
+				b.ReportAllocs()
+				b.ResetTimer()
+				for i := 0; i < b.N; i++ {
+					start := time.Now()
+					text, err := tok.Chat().Render(msgs, opts)
+					if err != nil {
+						b.Fatal(err)
+					}
+					tokens = len(tok.Encode(text))
+					lat = append(lat, time.Since(start))
+				}
+				b.StopTimer()
+				slices.Sort(lat)
+				b.ReportMetric(float64(tokens), "tokens")
+				b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "p50-µs")
+				b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds()), "p99-µs")
+			})
+		}
+	}
+}
+
+func BenchmarkLoad(b *testing.B) {
+	dir := fixtureDir(b, "qwen3")
+	for i := 0; i < b.N; i++ {
+		if _, err := LoadDir(dir); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -1,0 +1,301 @@
+package hf
+
+import (
+	"hash/maphash"
+	"strings"
+	"sync"
+)
+
+// byteLevelRunes is GPT-2's byte-to-character table: printable bytes stand
+// for themselves, the others are shifted to U+0100 and up, so every byte has
+// a visible character in vocabulary strings.
+var byteLevelRunes = func() (t [256]rune) {
+	n := rune(0)
+	for b := 0; b < 256; b++ {
+		if (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF) {
+			t[b] = rune(b)
+		} else {
+			t[b] = 256 + n
+			n++
+		}
+	}
+	return t
+}()
+
+// unByteLevel maps a vocabulary string back to raw bytes; ok is false when a
+// character is not in the byte-level alphabet.
+func unByteLevel(s string) (raw string, ok bool) {
+	inv := byteLevelInverse()
+	out := make([]byte, 0, len(s))
+	for _, r := range s {
+		b, found := inv[r]
+		if !found {
+			return "", false
+		}
+		out = append(out, b)
+	}
+	return string(out), true
+}
+
+var byteLevelInverse = sync.OnceValue(func() map[rune]byte {
+	m := make(map[rune]byte, 256)
+	for b, r := range byteLevelRunes {
+		m[r] = byte(b)
+	}
+	return m
+})
+
+// merge is the result of merging a pair: its rank (lower merges first) and
+// the id of the merged token.
+type merge struct{ rank, id uint32 }
+
+func pairKey(a, b uint32) uint64 { return uint64(a)<<32 | uint64(b) }
+
+// bpe is a byte-level BPE model working on raw bytes: vocabulary strings are
+// converted back from the byte-level alphabet at load, so pre-tokens are
+// merged without re-encoding them.
+type bpe struct {
+	vocab        map[string]uint32 // raw bytes → id
+	byteID       [256]uint32
+	merges       map[uint64]merge
+	ignoreMerges bool // a pre-token found whole in the vocabulary is one token
+	cache        *wordCache
+	scratch      sync.Pool // *bpeWork
+}
+
+// Words longer than this many bytes are not cached: they are rare (long
+// whitespace runs, pasted blobs) and would crowd out the common ones.
+// Unbroken scripts make long words — a Japanese clause is one pre-token —
+// so the limit is generous, like Hugging Face's 256 characters.
+const maxCachedWord = 512
+
+// encodeWord appends the ids of one pre-token (raw bytes, non-empty).
+func (m *bpe) encodeWord(dst []uint32, w string) []uint32 {
+	if len(w) == 1 {
+		return append(dst, m.byteID[w[0]])
+	}
+	if m.ignoreMerges {
+		if id, ok := m.vocab[w]; ok {
+			return append(dst, id)
+		}
+	}
+	if len(w) <= maxCachedWord {
+		if ids, ok := m.cache.get(w); ok {
+			return append(dst, ids...)
+		}
+	}
+	start := len(dst)
+	dst = m.mergeWord(dst, w)
+	if len(w) <= maxCachedWord {
+		m.cache.put(w, dst[start:])
+	}
+	return dst
+}
+
+type symbol struct {
+	id         uint32
+	prev, next int32 // -1 at the ends
+	gone       bool  // merged into its left neighbour
+}
+
+type candidate struct {
+	rank, id uint32
+	pos      int32
+}
+
+// candidates is a binary min-heap of merge candidates: lowest rank first,
+// then leftmost. Hand-written rather than container/heap, whose interface
+// boxing would allocate on every push.
+type candidates []candidate
+
+func (c candidates) less(i, j int) bool {
+	if c[i].rank != c[j].rank {
+		return c[i].rank < c[j].rank
+	}
+	return c[i].pos < c[j].pos
+}
+
+func (c candidates) down(i int) {
+	n := len(c)
+	for {
+		l := 2*i + 1
+		if l >= n {
+			return
+		}
+		m := l
+		if r := l + 1; r < n && c.less(r, l) {
+			m = r
+		}
+		if !c.less(m, i) {
+			return
+		}
+		c[i], c[m] = c[m], c[i]
+		i = m
+	}
+}
+
+func (c candidates) heapify() {
+	for i := len(c)/2 - 1; i >= 0; i-- {
+		c.down(i)
+	}
+}
+
+func (c *candidates) push(x candidate) {
+	*c = append(*c, x)
+	h := *c
+	for i := len(h) - 1; i > 0; {
+		p := (i - 1) / 2
+		if !h.less(i, p) {
+			break
+		}
+		h[i], h[p] = h[p], h[i]
+		i = p
+	}
+}
+
+func (c *candidates) pop() candidate {
+	h := *c
+	top := h[0]
+	last := len(h) - 1
+	h[0] = h[last]
+	*c = h[:last]
+	c.down(0)
+	return top
+}
+
+func (c *candidates) init(n int) *candidates {
+	if cap(*c) < n {
+		*c = make(candidates, 0, n)
+	}
+	*c = (*c)[:0]
+	return c
+}
+
+type bpeWork struct {
+	syms  []symbol
+	queue candidates
+}
+
+// mergeWord runs BPE over the bytes of w: repeatedly merge the adjacent pair
+// with the lowest rank, the leftmost first among equals — the order Hugging
+// Face's implementation uses, which decides the result when merges overlap.
+func (m *bpe) mergeWord(dst []uint32, w string) []uint32 {
+	work, _ := m.scratch.Get().(*bpeWork)
+	if work == nil {
+		work = &bpeWork{}
+	}
+	defer m.scratch.Put(work)
+
+	n := len(w)
+	if cap(work.syms) < n {
+		work.syms = make([]symbol, n)
+	}
+	syms := work.syms[:n]
+	for i := 0; i < n; i++ {
+		syms[i] = symbol{id: m.byteID[w[i]], prev: int32(i - 1), next: int32(i + 1)}
+	}
+	syms[n-1].next = -1
+
+	q := work.queue.init(n)
+	for i := 0; i+1 < n; i++ {
+		if mg, ok := m.merges[pairKey(syms[i].id, syms[i+1].id)]; ok {
+			*q = append(*q, candidate{rank: mg.rank, id: mg.id, pos: int32(i)})
+		}
+	}
+	q.heapify()
+	for len(*q) > 0 {
+		c := q.pop()
+		left := &syms[c.pos]
+		if left.gone || left.next < 0 {
+			continue
+		}
+		right := &syms[left.next]
+		// Stale: one side has merged since this candidate was queued.
+		if mg, ok := m.merges[pairKey(left.id, right.id)]; !ok || mg.id != c.id {
+			continue
+		}
+		left.id = c.id
+		right.gone = true
+		left.next = right.next
+		if left.next >= 0 {
+			syms[left.next].prev = c.pos
+		}
+		if left.prev >= 0 {
+			if mg, ok := m.merges[pairKey(syms[left.prev].id, left.id)]; ok {
+				q.push(candidate{rank: mg.rank, id: mg.id, pos: left.prev})
+			}
+		}
+		if left.next >= 0 {
+			if mg, ok := m.merges[pairKey(left.id, syms[left.next].id)]; ok {
+				q.push(candidate{rank: mg.rank, id: mg.id, pos: c.pos})
+			}
+		}
+	}
+	work.queue = *q
+	for i := int32(0); i >= 0; i = syms[i].next {
+		dst = append(dst, syms[i].id)
+	}
+	return dst
+}
+
+// wordCache remembers the ids of recent pre-tokens. Text repeats words
+// heavily, so most pre-tokens skip BPE entirely. It is sharded to keep lock
+// contention low under concurrent Encode calls, and each shard evicts by
+// generations: a full "young" map becomes the "old" one, and a hit in the old
+// map promotes the word — an LRU approximation with no per-hit bookkeeping.
+type wordCache struct {
+	seed   maphash.Seed
+	shards [cacheShards]cacheShard
+	limit  int // per shard and generation
+}
+
+const cacheShards = 16
+
+type cacheShard struct {
+	mu         sync.Mutex
+	young, old map[string][]uint32
+}
+
+func newWordCache(capacity int) *wordCache {
+	c := &wordCache{seed: maphash.MakeSeed(), limit: max(capacity/cacheShards/2, 16)}
+	for i := range c.shards {
+		c.shards[i].young = make(map[string][]uint32, c.limit)
+	}
+	return c
+}
+
+func (c *wordCache) shard(w string) *cacheShard {
+	return &c.shards[maphash.String(c.seed, w)%cacheShards]
+}
+
+func (c *wordCache) get(w string) ([]uint32, bool) {
+	s := c.shard(w)
+	s.mu.Lock()
+	ids, ok := s.young[w]
+	if !ok {
+		if ids, ok = s.old[w]; ok {
+			s.insert(w, ids, c.limit)
+		}
+	}
+	s.mu.Unlock()
+	return ids, ok
+}
+
+func (c *wordCache) put(w string, ids []uint32) {
+	cp := make([]uint32, len(ids))
+	copy(cp, ids)
+	s := c.shard(w)
+	s.mu.Lock()
+	// Clone the key: w is a slice of the caller's text, which the cache
+	// must not keep alive.
+	s.insert(strings.Clone(w), cp, c.limit)
+	s.mu.Unlock()
+}
+
+func (s *cacheShard) insert(w string, ids []uint32, limit int) {
+	if len(s.young) >= limit {
+		s.old = s.young
+		s.young = make(map[string][]uint32, limit)
+	}
+	s.young[w] = ids
+}

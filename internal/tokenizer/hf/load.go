@@ -1,0 +1,495 @@
+package hf
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"unicode/utf8"
+
+	"golang.org/x/text/unicode/norm"
+)
+
+// UnsupportedError names a tokenizer.json feature this package does not
+// implement. Loading refuses such a tokenizer rather than mis-tokenizing.
+type UnsupportedError struct {
+	Feature string // e.g. `pre_tokenizer "Metaspace"`
+}
+
+func (e *UnsupportedError) Error() string { return "unsupported tokenizer feature: " + e.Feature }
+
+func unsupported(format string, args ...any) error {
+	return &UnsupportedError{Feature: fmt.Sprintf(format, args...)}
+}
+
+// The parts of tokenizer.json this package reads.
+type fileJSON struct {
+	AddedTokens   []addedTokenJSON `json:"added_tokens"`
+	Normalizer    json.RawMessage  `json:"normalizer"`
+	PreTokenizer  json.RawMessage  `json:"pre_tokenizer"`
+	PostProcessor json.RawMessage  `json:"post_processor"`
+	Decoder       json.RawMessage  `json:"decoder"`
+	Model         modelJSON        `json:"model"`
+	// truncation and padding are ignored on purpose: transformers resets
+	// both on every call, so vLLM never sees them.
+}
+
+type addedTokenJSON struct {
+	ID         uint32 `json:"id"`
+	Content    string `json:"content"`
+	SingleWord bool   `json:"single_word"`
+	LStrip     bool   `json:"lstrip"`
+	RStrip     bool   `json:"rstrip"`
+	Normalized bool   `json:"normalized"`
+	Special    bool   `json:"special"`
+}
+
+type modelJSON struct {
+	Type                    string            `json:"type"`
+	Dropout                 *float64          `json:"dropout"`
+	UnkToken                *string           `json:"unk_token"`
+	ContinuingSubwordPrefix *string           `json:"continuing_subword_prefix"`
+	EndOfWordSuffix         *string           `json:"end_of_word_suffix"`
+	ByteFallback            bool              `json:"byte_fallback"`
+	IgnoreMerges            bool              `json:"ignore_merges"`
+	Vocab                   map[string]uint32 `json:"vocab"`
+	Merges                  json.RawMessage   `json:"merges"`
+}
+
+type componentJSON struct {
+	Type string `json:"type"`
+	// Sequence
+	Normalizers   []json.RawMessage `json:"normalizers"`
+	Pretokenizers []json.RawMessage `json:"pretokenizers"`
+	Processors    []json.RawMessage `json:"processors"`
+	Decoders      []json.RawMessage `json:"decoders"`
+	// Split
+	Pattern  *struct{ Regex, String *string } `json:"pattern"`
+	Behavior string                           `json:"behavior"`
+	Invert   bool                             `json:"invert"`
+	// ByteLevel
+	AddPrefixSpace bool `json:"add_prefix_space"`
+	UseRegex       bool `json:"use_regex"`
+	// TemplateProcessing
+	Single        []templatePieceJSON `json:"single"`
+	SpecialTokens map[string]struct {
+		IDs []uint32 `json:"ids"`
+	} `json:"special_tokens"`
+}
+
+type templatePieceJSON struct {
+	SpecialToken *struct{ ID string } `json:"SpecialToken"`
+	Sequence     *struct{ ID string } `json:"Sequence"`
+}
+
+func isNull(raw json.RawMessage) bool {
+	return len(bytes.TrimSpace(raw)) == 0 || string(bytes.TrimSpace(raw)) == "null"
+}
+
+// parse builds a Tokenizer from tokenizer.json contents.
+func parse(data []byte) (*Tokenizer, error) {
+	var f fileJSON
+	if err := json.Unmarshal(data, &f); err != nil {
+		return nil, fmt.Errorf("parse tokenizer.json: %w", err)
+	}
+	t := &Tokenizer{}
+	if err := t.loadNormalizer(f.Normalizer); err != nil {
+		return nil, err
+	}
+	if err := t.loadPreTokenizer(f.PreTokenizer); err != nil {
+		return nil, err
+	}
+	if err := t.loadModel(&f.Model); err != nil {
+		return nil, err
+	}
+	if err := t.loadAddedTokens(f.AddedTokens); err != nil {
+		return nil, err
+	}
+	if err := t.loadPostProcessor(f.PostProcessor); err != nil {
+		return nil, err
+	}
+	if err := t.loadDecoder(f.Decoder); err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+func (t *Tokenizer) loadNormalizer(raw json.RawMessage) error {
+	if isNull(raw) {
+		return nil
+	}
+	var forms []norm.Form
+	var walk func(json.RawMessage) error
+	walk = func(raw json.RawMessage) error {
+		var c componentJSON
+		if err := json.Unmarshal(raw, &c); err != nil {
+			return fmt.Errorf("parse normalizer: %w", err)
+		}
+		switch c.Type {
+		case "Sequence":
+			for _, n := range c.Normalizers {
+				if err := walk(n); err != nil {
+					return err
+				}
+			}
+		case "NFC":
+			forms = append(forms, norm.NFC)
+		case "NFD":
+			forms = append(forms, norm.NFD)
+		case "NFKC":
+			forms = append(forms, norm.NFKC)
+		case "NFKD":
+			forms = append(forms, norm.NFKD)
+		default:
+			return unsupported("normalizer %q", c.Type)
+		}
+		return nil
+	}
+	if err := walk(raw); err != nil {
+		return err
+	}
+	t.normForms = forms
+	return nil
+}
+
+func (t *Tokenizer) loadPreTokenizer(raw json.RawMessage) error {
+	if isNull(raw) {
+		return unsupported("pre_tokenizer null (only byte-level BPE is implemented)")
+	}
+	var steps []componentJSON
+	var walk func(json.RawMessage) error
+	walk = func(raw json.RawMessage) error {
+		var c componentJSON
+		if err := json.Unmarshal(raw, &c); err != nil {
+			return fmt.Errorf("parse pre_tokenizer: %w", err)
+		}
+		if c.Type == "Sequence" {
+			for _, p := range c.Pretokenizers {
+				if err := walk(p); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+		steps = append(steps, c)
+		return nil
+	}
+	if err := walk(raw); err != nil {
+		return err
+	}
+	for _, s := range steps {
+		if s.Type != "Split" && s.Type != "ByteLevel" {
+			return unsupported("pre_tokenizer %q", s.Type)
+		}
+	}
+	last := steps[len(steps)-1]
+	if last.Type != "ByteLevel" {
+		return unsupported("pre_tokenizer without a final ByteLevel step (only byte-level BPE is implemented)")
+	}
+	if last.AddPrefixSpace {
+		return unsupported("pre_tokenizer ByteLevel add_prefix_space: true")
+	}
+	switch {
+	case len(steps) == 1 && last.UseRegex:
+		t.split, _ = splitterFor(patternGPT2)
+	case len(steps) == 2 && steps[0].Type == "Split" && !last.UseRegex:
+		sp := steps[0]
+		if sp.Pattern == nil || sp.Pattern.Regex == nil {
+			return unsupported("pre_tokenizer Split with a string pattern")
+		}
+		if sp.Behavior != "Isolated" || sp.Invert {
+			return unsupported("pre_tokenizer Split behavior %q invert %v", sp.Behavior, sp.Invert)
+		}
+		s, ok := splitterFor(*sp.Pattern.Regex)
+		if !ok {
+			return unsupported("pre_tokenizer Split regex %q", *sp.Pattern.Regex)
+		}
+		t.split = s
+	default:
+		return unsupported("pre_tokenizer sequence %s", stepTypes(steps))
+	}
+	return nil
+}
+
+func stepTypes(steps []componentJSON) string {
+	names := make([]string, len(steps))
+	for i, s := range steps {
+		names[i] = s.Type
+		if s.Type == "ByteLevel" {
+			names[i] += fmt.Sprintf("(use_regex=%v)", s.UseRegex)
+		}
+	}
+	return "[" + strings.Join(names, ", ") + "]"
+}
+
+func (t *Tokenizer) loadModel(m *modelJSON) error {
+	if m.Type != "" && m.Type != "BPE" {
+		return unsupported("model %q (only BPE is implemented)", m.Type)
+	}
+	if m.Dropout != nil && *m.Dropout != 0 {
+		return unsupported("model BPE dropout %v", *m.Dropout)
+	}
+	if m.ContinuingSubwordPrefix != nil && *m.ContinuingSubwordPrefix != "" {
+		return unsupported("model BPE continuing_subword_prefix %q", *m.ContinuingSubwordPrefix)
+	}
+	if m.EndOfWordSuffix != nil && *m.EndOfWordSuffix != "" {
+		return unsupported("model BPE end_of_word_suffix %q", *m.EndOfWordSuffix)
+	}
+	if len(m.Vocab) == 0 {
+		return errors.New("tokenizer.json: model has no vocab")
+	}
+	b := &bpe{
+		vocab:        make(map[string]uint32, len(m.Vocab)),
+		merges:       make(map[uint64]merge),
+		ignoreMerges: m.IgnoreMerges,
+		cache:        newWordCache(1 << 15),
+	}
+	maxID := uint32(0)
+	for tok, id := range m.Vocab {
+		maxID = max(maxID, id)
+		if raw, ok := unByteLevel(tok); ok {
+			b.vocab[raw] = id
+		}
+	}
+	// Every byte must be a token: byte-level BPE never needs an unknown token.
+	for c := 0; c < 256; c++ {
+		id, ok := m.Vocab[string(byteLevelRunes[c])]
+		if !ok {
+			return unsupported("model BPE vocabulary without the byte-level token for byte 0x%02x", c)
+		}
+		b.byteID[c] = id
+	}
+	// byte_fallback needs no code: it only applies to characters missing
+	// from the vocabulary, and with every byte a token none is.
+	pairs, err := parseMerges(m.Merges)
+	if err != nil {
+		return err
+	}
+	b.merges = make(map[uint64]merge, len(pairs))
+	for rank, p := range pairs {
+		a, ok1 := m.Vocab[p[0]]
+		c, ok2 := m.Vocab[p[1]]
+		id, ok3 := m.Vocab[p[0]+p[1]]
+		if !ok1 || !ok2 || !ok3 {
+			return fmt.Errorf("tokenizer.json: merge %d (%q %q) names a token outside the vocabulary", rank, p[0], p[1])
+		}
+		b.merges[pairKey(a, c)] = merge{rank: uint32(rank), id: id}
+	}
+	t.model = b
+	t.pieces = make([]string, maxID+1)
+	t.known = make([]bool, maxID+1)
+	for tok, id := range m.Vocab {
+		t.pieces[id] = decodePiece(tok)
+		t.known[id] = true
+	}
+	return nil
+}
+
+// decodePiece is what the ByteLevel decoder makes of one token string: its
+// bytes when every character is in the byte-level alphabet, else the string
+// as it is.
+func decodePiece(tok string) string {
+	if raw, ok := unByteLevel(tok); ok {
+		return raw
+	}
+	return tok
+}
+
+// parseMerges reads merges in either layout tokenizers writes: "a b"
+// strings (older) or ["a", "b"] pairs (newer).
+func parseMerges(raw json.RawMessage) ([][2]string, error) {
+	if isNull(raw) {
+		return nil, nil
+	}
+	var asStrings []string
+	if err := json.Unmarshal(raw, &asStrings); err == nil {
+		out := make([][2]string, len(asStrings))
+		for i, s := range asStrings {
+			a, b, ok := strings.Cut(s, " ")
+			if !ok || strings.Contains(b, " ") {
+				return nil, fmt.Errorf("tokenizer.json: merge %d %q is not two tokens", i, s)
+			}
+			out[i] = [2]string{a, b}
+		}
+		return out, nil
+	}
+	var asPairs [][2]string
+	if err := json.Unmarshal(raw, &asPairs); err != nil {
+		return nil, fmt.Errorf("tokenizer.json: parse merges: %w", err)
+	}
+	return asPairs, nil
+}
+
+func (t *Tokenizer) loadAddedTokens(tokens []addedTokenJSON) error {
+	var plain, normalized []addedToken
+	for _, a := range tokens {
+		if a.Content == "" {
+			return fmt.Errorf("tokenizer.json: added token %d is empty", a.ID)
+		}
+		if a.SingleWord || a.LStrip || a.RStrip {
+			return unsupported("added token %q with single_word/lstrip/rstrip", a.Content)
+		}
+		if !utf8.ValidString(a.Content) {
+			return fmt.Errorf("tokenizer.json: added token %d is not UTF-8", a.ID)
+		}
+		tok := addedToken{content: a.Content, id: a.ID, special: a.Special}
+		if a.Normalized && len(t.normForms) > 0 {
+			normalized = append(normalized, tok)
+		} else {
+			plain = append(plain, tok)
+		}
+		if int(a.ID) >= len(t.pieces) {
+			t.pieces = append(t.pieces, make([]string, int(a.ID)+1-len(t.pieces))...)
+			t.known = append(t.known, make([]bool, int(a.ID)+1-len(t.known))...)
+		}
+		t.pieces[a.ID] = decodePiece(a.Content)
+		t.known[a.ID] = true
+		if a.Special {
+			if t.special == nil {
+				t.special = make(map[uint32]bool)
+			}
+			t.special[a.ID] = true
+		}
+		if t.addedByContent == nil {
+			t.addedByContent = make(map[string]uint32)
+		}
+		t.addedByContent[a.Content] = a.ID
+	}
+	t.added = newMatcher(plain)
+	t.addedNormalized = newMatcher(normalized)
+	return nil
+}
+
+func (t *Tokenizer) loadPostProcessor(raw json.RawMessage) error {
+	if isNull(raw) {
+		return nil
+	}
+	var walk func(json.RawMessage) error
+	walk = func(raw json.RawMessage) error {
+		var c componentJSON
+		if err := json.Unmarshal(raw, &c); err != nil {
+			return fmt.Errorf("parse post_processor: %w", err)
+		}
+		switch c.Type {
+		case "Sequence":
+			for _, p := range c.Processors {
+				if err := walk(p); err != nil {
+					return err
+				}
+			}
+		case "ByteLevel":
+			// Only adjusts offsets; ids are unchanged.
+		case "TemplateProcessing":
+			if t.prefix != nil || t.suffix != nil {
+				return unsupported("post_processor with two TemplateProcessing steps")
+			}
+			seen := false
+			for _, p := range c.Single {
+				switch {
+				case p.Sequence != nil:
+					if seen || p.Sequence.ID != "A" {
+						return unsupported("post_processor TemplateProcessing single template with sequence %q", p.Sequence.ID)
+					}
+					seen = true
+				case p.SpecialToken != nil:
+					st, ok := c.SpecialTokens[p.SpecialToken.ID]
+					if !ok {
+						return fmt.Errorf("tokenizer.json: post_processor names unknown special token %q", p.SpecialToken.ID)
+					}
+					if seen {
+						t.suffix = append(t.suffix, st.IDs...)
+					} else {
+						t.prefix = append(t.prefix, st.IDs...)
+					}
+				}
+			}
+			if !seen {
+				return unsupported("post_processor TemplateProcessing single template without the sequence")
+			}
+		default:
+			return unsupported("post_processor %q", c.Type)
+		}
+		return nil
+	}
+	return walk(raw)
+}
+
+func (t *Tokenizer) loadDecoder(raw json.RawMessage) error {
+	if isNull(raw) {
+		return unsupported("decoder null (only ByteLevel is implemented)")
+	}
+	var c componentJSON
+	if err := json.Unmarshal(raw, &c); err != nil {
+		return fmt.Errorf("parse decoder: %w", err)
+	}
+	if c.Type != "ByteLevel" {
+		return unsupported("decoder %q", c.Type)
+	}
+	return nil
+}
+
+// addedToken is a token matched verbatim in the input before any other
+// processing.
+type addedToken struct {
+	content string
+	id      uint32
+	special bool
+}
+
+// matcher finds added tokens in text: leftmost match, longest among those
+// starting at the same place (tokenizers' leftmost-longest Aho-Corasick).
+type matcher struct {
+	first  [256]bool
+	byByte [256][]addedToken // by first byte, longest first
+	single int               // the only first byte in use, or -1
+}
+
+func newMatcher(tokens []addedToken) *matcher {
+	if len(tokens) == 0 {
+		return nil
+	}
+	m := &matcher{single: -1}
+	n := 0
+	for _, a := range tokens {
+		c := a.content[0]
+		if !m.first[c] {
+			m.first[c] = true
+			n++
+			m.single = int(c)
+		}
+		m.byByte[c] = append(m.byByte[c], a)
+	}
+	if n != 1 {
+		m.single = -1
+	}
+	for c := range m.byByte {
+		slices.SortStableFunc(m.byByte[c], func(a, b addedToken) int { return len(b.content) - len(a.content) })
+	}
+	return m
+}
+
+// find returns the first added token in s and where it starts, or at < 0.
+func (m *matcher) find(s string) (at int, tok addedToken) {
+	if m == nil {
+		return -1, addedToken{}
+	}
+	for i := 0; i < len(s); i++ {
+		if m.single >= 0 {
+			j := strings.IndexByte(s[i:], byte(m.single))
+			if j < 0 {
+				return -1, addedToken{}
+			}
+			i += j
+		} else if !m.first[s[i]] {
+			continue
+		}
+		for _, a := range m.byByte[s[i]] {
+			if strings.HasPrefix(s[i:], a.content) {
+				return i, a
+			}
+		}
+	}
+	return -1, addedToken{}
+}

@@ -1,0 +1,251 @@
+package hf
+
+import (
+	"unicode"
+	"unicode/utf8"
+)
+
+// The pre-tokenizer split patterns this package implements, exactly as
+// tokenizer.json spells them. Each is matched by a hand-written scanner
+// rather than a regexp engine: Go's regexp has no look-ahead, and a scanner
+// that follows the alternation order of the pattern is both exact and several
+// times faster. A pattern not listed here is refused at load.
+const (
+	// patternLlama3 is Llama 3's (and OpenAI cl100k's) split: numbers in
+	// groups of up to three digits.
+	patternLlama3 = `(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+`
+	// patternQwen2 is Qwen2/Qwen2.5/Qwen3's: the same with single digits.
+	patternQwen2 = `(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+`
+	// patternGPT2 is the ByteLevel pre-tokenizer's built-in split
+	// (use_regex: true).
+	patternGPT2 = `'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+`
+)
+
+// splitter cuts normalized text into pre-tokens.
+type splitter struct {
+	gpt2      bool // patternGPT2; otherwise the cl100k family
+	maxDigits int  // cl100k family: digits per pre-token (1 or 3)
+}
+
+func splitterFor(pattern string) (splitter, bool) {
+	switch pattern {
+	case patternLlama3:
+		return splitter{maxDigits: 3}, true
+	case patternQwen2:
+		return splitter{maxDigits: 1}, true
+	case patternGPT2:
+		return splitter{gpt2: true}, true
+	}
+	return splitter{}, false
+}
+
+// Character classes of the patterns. Invalid UTF-8 bytes (which a Go string
+// may hold but a Rust &str cannot) count as "other": not a letter, digit or
+// space, so they travel with neighbouring punctuation and round-trip.
+const (
+	clsOther = iota
+	clsLetter
+	clsNumber
+	clsSpace   // \s other than \r and \n
+	clsNewline // \r or \n
+)
+
+var asciiClass = func() (t [utf8.RuneSelf]uint8) {
+	for c := 0; c < utf8.RuneSelf; c++ {
+		r := rune(c)
+		switch {
+		case r == '\r' || r == '\n':
+			t[c] = clsNewline
+		case isSpace(r):
+			t[c] = clsSpace
+		case unicode.IsLetter(r):
+			t[c] = clsLetter
+		case unicode.IsNumber(r):
+			t[c] = clsNumber
+		default:
+			t[c] = clsOther
+		}
+	}
+	return t
+}()
+
+// isSpace is the regex \s: Unicode White_Space, which unicode.IsSpace is.
+func isSpace(r rune) bool { return unicode.IsSpace(r) }
+
+// classAt returns the class and byte width of the character at s[i].
+func classAt(s string, i int) (uint8, int) {
+	c := s[i]
+	if c < utf8.RuneSelf {
+		return asciiClass[c], 1
+	}
+	r, n := utf8.DecodeRuneInString(s[i:])
+	if r == utf8.RuneError && n == 1 {
+		return clsOther, 1
+	}
+	switch {
+	case unicode.IsLetter(r):
+		return clsLetter, n
+	case unicode.IsNumber(r):
+		return clsNumber, n
+	case isSpace(r):
+		return clsSpace, n
+	}
+	return clsOther, n
+}
+
+// run returns the end of the run of characters of class cls starting at i.
+func run(s string, i int, cls uint8) int {
+	for i < len(s) {
+		c, n := classAt(s, i)
+		if c != cls {
+			break
+		}
+		i += n
+	}
+	return i
+}
+
+// contraction returns the length of a contraction ('s, 't, 're, 've, 'm,
+// 'll, 'd) at s[i:] (s[i] == '\”), or 0. foldCase follows (?i:...), whose
+// Unicode case folding also maps U+017F LATIN SMALL LETTER LONG S to s.
+func contraction(s string, i int, foldCase bool) int {
+	rest := s[i+1:]
+	lower := func(j int) (rune, int) {
+		if j >= len(rest) {
+			return -1, 0
+		}
+		r, n := utf8.DecodeRuneInString(rest[j:])
+		if foldCase {
+			if r == 'ſ' {
+				r = 's'
+			} else if r < utf8.RuneSelf {
+				r = unicode.ToLower(r)
+			}
+		}
+		return r, n
+	}
+	r1, n1 := lower(0)
+	switch r1 {
+	case 's', 't', 'm', 'd':
+		return 1 + n1
+	case 'r', 'v':
+		if r2, n2 := lower(n1); r2 == 'e' {
+			return 1 + n1 + n2
+		}
+	case 'l':
+		if r2, n2 := lower(n1); r2 == 'l' {
+			return 1 + n1 + n2
+		}
+	}
+	return 0
+}
+
+// next matches the cl100k-family pattern at s[i:] and returns the end of the
+// match. Alternatives are tried in pattern order, as a backtracking engine
+// does.
+func (sp splitter) next(s string, i int) int {
+	c, n := classAt(s, i)
+	// (?i:'s|'t|'re|'ve|'m|'ll|'d)
+	if s[i] == '\'' {
+		if m := contraction(s, i, true); m > 0 {
+			return i + m
+		}
+	}
+	// [^\r\n\p{L}\p{N}]?\p{L}+
+	if c == clsLetter {
+		return run(s, i+n, clsLetter)
+	}
+	if c != clsNewline && c != clsNumber && i+n < len(s) {
+		if c2, _ := classAt(s, i+n); c2 == clsLetter {
+			return run(s, i+n, clsLetter)
+		}
+	}
+	// \p{N}{1,maxDigits}
+	if c == clsNumber {
+		j := i + n
+		for k := 1; k < sp.maxDigits && j < len(s); k++ {
+			c2, n2 := classAt(s, j)
+			if c2 != clsNumber {
+				break
+			}
+			j += n2
+		}
+		return j
+	}
+	// ' ?[^\s\p{L}\p{N}]+[\r\n]*'
+	j := i
+	if s[i] == ' ' && i+1 < len(s) {
+		if c2, _ := classAt(s, i+1); c2 == clsOther {
+			j = i + 1
+		}
+	}
+	if cj, _ := classAt(s, j); cj == clsOther {
+		j = run(s, j, clsOther)
+		for j < len(s) && (s[j] == '\r' || s[j] == '\n') {
+			j++
+		}
+		return j
+	}
+	// Only whitespace is left (c is clsSpace or clsNewline).
+	// \s*[\r\n]+ : up to and including the last newline of the whitespace
+	// run.
+	end, lastNL := i, -1
+	for end < len(s) {
+		c2, n2 := classAt(s, end)
+		if c2 == clsNewline {
+			lastNL = end
+		} else if c2 != clsSpace {
+			break
+		}
+		end += n2
+	}
+	if lastNL >= 0 {
+		return lastNL + 1
+	}
+	return spaceRun(s, i, end)
+}
+
+// spaceRun resolves \s+(?!\S)|\s+ for a whitespace run s[i:end]: the whole run
+// at the end of the text, else all of it but its last character (which then
+// leads the next pre-token), else the single character.
+func spaceRun(s string, i, end int) int {
+	if end == len(s) {
+		return end
+	}
+	_, last := utf8.DecodeLastRuneInString(s[i:end])
+	if end-last > i {
+		return end - last
+	}
+	return end
+}
+
+// nextGPT2 matches patternGPT2 at s[i:].
+func (sp splitter) nextGPT2(s string, i int) int {
+	if s[i] == '\'' {
+		if m := contraction(s, i, false); m > 0 {
+			return i + m
+		}
+	}
+	j := i
+	if s[i] == ' ' && i+1 < len(s) {
+		j = i + 1
+	}
+	// ' ?\p{L}+', ' ?\p{N}+', ' ?[^\s\p{L}\p{N}]+' in that order.
+	if c, _ := classAt(s, j); c == clsLetter || c == clsNumber || c == clsOther {
+		if j == i+1 || c != clsSpace {
+			return run(s, j, c)
+		}
+	}
+	if c, _ := classAt(s, i); c != clsSpace && c != clsNewline {
+		return run(s, i, c)
+	}
+	end := i
+	for end < len(s) {
+		c, n := classAt(s, end)
+		if c != clsSpace && c != clsNewline {
+			break
+		}
+		end += n
+	}
+	return spaceRun(s, i, end)
+}

@@ -1,0 +1,44 @@
+// Reference throughput: Hugging Face's Rust tokenizers (via its Node binding)
+// on the same texts BenchmarkEncode uses, one encode at a time on one worker
+// thread (run with UV_THREADPOOL_SIZE=1; bench.sh does).
+"use strict";
+
+const fs = require("fs");
+const path = require("path");
+const { createRequire } = require("module");
+
+const repo = path.resolve(__dirname, "../../../../..");
+const cache = process.env.TESTDATA_CACHE || path.join(repo, "testdata-cache");
+const { Tokenizer } = createRequire(path.join(cache, "node", "package.json"))("@anush008/tokenizers");
+
+function benchText(name) {
+  const data = fs.readFileSync(path.join(__dirname, "..", "bench", name + ".txt"), "utf8");
+  const n = Buffer.byteLength(data);
+  return data.repeat(Math.floor((256 << 10) / n) + 1);
+}
+
+async function main() {
+  for (const model of ["qwen3", "llama3_1"]) {
+    const tok = Tokenizer.fromFile(path.join(cache, "tokenizers", model, "tokenizer.json"));
+    for (const name of ["english", "japanese"]) {
+      const text = benchText(name);
+      const bytes = Buffer.byteLength(text);
+      await tok.encode(text, null, { addSpecialTokens: false }); // warm its cache too
+      let n = 0;
+      const start = process.hrtime.bigint();
+      let elapsed = 0;
+      while (elapsed < 2e9) {
+        await tok.encode(text, null, { addSpecialTokens: false });
+        n++;
+        elapsed = Number(process.hrtime.bigint() - start);
+      }
+      const nsPerOp = elapsed / n;
+      console.log(`Reference/${model}/${name}\t${n}\t${nsPerOp.toFixed(0)} ns/op\t${((bytes / nsPerOp) * 1e3).toFixed(2)} MB/s`);
+    }
+  }
+}
+
+main().catch((e) => {
+  console.error(e);
+  process.exit(1);
+});

@@ -1,0 +1,79 @@
+// The tokenizer test corpus. Deterministic: the random strings come from a
+// fixed-seed generator, so regenerating the goldens gives the same texts.
+"use strict";
+
+const fs = require("fs");
+const path = require("path");
+
+const bench = (f) => fs.readFileSync(path.join(__dirname, "..", "bench", f), "utf8");
+
+// mulberry32: a tiny seeded PRNG.
+function rng(seed) {
+  return () => {
+    seed |= 0;
+    seed = (seed + 0x6d2b79f5) | 0;
+    let t = Math.imul(seed ^ (seed >>> 15), 1 | seed);
+    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+// Pieces random strings are built from: every character class the
+// pre-tokenizer distinguishes, plus special tokens and normalization traps.
+const pieces = [
+  "a", "Z", "hello", " world", "I'm", "'S", "'ll", "'ſ", "DON'T", "'", " ", "  ", "   ", "\t", "\n", "\r\n", "\r",
+  "\n\n", " \n ", "1", "23", "456", "7890", "３", "٣", "²", "½", "Ⅻ", ".", ",", "!?", "...", "(", ")", "{}", "=>",
+  "//", "#", "$", "€", "日本", "語", "한국어", "Русский", "العربية", "हिन्दी", "ไทย", "😀", "👍🏽", "👨‍👩‍👧",
+  "🇯🇵", "e\u0301", "\u212b", "\u1100\u1161", "\u00a0", "\u3000", "\u2028", "\u200b", "\ufeff", "\u0000",
+  "\u007f", "\u0085", "<|im_start|>", "<|im_end|>", "<|endoftext|>", "<think>", "</think>", "<|begin_of_text|>",
+  "<|eot_id|>", "<|start_header_id|>", "<|im_start|", "<", "|>", "<<|im_end|>>", "_", "-", "ﬁ", "ß", "İ",
+];
+
+function randomString(next, n) {
+  let s = "";
+  for (let i = 0; i < n; i++) s += pieces[Math.floor(next() * pieces.length)];
+  return s;
+}
+
+function cases() {
+  const out = [];
+  const add = (name, text) => out.push({ name, text });
+
+  add("empty", "");
+  add("space", " ");
+  add("newline", "\n");
+  add("english", "The quick brown fox jumps over the lazy dog. It's 5 o'clock, isn't it? We'll see; they'd said they've \"done it\".");
+  add("contractions", "I'm you're he'll she'd we've it's DON'T WE'LL 'S 'T 'Re 'VE 'M 'LL 'D 'ſ 'ſt 'x ''s");
+  add("code_go", "package main\n\nimport \"fmt\"\n\nfunc main() {\n\tfor i := 0; i < 10; i++ {\n\t\tfmt.Println(i*i, \"squared\") // comment\n\t}\n}\n");
+  add("code_python", "def fib(n: int) -> int:\n    \"\"\"Return the n-th Fibonacci number.\"\"\"\n    a, b = 0, 1\n    for _ in range(n):\n        a, b = b, a + b\n    return a\n\n\nif __name__ == '__main__':\n    print([fib(i) for i in range(20)])\n");
+  add("code_json", '{"name": "switchyard", "version": [1, 2, 3], "nested": {"ok": true, "pi": 3.14159, "none": null}}');
+  add("japanese", "日本語のテキストです。東京は晴れ、気温は２３度。「こんにちは」と彼は言った。カタカナとひらがな、そして漢字。");
+  add("korean", "안녕하세요. 오늘 날씨가 정말 좋네요! 한국어 토큰화 테스트입니다.");
+  add("russian", "Съешь же ещё этих мягких французских булок, да выпей чаю. Москва — столица России.");
+  add("chinese", "我们今天去公园散步，天气非常好。机器学习模型需要大量的数据。");
+  add("arabic_hindi_thai", "مرحبا بالعالم. नमस्ते दुनिया। สวัสดีชาวโลก");
+  add("emoji", "I love it 😍😍😍! Family: 👨‍👩‍👧‍👦, flags: 🇯🇵🇺🇸, skin tones: 👍🏻👍🏿, keycap: 1️⃣, ZWJ: 🏳️‍🌈.");
+  add("whitespace_runs", "a" + " ".repeat(100) + "b\t\t\t\tc\n\n\n\n\nd \n \n e   \r\n\r\n  f" + " ".repeat(17) + "\n" + "\t".repeat(9));
+  add("trailing_spaces", "end with spaces     ");
+  add("leading_spaces", "     start with spaces");
+  add("numbers", "1234567890 3.14159 1,000,000 -42 +7 0x1F 1e-9 ２０２４年 ٣٤٥ ²³ ½ Ⅻ 00001 123456789012345678901234567890");
+  add("special_tokens_in_text", "<|im_start|>user\nIgnore <|im_end|> and <|endoftext|>, say <think>hi</think><|im_end|>\n<|begin_of_text|><|start_header_id|>x<|end_header_id|>\n\n<|eot_id|>");
+  add("special_token_fragments", "<|im_start| <|im_end <|endoftext|| <<|im_end|>> <|<|im_start|>|> <think </think>>");
+  add("normalization", "e\u0301 \u212b \u1100\u1161\u11a8 café cafe\u0301 ﬁ ß İ \u0041\u030a Å");
+  add("controls", "\u0000\u0001\u001f\u007f\u0085\u00a0\u1680\u2000\u2028\u2029\u202f\u205f\u3000\u200b\ufeff");
+  add("markdown", "# Title\n\n- item **bold** and _italic_\n- `code` [link](https://example.com/a?b=c&d=e)\n\n| a | b |\n|---|---|\n| 1 | 2 |\n");
+  add("url_email", "Visit https://huggingface.co/Qwen/Qwen3-8B or mail someone@example.org; path C:\\Users\\me\\file.txt");
+  add("english_prose", bench("english.txt"));
+  add("japanese_prose", bench("japanese.txt"));
+  add("long_english", bench("english.txt").repeat(12));
+  add("long_japanese_run", "あ".repeat(3000) + "漢字".repeat(1500));
+  add("long_spaces", " ".repeat(5000) + "x" + "\n".repeat(2000) + "y" + " \t".repeat(1000));
+  add("long_digits", "9".repeat(3001));
+  add("long_punct", "!".repeat(2000) + "-=".repeat(1000));
+
+  const next = rng(20261125);
+  for (let i = 0; i < 300; i++) add(`random_${i}`, randomString(next, 1 + Math.floor(next() * 40)));
+  return out;
+}
+
+module.exports = { cases };

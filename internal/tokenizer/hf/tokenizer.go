@@ -1,0 +1,205 @@
+// Package hf is a Hugging Face tokenizer: it loads a model directory
+// (tokenizer.json, tokenizer_config.json) and produces exactly the token ids
+// of Hugging Face's Rust tokenizers library, for the byte-level BPE
+// tokenizers that current chat models use (Qwen2/Qwen3, Llama 3, GPT-2
+// style). Added and special tokens are matched before BPE, the declared
+// Unicode normalizer is applied, and the pre-tokenizer split regex is
+// matched by a hand-written scanner. Whatever else a tokenizer.json may
+// declare is refused at load with an UnsupportedError naming it: a
+// tokenizer that loads tokenizes exactly.
+//
+// Chat templates are rendered by the sibling package chattemplate; a
+// Tokenizer loaded with LoadDir carries the directory's template.
+package hf
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"golang.org/x/text/unicode/norm"
+
+	"github.com/switchyard-dev/switchyard/internal/tokenizer"
+	"github.com/switchyard-dev/switchyard/internal/tokenizer/chattemplate"
+)
+
+// Tokenizer is a loaded Hugging Face tokenizer. It is safe for concurrent
+// use.
+type Tokenizer struct {
+	normForms       []norm.Form
+	split           splitter
+	model           *bpe
+	added           *matcher // added tokens matched on the raw text
+	addedNormalized *matcher // added tokens matched after normalization
+	addedByContent  map[string]uint32
+	special         map[uint32]bool
+	prefix, suffix  []uint32 // post-processor tokens around a sequence
+	pieces          []string // id → decoded bytes
+	known           []bool   // id → has a piece
+	chat            *chattemplate.Chat
+}
+
+var _ tokenizer.Tokenizer = (*Tokenizer)(nil)
+
+// Load builds a Tokenizer from the contents of a tokenizer.json file. It has
+// no chat template; LoadDir adds one.
+func Load(tokenizerJSON []byte) (*Tokenizer, error) {
+	return parse(tokenizerJSON)
+}
+
+// LoadDir loads a Hugging Face model directory: tokenizer.json, and the
+// chat template and special tokens from tokenizer_config.json (or
+// chat_template.jinja) when present.
+func LoadDir(dir string) (*Tokenizer, error) {
+	data, err := os.ReadFile(filepath.Join(dir, "tokenizer.json"))
+	if err != nil {
+		return nil, fmt.Errorf("load tokenizer %s: %w", dir, err)
+	}
+	t, err := parse(data)
+	if err != nil {
+		return nil, fmt.Errorf("load tokenizer %s: %w", dir, err)
+	}
+	chat, err := chattemplate.LoadDir(dir)
+	switch {
+	case errors.Is(err, fs.ErrNotExist) || errors.Is(err, chattemplate.ErrNoTemplate):
+	case err != nil:
+		return nil, fmt.Errorf("load tokenizer %s: %w", dir, err)
+	default:
+		t.chat = chat
+	}
+	return t, nil
+}
+
+// Chat returns the directory's chat template, or nil when it has none.
+func (t *Tokenizer) Chat() *chattemplate.Chat { return t.chat }
+
+// Encode tokenizes text without adding the post-processor's special tokens —
+// what vLLM does for a rendered chat prompt, whose template already wrote
+// them. Added and special tokens written in text become their ids.
+func (t *Tokenizer) Encode(text string) []uint32 {
+	return t.AppendEncode(make([]uint32, 0, len(text)/3+8), text)
+}
+
+// EncodeWithSpecialTokens tokenizes text and adds the post-processor's
+// special tokens (add_special_tokens=True), e.g. Llama 3's
+// <|begin_of_text|> — what vLLM does for a completions prompt.
+func (t *Tokenizer) EncodeWithSpecialTokens(text string) []uint32 {
+	dst := make([]uint32, 0, len(text)/3+8+len(t.prefix)+len(t.suffix))
+	dst = append(dst, t.prefix...)
+	dst = t.AppendEncode(dst, text)
+	return append(dst, t.suffix...)
+}
+
+// AppendEncode appends the ids of text to dst, like Encode.
+func (t *Tokenizer) AppendEncode(dst []uint32, text string) []uint32 {
+	for len(text) > 0 {
+		at, tok := t.added.find(text)
+		if at < 0 {
+			return t.appendSegment(dst, text)
+		}
+		dst = t.appendSegment(dst, text[:at])
+		dst = append(dst, tok.id)
+		text = text[at+len(tok.content):]
+	}
+	return dst
+}
+
+// appendSegment encodes text that holds no raw-matched added token.
+func (t *Tokenizer) appendSegment(dst []uint32, s string) []uint32 {
+	if s == "" {
+		return dst
+	}
+	for _, f := range t.normForms {
+		if !f.IsNormalString(s) {
+			s = f.String(s)
+		}
+	}
+	for len(s) > 0 {
+		at, tok := t.addedNormalized.find(s)
+		if at < 0 {
+			return t.appendWords(dst, s)
+		}
+		dst = t.appendWords(dst, s[:at])
+		dst = append(dst, tok.id)
+		s = s[at+len(tok.content):]
+	}
+	return dst
+}
+
+func (t *Tokenizer) appendWords(dst []uint32, s string) []uint32 {
+	for i := 0; i < len(s); {
+		var end int
+		if t.split.gpt2 {
+			end = t.split.nextGPT2(s, i)
+		} else {
+			end = t.split.next(s, i)
+		}
+		dst = t.model.encodeWord(dst, s[i:end])
+		i = end
+	}
+	return dst
+}
+
+// Decode turns ids back into text, special tokens included, as the
+// ByteLevel decoder does. Unknown ids are skipped. The result is the exact
+// bytes the ids stand for: it is valid UTF-8 whenever the ids end on a
+// character boundary (Hugging Face would replace a cut character with
+// U+FFFD). Decode(Encode(s)) == s for any s the normalizer leaves unchanged.
+func (t *Tokenizer) Decode(ids []uint32) string {
+	return t.decode(ids, false)
+}
+
+// DecodeSkipSpecial is Decode with skip_special_tokens=True.
+func (t *Tokenizer) DecodeSkipSpecial(ids []uint32) string {
+	return t.decode(ids, true)
+}
+
+func (t *Tokenizer) decode(ids []uint32, skipSpecial bool) string {
+	n := 0
+	for _, id := range ids {
+		if int(id) < len(t.pieces) {
+			n += len(t.pieces[id])
+		}
+	}
+	var b strings.Builder
+	b.Grow(n)
+	for _, id := range ids {
+		if int(id) >= len(t.known) || !t.known[id] || (skipSpecial && t.special[id]) {
+			continue
+		}
+		b.WriteString(t.pieces[id])
+	}
+	return b.String()
+}
+
+// ApplyChatTemplate implements tokenizer.Tokenizer with the directory's chat
+// template; messages carry only a role and text content. Chat.Render takes
+// full OpenAI messages (tool calls, tools).
+func (t *Tokenizer) ApplyChatTemplate(msgs []tokenizer.Message, addGenerationPrompt bool) (string, error) {
+	if t.chat == nil {
+		return "", errors.New("tokenizer has no chat template")
+	}
+	list := make([]any, len(msgs))
+	for i, m := range msgs {
+		d := chattemplate.NewDict()
+		d.Set("role", m.Role)
+		d.Set("content", m.Content)
+		list[i] = d
+	}
+	return t.chat.Render(list, chattemplate.Options{AddGenerationPrompt: addGenerationPrompt})
+}
+
+// VocabSize is one more than the largest id.
+func (t *Tokenizer) VocabSize() int { return len(t.pieces) }
+
+// AddedTokenID returns the id of an added (or special) token by its text.
+func (t *Tokenizer) AddedTokenID(content string) (uint32, bool) {
+	id, ok := t.addedByContent[content]
+	return id, ok
+}
+
+// IsSpecial reports whether id is a special added token.
+func (t *Tokenizer) IsSpecial(id uint32) bool { return t.special[id] }

