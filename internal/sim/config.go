@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/switchyard-dev/switchyard/internal/sim/engine"
+	"github.com/switchyard-dev/switchyard/internal/tokenizer"
+	"github.com/switchyard-dev/switchyard/internal/tokenizer/hf"
 	"github.com/switchyard-dev/switchyard/internal/vllm/kvevents"
 	"github.com/switchyard-dev/switchyard/internal/vllm/kvzmq"
 )
@@ -38,6 +40,10 @@ type Config struct {
 	EnablePromptTokensDetails bool
 	// Seed selects generated text (vLLM --seed seeds sampling).
 	Seed int64
+	// Tokenizer is a Hugging Face model directory (tokenizer.json,
+	// tokenizer_config.json) to tokenize and render chats with, as vLLM's
+	// --tokenizer; empty uses the simulator's simple tokenizer.
+	Tokenizer string
 
 	// Simulator only.
 
@@ -112,6 +118,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.KVEventsConfig, "kv-events-config", "", `vLLM KV events config JSON, e.g. {"enable_kv_cache_events":true,"publisher":"zmq","endpoint":"tcp://*:5557","replay_endpoint":"tcp://*:5567"}`)
 	fs.BoolVar(&c.EnablePromptTokensDetails, "enable-prompt-tokens-details", d.EnablePromptTokensDetails, "report usage.prompt_tokens_details.cached_tokens (vLLM's default is false)")
 	fs.Int64Var(&c.Seed, "seed", 0, "seed of the generated text")
+	fs.StringVar(&c.Tokenizer, "tokenizer", "", "Hugging Face tokenizer directory (tokenizer.json + tokenizer_config.json); empty: the simulator's simple tokenizer")
 	fs.StringVar(&c.KVEventsEncoding, "kv-events-encoding", d.KVEventsEncoding, "sim: KV event payload encoding: map (newest vLLM) or array (older vLLM), with optional +signed-hashes, +byte-hashes, +no-medium, +no-lora-name")
 	fs.IntVar(&c.Workers, "workers", d.Workers, "sim: number of simulated vLLM workers")
 	fs.Float64Var(&c.TimeScale, "time-scale", d.TimeScale, "sim: run model time this many times faster than real time")
@@ -215,4 +222,16 @@ func (c Config) Validate() error {
 		bad("engine: %w", err)
 	}
 	return errors.Join(errs...)
+}
+
+// loadTokenizer loads --tokenizer once for every worker of the fleet.
+func (c Config) loadTokenizer() (tokenizer.Tokenizer, error) {
+	if c.Tokenizer == "" {
+		return tokenizer.NewSimple(), nil
+	}
+	t, err := hf.LoadDir(c.Tokenizer)
+	if err != nil {
+		return nil, fmt.Errorf("tokenizer: %w", err)
+	}
+	return t, nil
 }

@@ -52,9 +52,13 @@ func StartFleet(ctx context.Context, cfg Config, log zerolog.Logger) (*Fleet, er
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	tok, err := cfg.loadTokenizer()
+	if err != nil {
+		return nil, err
+	}
 	f := &Fleet{done: make(chan struct{})}
 	for i := range cfg.Workers {
-		w, err := newWorker(i, &cfg, log)
+		w, err := newWorker(i, &cfg, tok, log)
 		if err != nil {
 			f.closeUnstarted()
 			return nil, err

@@ -566,6 +566,7 @@ func TestEstimateEndpoint(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
+			waitIdle(t, base)
 			resp, data := post(t, base+"/sim/v1/estimate", tc.body)
 			if resp.StatusCode != 200 {
 				t.Fatalf("status %d: %s", resp.StatusCode, data)
@@ -575,7 +576,9 @@ func TestEstimateEndpoint(t *testing.T) {
 				t.Fatal(err)
 			}
 			// On an idle worker the TTFT does not depend on the arrival
-			// instant, so the real request must get exactly the estimate.
+			// instant, so the real request must get exactly the estimate
+			// (arrivals are clamped to the last delivered step, so the
+			// engine running ahead of the wall does not leak into it).
 			_, got := post(t, base+"/v1/chat/completions", body)
 			var c simChat
 			if err := json.Unmarshal(got, &c); err != nil {
@@ -590,6 +593,18 @@ func TestEstimateEndpoint(t *testing.T) {
 	resp, data := post(t, base+"/sim/v1/estimate", map[string]any{"api": "completions", "prompt": "hello there", "max_tokens": 2})
 	if resp.StatusCode != 200 || !strings.Contains(string(data), `"ttft_seconds"`) {
 		t.Errorf("completions estimate: %d %s", resp.StatusCode, data)
+	}
+}
+
+// waitIdle waits until the worker runs and queues nothing.
+func waitIdle(t *testing.T, base string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for gauge(t, base, vllm.MetricNumRequestsRunning)+gauge(t, base, vllm.MetricNumRequestsWaiting) > 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("worker never went idle")
+		}
+		time.Sleep(time.Millisecond)
 	}
 }
 

@@ -36,14 +36,14 @@ type worker struct {
 }
 
 // newWorker builds worker id and binds its listener; nothing runs yet.
-func newWorker(id int, cfg *Config, log zerolog.Logger) (_ *worker, err error) {
+func newWorker(id int, cfg *Config, tok tokenizer.Tokenizer, log zerolog.Logger) (_ *worker, err error) {
 	log = log.With().Int("worker", id).Logger()
 	ec := cfg.Engine()
 	w := &worker{
 		id:      id,
 		cfg:     cfg,
 		models:  cfg.Models(),
-		tok:     tokenizer.NewSimple(),
+		tok:     tok,
 		created: time.Now().Unix(),
 		log:     log,
 	}

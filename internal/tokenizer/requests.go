@@ -57,15 +57,26 @@ func ChatPrompt(t Tokenizer, req *openaiapi.ChatCompletionRequest) ([]uint32, er
 	return t.Encode(text), nil
 }
 
+// SpecialTokensEncoder is implemented by tokenizers whose post-processor
+// adds special tokens (Llama's BOS). vLLM encodes a completions prompt with
+// them, and a rendered chat prompt without (the template wrote them).
+type SpecialTokensEncoder interface {
+	EncodeWithSpecialTokens(text string) []uint32
+}
+
 // CompletionPrompts tokenizes a completions request: one id slice per
 // prompt (token-id prompts are used as given).
 func CompletionPrompts(t Tokenizer, req *openaiapi.CompletionRequest) ([][]uint32, error) {
 	if req.Prompt.TokenIDs != nil {
 		return req.Prompt.TokenIDs, nil
 	}
+	encode := t.Encode
+	if st, ok := t.(SpecialTokensEncoder); ok {
+		encode = st.EncodeWithSpecialTokens
+	}
 	out := make([][]uint32, len(req.Prompt.Texts))
 	for i, s := range req.Prompt.Texts {
-		out[i] = t.Encode(s)
+		out[i] = encode(s)
 	}
 	return out, nil
 }

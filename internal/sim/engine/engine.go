@@ -116,6 +116,12 @@ type Engine struct {
 	itls     []float64
 	finished []RequestStats
 	pending  []delivery
+	// delivered is the model end time of the last completed step. A client
+	// reacting to that step's output cannot arrive before it, even when the
+	// engine ran ahead of the wall clock (ScaledClock skips sub-timer
+	// sleeps), so arrivals are clamped to it: causality, not wall jitter,
+	// decides what a follow-up request waits for.
+	delivered time.Duration
 
 	wake chan struct{}
 }
@@ -203,6 +209,11 @@ func putU64(b []byte, v uint64) {
 	}
 }
 
+// arrivalNow is the model time of an arrival now. Call with e.mu held.
+func (e *Engine) arrivalNow() time.Duration {
+	return max(e.clock.Now(), e.delivered)
+}
+
 // Submit enqueues a request arriving now.
 func (e *Engine) Submit(req Request) (*Handle, error) {
 	r, err := e.newRequest(req)
@@ -218,7 +229,7 @@ func (e *Engine) Submit(req Request) (*Handle, error) {
 	}
 	e.nextID++
 	r.id = e.nextID
-	r.arrival = e.clock.Now()
+	r.arrival = e.arrivalNow()
 	e.st.enqueue(r)
 	e.mu.Unlock()
 	select {
@@ -250,6 +261,7 @@ func (e *Engine) Step(ctx context.Context) (bool, error) {
 
 	e.mu.Lock()
 	e.st.apply(e.deliver)
+	e.delivered = end
 	events := e.takeEvents()
 	stats := e.stepStats(p)
 	if e.obs != nil {
@@ -492,7 +504,7 @@ func (e *Engine) Estimate(prompt []uint32, maxTokens int) (Estimate, error) {
 		return Estimate{}, ErrClosed
 	}
 	c := e.st.clone()
-	r.arrival = e.clock.Now()
+	r.arrival = e.arrivalNow()
 	e.mu.Unlock()
 
 	c.enqueue(r)
