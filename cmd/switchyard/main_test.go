@@ -27,7 +27,8 @@ func TestUsageAndErrors(t *testing.T) {
 		{"stray args", []string{"gateway", "extra"}, 2, "unexpected arguments"},
 		{"invalid config", []string{"sim", "--block-size", "0"}, 2, "invalid configuration"},
 		{"bad log level", []string{"meter", "--log-level", "loud"}, 2, "log level"},
-		{"not implemented", []string{"kvtracker"}, 1, "not implemented"},
+		{"kvtracker without workers", []string{"kvtracker"}, 2, "no workers"},
+		{"not implemented", []string{"meter"}, 1, "not implemented"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
