@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"strings"
 	"sync"
 	"time"
@@ -21,6 +22,7 @@ import (
 	"github.com/switchyard-dev/switchyard/internal/natsembed"
 	"github.com/switchyard-dev/switchyard/internal/sim"
 	"github.com/switchyard-dev/switchyard/services/gateway"
+	"github.com/switchyard-dev/switchyard/services/kvtracker"
 	"github.com/switchyard-dev/switchyard/services/router"
 )
 
@@ -34,6 +36,12 @@ type Config struct {
 	// NATSPort is the embedded server's port; 0 picks a free one (never
 	// 4222, which a machine-wide server may hold).
 	NATSPort int
+	// RedisURL is where kvtracker keeps snapshots for routers that start
+	// late. Empty runs without: fine for one process whose router starts
+	// with the tracker, and said so at start.
+	RedisURL string
+	// KVTrackerHTTPAddr serves the tracker's /metrics.
+	KVTrackerHTTPAddr string
 	// Sim configures the simulated workers.
 	Sim sim.Config
 	// Endpoints, when set ("id=url,id=url"), uses already running workers
@@ -56,11 +64,13 @@ func DefaultConfig() Config {
 	s.Workers = 3
 	s.KVEventsConfig = DefaultKVEventsConfig
 	return Config{
-		GatewayAddr:    "127.0.0.1:8080",
-		RouterGRPCAddr: "127.0.0.1:9090",
-		RouterHTTPAddr: "127.0.0.1:9091",
-		Sim:            s,
-		ReadyTimeout:   30 * time.Second,
+		GatewayAddr:       "127.0.0.1:8080",
+		RouterGRPCAddr:    "127.0.0.1:9090",
+		RouterHTTPAddr:    "127.0.0.1:9091",
+		KVTrackerHTTPAddr: "127.0.0.1:9095",
+		RedisURL:          os.Getenv("REDIS_URL"),
+		Sim:               s,
+		ReadyTimeout:      30 * time.Second,
 	}
 }
 
@@ -74,6 +84,8 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.RouterHTTPAddr, "router-http-addr", d.RouterHTTPAddr, "router REST/metrics listen address")
 	fs.StringVar(&c.NATSURL, "nats-url", "", "use this NATS server instead of starting an embedded one")
 	fs.IntVar(&c.NATSPort, "nats-port", 0, "port of the embedded NATS server (0: a free port)")
+	fs.StringVar(&c.RedisURL, "redis-url", d.RedisURL, "Redis for KV snapshots (default $REDIS_URL; empty: none, single process only)")
+	fs.StringVar(&c.KVTrackerHTTPAddr, "kvtracker-http-addr", d.KVTrackerHTTPAddr, "kvtracker /metrics listen address")
 	fs.IntVar(&c.Sim.Workers, "workers", d.Sim.Workers, "number of simulated vLLM workers")
 	fs.IntVar(&c.Sim.Port, "sim-port", d.Sim.Port, "HTTP port of the first simulated worker (worker i uses port+i)")
 	fs.StringVar(&c.Sim.ServedModelName, "served-model-name", d.Sim.ServedModelName, "model name the simulated workers serve")
@@ -108,13 +120,14 @@ type Stack struct {
 	nats    *natsembed.Server
 	natsURL string
 	fleet   *sim.Fleet
+	tracker *kvtracker.Tracker
 	router  *router.Server
 	gateway *gateway.Gateway
 
-	stopGateway, stopRouter context.CancelFunc
-	gatewayDone, routerDone chan error
-	stopOnce                sync.Once
-	stopErr                 error
+	stopGateway, stopRouter, stopTracker context.CancelFunc
+	gatewayDone, routerDone, trackerDone chan error
+	stopOnce                             sync.Once
+	stopErr                              error
 }
 
 // Start brings the system up and returns once the gateway is ready to serve
@@ -148,8 +161,21 @@ func Start(ctx context.Context, cfg Config, log zerolog.Logger) (_ *Stack, err e
 		}
 		s.fleet = fleet
 		eps = eps[:0]
+		var specs []kvtracker.WorkerSpec
 		for _, w := range fleet.Workers() {
-			eps = append(eps, fmt.Sprintf("sim-%d=%s", w.ID, w.URL))
+			id := fmt.Sprintf("sim-%d", w.ID)
+			eps = append(eps, id+"="+w.URL)
+			if w.KVEndpoint != "" {
+				specs = append(specs, kvtracker.WorkerSpec{
+					ID: id, Model: w.Model, KVEndpoint: w.KVEndpoint, ReplayEndpoint: w.ReplayEndpoint,
+					BlockSize: cfg.Sim.BlockSize,
+				})
+			}
+		}
+		if len(specs) > 0 {
+			if err := s.startTracker(ctx, cfg, specs, log); err != nil {
+				return nil, err
+			}
 		}
 	}
 
@@ -188,13 +214,41 @@ func Start(ctx context.Context, cfg Config, log zerolog.Logger) (_ *Stack, err e
 
 	readyCtx, cancel := context.WithTimeout(ctx, cfg.ReadyTimeout)
 	defer cancel()
-	for _, u := range []string{s.RouterURL() + "/readyz", s.GatewayURL() + "/readyz"} {
+	ready := []string{s.RouterURL() + "/readyz", s.GatewayURL() + "/readyz"}
+	if s.tracker != nil {
+		ready = append(ready, "http://"+s.tracker.HTTPAddr()+"/readyz")
+	}
+	for _, u := range ready {
 		if err := waitReady(readyCtx, u); err != nil {
 			return nil, err
 		}
 	}
 	context.AfterFunc(ctx, func() { _ = s.Stop() })
 	return s, nil
+}
+
+// startTracker runs a kvtracker over the simulated workers' KV events.
+func (s *Stack) startTracker(ctx context.Context, cfg Config, specs []kvtracker.WorkerSpec, log zerolog.Logger) error {
+	tc := kvtracker.DefaultConfig()
+	tc.WorkerSpecs = specs
+	tc.NATSURL = s.natsURL
+	tc.RedisURL = cfg.RedisURL
+	tc.ReplicaID = "dev-kvtracker"
+	tc.HTTPAddr = cfg.KVTrackerHTTPAddr
+	tlog := log.With().Str("service", "kvtracker").Logger()
+	if cfg.RedisURL == "" {
+		tlog.Info().Msg("no redis: kv snapshots are not kept, a router started later would only see new blocks (set --redis-url or REDIS_URL)")
+	}
+	t, err := kvtracker.New(tc, tlog)
+	if err != nil {
+		return fmt.Errorf("start kvtracker: %w", err)
+	}
+	s.tracker = t
+	var tctx context.Context
+	tctx, s.stopTracker = context.WithCancel(context.WithoutCancel(ctx))
+	s.trackerDone = make(chan error, 1)
+	go func() { s.trackerDone <- t.Serve(tctx) }()
+	return nil
 }
 
 func waitReady(ctx context.Context, url string) error {
@@ -254,6 +308,10 @@ func (s *Stack) Stop() error {
 		if s.stopRouter != nil {
 			s.stopRouter()
 			errs = append(errs, <-s.routerDone)
+		}
+		if s.stopTracker != nil {
+			s.stopTracker()
+			errs = append(errs, <-s.trackerDone)
 		}
 		if s.fleet != nil {
 			errs = append(errs, s.fleet.Close())
