@@ -235,11 +235,7 @@ func (s *Stack) startTracker(ctx context.Context, cfg Config, specs []kvtracker.
 	tc.RedisURL = cfg.RedisURL
 	tc.ReplicaID = "dev-kvtracker"
 	tc.HTTPAddr = cfg.KVTrackerHTTPAddr
-	tlog := log.With().Str("service", "kvtracker").Logger()
-	if cfg.RedisURL == "" {
-		tlog.Info().Msg("no redis: kv snapshots are not kept, a router started later would only see new blocks (set --redis-url or REDIS_URL)")
-	}
-	t, err := kvtracker.New(tc, tlog)
+	t, err := kvtracker.New(tc, log.With().Str("service", "kvtracker").Logger())
 	if err != nil {
 		return fmt.Errorf("start kvtracker: %w", err)
 	}

@@ -54,3 +54,32 @@ func reportPercentiles(b *testing.B, lat []time.Duration) {
 	b.ReportMetric(pct(0.50), "p50-µs")
 	b.ReportMetric(pct(0.99), "p99-µs")
 }
+
+// BenchmarkRoute8k is Route end to end over real gRPC with an 8k-token chat
+// body and 16 endpoints: body parsing and tokenization included (see
+// BenchmarkDecide8k for the decision alone). Every request shares the
+// system prompt, so the index (speculative entries here: no kvtracker)
+// finds it cached on one worker and the full prefix is walked each time.
+func BenchmarkRoute8k(b *testing.B) {
+	workers := make([]*fakeWorker, 16)
+	for i := range workers {
+		workers[i] = newFakeWorker(b, "m")
+		workers[i].setLoad(int64(i%4), int64(i%3))
+	}
+	tr := startRouter(b, slowScrapes, workers...)
+	ctx := context.Background()
+	body := chatBody(doc("bench"), "Summarise.")
+	req := &routerv1.RouteRequest{Tenant: "bench", Model: "m", Api: routerv1.ApiKind_API_KIND_CHAT_COMPLETIONS, Body: body}
+	lat := make([]time.Duration, 0, 1<<16)
+	for i := 0; b.Loop(); i++ {
+		req.RequestId = "bench8k-" + strconv.Itoa(i)
+		start := time.Now()
+		resp, err := tr.client.Route(ctx, req)
+		lat = append(lat, time.Since(start))
+		if err != nil || resp.GetTarget() == nil {
+			b.Fatalf("route: %v %v", resp, err)
+		}
+	}
+	b.StopTimer()
+	reportPercentiles(b, lat)
+}

@@ -10,7 +10,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/switchyard-dev/switchyard/services/router/internal/endpoints"
+	"github.com/switchyard-dev/switchyard/services/router/internal/predict"
 )
 
 // Config is the router's configuration. The zero value is not valid; start
@@ -37,6 +40,31 @@ type Config struct {
 	// MaxRecvMsgBytes bounds one gRPC request. Route carries the client's
 	// whole body, so it must exceed the gateway's --max-body-bytes.
 	MaxRecvMsgBytes int
+
+	// RedisURL is where the kvtracker's snapshots are read at start and on
+	// resynchronisation; empty follows the KV deltas on NATS alone.
+	RedisURL string
+	// Tokenizers selects the tokenizer per model: "model=kind,...", with
+	// "*" for every other model. Kinds: "simple" (the simulator's default),
+	// "hf:DIR" (a Hugging Face model directory, as vLLM's --tokenizer) and
+	// "none" (approximate index on prompt text).
+	Tokenizers string
+	// SpeculativeTTL is how long, after its predicted first token, a
+	// routed request's blocks are assumed cached on the chosen worker
+	// before the worker's own KV events confirm them.
+	SpeculativeTTL time.Duration
+	// ApproxTTL is how long the approximate index remembers a decision.
+	ApproxTTL time.Duration
+	// RecomputeWeight scales the charge, added to a candidate's predicted
+	// TTFT, for prefilling tokens another candidate already caches: it
+	// keeps requests with the worker holding their prefix until its queue
+	// costs more than recomputing the prefix elsewhere. 0 ranks on
+	// predicted TTFT alone.
+	RecomputeWeight float64
+	// Priors of the TTFT predictor, before any completion was observed.
+	PrefillRatePrior float64
+	QueueCostPrior   time.Duration
+	BaseTTFTPrior    time.Duration
 }
 
 // DefaultConfig returns the flag defaults, without endpoints.
@@ -52,7 +80,28 @@ func DefaultConfig() Config {
 		InflightTTL:     10 * time.Minute,
 		ShutdownTimeout: 10 * time.Second,
 		MaxRecvMsgBytes: 16 << 20,
+
+		Tokenizers:       "*=" + tokenizerSimple,
+		SpeculativeTTL:   2 * time.Second,
+		ApproxTTL:        2 * time.Minute,
+		RecomputeWeight:  1,
+		PrefillRatePrior: prior.PrefillRate,
+		QueueCostPrior:   seconds(prior.PerQueued),
+		BaseTTFTPrior:    seconds(prior.Base),
 	}
+}
+
+var prior = predict.DefaultPrior()
+
+func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
+
+// predictPrior is the predictor's prior from the flags.
+func (c *Config) predictPrior() predict.Prior {
+	p := predict.DefaultPrior()
+	p.PrefillRate = c.PrefillRatePrior
+	p.PerQueued = c.QueueCostPrior.Seconds()
+	p.Base = c.BaseTTFTPrior.Seconds()
+	return p
 }
 
 // RegisterFlags registers the router's flags on fs, with DefaultConfig's
@@ -71,6 +120,17 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", d.ShutdownTimeout, "hard deadline for graceful shutdown")
 	fs.IntVar(&c.MaxRecvMsgBytes, "max-recv-msg-bytes", d.MaxRecvMsgBytes,
 		"largest gRPC request accepted; Route carries the client's body, so keep it above the gateway's --max-body-bytes")
+	fs.StringVar(&c.RedisURL, "redis-url", "", "Redis with the kvtracker's KV snapshots (redis://host:6379/0); empty follows the NATS KV deltas alone")
+	fs.StringVar(&c.Tokenizers, "tokenizers", d.Tokenizers,
+		`tokenizer per model, "model=kind,...", "*" for the others; kinds: simple (the simulator's default), hf:DIR (Hugging Face tokenizer.json and chat template, as the worker's --tokenizer), none (approximate index on prompt text)`)
+	fs.DurationVar(&c.SpeculativeTTL, "kv-speculative-ttl", d.SpeculativeTTL,
+		"after a request's predicted first token, how long its blocks are assumed cached on the chosen worker until KV events confirm them")
+	fs.DurationVar(&c.ApproxTTL, "approx-ttl", d.ApproxTTL, "how long the approximate index (models without tokenizer, workers without KV events) remembers a routed prefix")
+	fs.Float64Var(&c.RecomputeWeight, "recompute-weight", d.RecomputeWeight,
+		"weight of the charge for prefilling tokens another worker caches, added to the predicted TTFT (0: predicted TTFT alone)")
+	fs.Float64Var(&c.PrefillRatePrior, "prefill-rate-prior", d.PrefillRatePrior, "prefill tokens per second assumed for a worker before its TTFTs are learned")
+	fs.DurationVar(&c.QueueCostPrior, "queue-cost-prior", d.QueueCostPrior, "TTFT cost of each request queued or running ahead, before it is learned")
+	fs.DurationVar(&c.BaseTTFTPrior, "ttft-base-prior", d.BaseTTFTPrior, "fixed part of a TTFT (one engine step, network), before it is learned")
 }
 
 // Validate checks the configuration, including that the endpoints parse.
@@ -108,6 +168,33 @@ func (c *Config) Validate() error {
 	}
 	if _, err := c.endpointSpecs(); err != nil {
 		errs = append(errs, err)
+	}
+	if c.RedisURL != "" {
+		if _, err := redis.ParseURL(c.RedisURL); err != nil {
+			errs = append(errs, fmt.Errorf("redis-url: %q: %w", redactURL(c.RedisURL), err))
+		}
+	}
+	if _, err := parseTokenizers(c.Tokenizers); err != nil {
+		errs = append(errs, fmt.Errorf("tokenizers: %w", err))
+	}
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{
+		{"kv-speculative-ttl", c.SpeculativeTTL},
+		{"approx-ttl", c.ApproxTTL},
+		{"queue-cost-prior", c.QueueCostPrior},
+		{"ttft-base-prior", c.BaseTTFTPrior},
+	} {
+		if d.v < 0 {
+			errs = append(errs, fmt.Errorf("%s: must not be negative, got %s", d.name, d.v))
+		}
+	}
+	if !(c.RecomputeWeight >= 0 && c.RecomputeWeight <= 100) {
+		errs = append(errs, fmt.Errorf("recompute-weight: %v is outside [0, 100]", c.RecomputeWeight))
+	}
+	if !(c.PrefillRatePrior >= predict.MinPrefillRate && c.PrefillRatePrior <= predict.MaxPrefillRate) {
+		errs = append(errs, fmt.Errorf("prefill-rate-prior: %v tokens/s is outside [%v, %v]", c.PrefillRatePrior, predict.MinPrefillRate, predict.MaxPrefillRate))
 	}
 	return errors.Join(errs...)
 }

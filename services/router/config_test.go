@@ -53,6 +53,18 @@ func TestConfigValidate(t *testing.T) {
 		{name: "zero durations", edit: func(c *router.Config) {
 			c.ScrapeInterval, c.ScrapeTimeout, c.InflightTTL, c.ShutdownTimeout = 0, -time.Second, 0, 0
 		}, wantErr: []string{"scrape-interval", "scrape-timeout", "inflight-ttl", "shutdown-timeout"}},
+		{name: "redis and tokenizers", edit: func(c *router.Config) {
+			c.RedisURL, c.Tokenizers = "redis://:pw@127.0.0.1:6379/2", "qwen=simple, llama = none ,*=simple"
+		}},
+		{name: "bad redis url", edit: func(c *router.Config) { c.RedisURL = "http://u:hunter2@h:1" }, wantErr: []string{"redis-url"}},
+		{name: "bad tokenizer kind", edit: func(c *router.Config) { c.Tokenizers = "m=bpe" }, wantErr: []string{"tokenizers", `"bpe"`}},
+		{name: "tokenizer entry without kind", edit: func(c *router.Config) { c.Tokenizers = "m" }, wantErr: []string{"tokenizers", "model=kind"}},
+		{name: "hf tokenizer directory missing", edit: func(c *router.Config) { c.Tokenizers = "m=hf:" + filepath.Join(dir, "nope") },
+			wantErr: []string{"tokenizers", "not a Hugging Face model directory"}},
+		{name: "model listed twice", edit: func(c *router.Config) { c.Tokenizers = "m=none,m=simple" }, wantErr: []string{"listed twice"}},
+		{name: "bad kv knobs", edit: func(c *router.Config) {
+			c.SpeculativeTTL, c.ApproxTTL, c.RecomputeWeight, c.PrefillRatePrior = -time.Second, -time.Second, -1, 0
+		}, wantErr: []string{"kv-speculative-ttl", "approx-ttl", "recompute-weight", "prefill-rate-prior"}},
 		{name: "several problems reported together", edit: func(c *router.Config) { c.GRPCAddr, c.Endpoints = "", "" },
 			wantErr: []string{"grpc-addr: empty", "no endpoints"}},
 	}
@@ -89,7 +101,8 @@ func TestRegisterFlags(t *testing.T) {
 	cfg.RegisterFlags(fs)
 	err := fs.Parse([]string{
 		"--grpc-addr=127.0.0.1:7000", "--endpoints=a=http://w:8000", "--nats-url=",
-		"--scrape-interval=250ms", "--inflight-ttl=1m",
+		"--scrape-interval=250ms", "--inflight-ttl=1m", "--redis-url=redis://r:6379", "--tokenizers=*=none",
+		"--kv-speculative-ttl=3s", "--recompute-weight=0.5",
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -97,6 +110,7 @@ func TestRegisterFlags(t *testing.T) {
 	want := router.DefaultConfig()
 	want.GRPCAddr, want.Endpoints, want.NATSURL = "127.0.0.1:7000", "a=http://w:8000", ""
 	want.ScrapeInterval, want.InflightTTL = 250*time.Millisecond, time.Minute
+	want.RedisURL, want.Tokenizers, want.SpeculativeTTL, want.RecomputeWeight = "redis://r:6379", "*=none", 3*time.Second, 0.5
 	if cfg != want {
 		t.Fatalf("flags gave %+v\nwant       %+v", cfg, want)
 	}

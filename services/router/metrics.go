@@ -6,6 +6,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/switchyard-dev/switchyard/internal/kvblock"
+	"github.com/switchyard-dev/switchyard/services/router/internal/kvsync"
 	"github.com/switchyard-dev/switchyard/services/router/internal/load"
 )
 
@@ -15,16 +17,23 @@ import (
 const unknownModel = "_unknown"
 
 type metrics struct {
-	reg           *prometheus.Registry
-	routeDuration prometheus.Histogram
-	decisions     *prometheus.CounterVec
-	scrapeErrors  *prometheus.CounterVec
-	syncEvents    *prometheus.CounterVec
+	reg             *prometheus.Registry
+	routeDuration   prometheus.Histogram
+	decisions       *prometheus.CounterVec
+	scrapeErrors    *prometheus.CounterVec
+	syncEvents      *prometheus.CounterVec
+	promptReads     *prometheus.CounterVec
+	promptTokens    *prometheus.CounterVec
+	cachedTokens    *prometheus.CounterVec
+	predictionError prometheus.Histogram
 }
 
 // newMetrics builds a registry per server, so several routers (tests,
 // `switchyard dev`) can live in one process.
-func newMetrics(table *load.Table) *metrics {
+func newMetrics(table *load.Table, kv *kvblock.Index, kvStats func() (kvsync.Stats, bool)) *metrics {
+	if kvStats == nil {
+		kvStats = func() (kvsync.Stats, bool) { return kvsync.Stats{}, false }
+	}
 	m := &metrics{
 		reg: prometheus.NewRegistry(),
 		routeDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
@@ -44,9 +53,28 @@ func newMetrics(table *load.Table) *metrics {
 			Name: "switchyard_router_sync_events_total",
 			Help: "Replica sync traffic: peer decisions applied, completions (released or unmatched), decisions dropped before publishing, malformed payloads.",
 		}, []string{"event"}),
+		promptReads: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "switchyard_router_prompt_reads_total",
+			Help: "Prompts read from Route bodies by result: tokens (exact), text (approximate index), none (no body), error (unreadable: routed on load alone).",
+		}, []string{"result"}),
+		promptTokens: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "switchyard_router_prompt_tokens_total",
+			Help: "Prompt tokens of routed requests (estimated for models without a tokenizer).",
+		}, []string{"model"}),
+		cachedTokens: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "switchyard_router_predicted_cached_tokens_total",
+			Help: "Prompt tokens predicted cached on the chosen endpoint; divided by prompt tokens, the predicted hit rate.",
+		}, []string{"model"}),
+		predictionError: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "switchyard_router_ttft_prediction_error_seconds",
+			Help:    "Absolute difference between observed and predicted TTFT of completed requests (prediction made with the request's actual cached tokens).",
+			Buckets: []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10},
+		}),
 	}
 	m.reg.MustRegister(m.routeDuration, m.decisions, m.scrapeErrors, m.syncEvents,
+		m.promptReads, m.promptTokens, m.cachedTokens, m.predictionError,
 		&tableCollector{table: table},
+		&kvCollector{index: kv, stats: kvStats},
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)
@@ -58,6 +86,12 @@ var (
 		"1 when the endpoint's last scrape succeeded.", []string{"endpoint"}, nil)
 	inflightDesc = prometheus.NewDesc("switchyard_router_endpoint_inflight_requests",
 		"Requests routed to the endpoint (by any replica) and not yet completed or expired.", []string{"endpoint"}, nil)
+	pendingDesc = prometheus.NewDesc("switchyard_router_endpoint_pending_prefill_tokens",
+		"Uncached prompt tokens of requests routed to the endpoint whose prefill is believed not started.", []string{"endpoint"}, nil)
+	rateDesc = prometheus.NewDesc("switchyard_router_endpoint_prefill_rate_tokens_per_second",
+		"Prefill rate learned from the endpoint's observed TTFTs (the prior until completions arrive).", []string{"endpoint"}, nil)
+	queueCostDesc = prometheus.NewDesc("switchyard_router_endpoint_queue_cost_seconds",
+		"TTFT cost of each request queued or running ahead, learned from observed TTFTs.", []string{"endpoint"}, nil)
 )
 
 // tableCollector reads gauges from the table at scrape time, so Route does
@@ -72,6 +106,9 @@ type tableCollector struct {
 func (c *tableCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- healthyDesc
 	ch <- inflightDesc
+	ch <- pendingDesc
+	ch <- rateDesc
+	ch <- queueCostDesc
 }
 
 func (c *tableCollector) Collect(ch chan<- prometheus.Metric) {
@@ -85,5 +122,55 @@ func (c *tableCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 		ch <- prometheus.MustNewConstMetric(healthyDesc, prometheus.GaugeValue, h, s.ID)
 		ch <- prometheus.MustNewConstMetric(inflightDesc, prometheus.GaugeValue, float64(s.InFlight), s.ID)
+		ch <- prometheus.MustNewConstMetric(pendingDesc, prometheus.GaugeValue, float64(s.PendingTokens), s.ID)
+		ch <- prometheus.MustNewConstMetric(rateDesc, prometheus.GaugeValue, s.PrefillRate, s.ID)
+		ch <- prometheus.MustNewConstMetric(queueCostDesc, prometheus.GaugeValue, s.PerQueued, s.ID)
+	}
+}
+
+var (
+	kvBlocksDesc = prometheus.NewDesc("switchyard_router_kv_index_blocks",
+		"Distinct KV blocks (Switchyard hashes) the router's index holds from kvtracker events.", nil, nil)
+	kvWorkersDesc = prometheus.NewDesc("switchyard_router_kv_workers",
+		"Workers the KV replica has seen deltas or snapshots for.", nil, nil)
+	kvResyncingDesc = prometheus.NewDesc("switchyard_router_kv_resyncing_workers",
+		"Workers with missing KV deltas waiting for a snapshot that covers them.", nil, nil)
+	kvDeltasDesc = prometheus.NewDesc("switchyard_router_kv_deltas_total",
+		"KV deltas from the kvtracker stream by result: applied, skipped (duplicate or covered by a snapshot), malformed.", []string{"result"}, nil)
+	kvEventsDesc = prometheus.NewDesc("switchyard_router_kv_sync_events_total",
+		"KV replica events: epoch_change (worker state restarted), hole (deltas missing), resync (repaired from a snapshot), stream_reset (KV stream recreated), snapshot_loaded.", []string{"event"}, nil)
+)
+
+// kvCollector reads the KV index and replica at scrape time.
+type kvCollector struct {
+	index *kvblock.Index
+	stats func() (kvsync.Stats, bool)
+}
+
+func (c *kvCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{kvBlocksDesc, kvWorkersDesc, kvResyncingDesc, kvDeltasDesc, kvEventsDesc} {
+		ch <- d
+	}
+}
+
+func (c *kvCollector) Collect(ch chan<- prometheus.Metric) {
+	ch <- prometheus.MustNewConstMetric(kvBlocksDesc, prometheus.GaugeValue, float64(c.index.Len()))
+	st, ok := c.stats()
+	if !ok {
+		return
+	}
+	ch <- prometheus.MustNewConstMetric(kvWorkersDesc, prometheus.GaugeValue, float64(st.Workers))
+	ch <- prometheus.MustNewConstMetric(kvResyncingDesc, prometheus.GaugeValue, float64(st.Resyncing))
+	for _, v := range []struct {
+		label string
+		n     uint64
+	}{{"applied", st.Deltas}, {"skipped", st.Skipped}, {"malformed", st.Malformed}} {
+		ch <- prometheus.MustNewConstMetric(kvDeltasDesc, prometheus.CounterValue, float64(v.n), v.label)
+	}
+	for _, v := range []struct {
+		label string
+		n     uint64
+	}{{"epoch_change", st.EpochChanges}, {"hole", st.Holes}, {"resync", st.Resyncs}, {"stream_reset", st.StreamResets}, {"snapshot_loaded", st.SnapshotsLoaded}} {
+		ch <- prometheus.MustNewConstMetric(kvEventsDesc, prometheus.CounterValue, float64(v.n), v.label)
 	}
 }

@@ -1,9 +1,15 @@
 // Package router is the Switchyard router service: it answers Route (which
-// worker serves this request) from live worker load, explains its
-// decisions, and shares in-flight load with the other replicas over NATS.
+// worker serves this request) by predicting each candidate's time to first
+// token from its KV cache overlap with the prompt and its queue, explains
+// its decisions, and shares in-flight load with the other replicas over
+// NATS.
 //
-// This is the load-aware walking skeleton: the score is queue length only;
-// KV-cache overlap, policies and predicted TTFT come later.
+// Parts: the load table (scraped vLLM metrics, in-flight requests, a TTFT
+// predictor per worker learned from completions), the KV block index
+// (kvblock.Index) kept by a replica of the kvtracker's deltas and
+// snapshots (kvsync), an approximate index of the router's own decisions,
+// and the prompt reader that tokenizes requests like the workers do.
+// Policies come later.
 package router
 
 import (
@@ -12,11 +18,14 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
+	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/redis/go-redis/v9"
 	"github.com/rs/zerolog"
 	"golang.org/x/sync/errgroup"
 	"google.golang.org/grpc"
@@ -25,8 +34,10 @@ import (
 	"google.golang.org/grpc/reflection"
 	"google.golang.org/protobuf/encoding/protojson"
 
+	"github.com/switchyard-dev/switchyard/internal/kvblock"
 	routerv1 "github.com/switchyard-dev/switchyard/proto/switchyard/router/v1"
 	"github.com/switchyard-dev/switchyard/services/router/internal/endpoints"
+	"github.com/switchyard-dev/switchyard/services/router/internal/kvsync"
 	"github.com/switchyard-dev/switchyard/services/router/internal/load"
 	"github.com/switchyard-dev/switchyard/services/router/internal/replica"
 	"github.com/switchyard-dev/switchyard/services/router/internal/scrape"
@@ -48,6 +59,10 @@ type Server struct {
 	log      zerolog.Logger
 	source   endpointSource
 	table    *load.Table
+	kv       *kvblock.Index
+	approx   *kvblock.Index
+	kvMu     sync.Mutex
+	kvRep    *kvsync.Replica // set in Serve when NATS is configured
 	metrics  *metrics
 	svc      *service
 	health   *health.Server
@@ -70,17 +85,34 @@ func New(cfg Config, log zerolog.Logger) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("router config: %w", err)
 	}
-	log = log.With().Str("component", "router").Str("router_id", cfg.RouterID).Logger()
-	table := load.NewTable()
-	s := &Server{
-		cfg:     cfg,
-		log:     log,
-		source:  endpoints.Static(specs),
-		table:   table,
-		metrics: newMetrics(table),
-		health:  health.NewServer(),
+	tokSpecs, err := parseTokenizers(cfg.Tokenizers)
+	if err != nil {
+		return nil, fmt.Errorf("router config: tokenizers: %w", err)
 	}
-	s.svc = &service{table: table, pub: noPublisher{}, metrics: s.metrics}
+	toks, err := loadTokenizers(tokSpecs)
+	if err != nil {
+		return nil, fmt.Errorf("router tokenizers: %w", err)
+	}
+	log = log.With().Str("component", "router").Str("router_id", cfg.RouterID).Logger()
+	table := load.NewTable(load.Config{Prior: cfg.predictPrior(), RecomputeWeight: cfg.RecomputeWeight})
+	s := &Server{
+		cfg:    cfg,
+		log:    log,
+		source: endpoints.Static(specs),
+		table:  table,
+		kv:     kvblock.NewIndex(),
+		approx: kvblock.NewIndex(),
+		health: health.NewServer(),
+	}
+	s.metrics = newMetrics(table, s.kv, s.kvStats)
+	table.OnLearn(func(_ string, predicted, observed float64) {
+		s.metrics.predictionError.Observe(abs(observed - predicted))
+	})
+	s.svc = &service{
+		table: table, pub: noPublisher{}, metrics: s.metrics,
+		kv: s.kv, approx: s.approx, sizes: noBlockSizes{}, toks: toks,
+		specTTL: cfg.SpeculativeTTL, approxTTL: cfg.ApproxTTL,
+	}
 
 	s.grpcSrv = grpc.NewServer(grpc.MaxRecvMsgSize(cfg.MaxRecvMsgBytes))
 	routerv1.RegisterRouterServer(s.grpcSrv, s.svc)
@@ -150,6 +182,38 @@ func (s *Server) httpHandler() (http.Handler, error) {
 	return mux, nil
 }
 
+func abs(v float64) float64 {
+	if v < 0 {
+		return -v
+	}
+	return v
+}
+
+// kvStats reads the KV replica's counters for metrics; zero without one.
+func (s *Server) kvStats() (kvsync.Stats, bool) {
+	s.kvMu.Lock()
+	r := s.kvRep
+	s.kvMu.Unlock()
+	if r == nil {
+		return kvsync.Stats{}, false
+	}
+	return r.Stats(), true
+}
+
+// tableTracker adapts the load table to the replica's events.
+type tableTracker struct{ t *load.Table }
+
+func (a tableTracker) AddInFlight(d replica.PeerDecision) {
+	a.t.AddInFlight(d.RequestID, d.EndpointID, d.Model, d.At, d.PromptTokens, d.CachedTokens)
+}
+
+func (a tableTracker) Complete(c replica.Completion) bool {
+	return a.t.Complete(load.Completion{
+		RequestID: c.RequestID, EndpointID: c.EndpointID, At: c.At, Success: c.Success,
+		TTFTSeconds: c.TTFTSeconds, PromptTokens: c.PromptTokens, CachedTokens: c.CachedTokens,
+	})
+}
+
 // Serve runs the router until ctx ends, then shuts down: not ready, gRPC
 // GracefulStop bounded by ShutdownTimeout, HTTP shutdown, and finally a
 // NATS drain so the last decisions still reach the other replicas. It
@@ -163,15 +227,48 @@ func (s *Server) Serve(ctx context.Context) error {
 	bgCtx, bgCancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer bgCancel()
 
-	var rs *replica.Sync
+	var rdb *redis.Client
+	if s.cfg.RedisURL != "" {
+		opts, err := redis.ParseURL(s.cfg.RedisURL)
+		if err != nil {
+			return fmt.Errorf("redis-url: %w", err)
+		}
+		rdb = redis.NewClient(opts)
+		defer rdb.Close()
+	}
+
+	var (
+		nc       *nats.Conn
+		ncClosed <-chan struct{}
+		rs       *replica.Sync
+		kvr      *kvsync.Replica
+	)
 	if s.cfg.NATSURL != "" {
 		var err error
-		rs, err = replica.Connect(replica.Config{
-			URL:          s.cfg.NATSURL,
+		nc, ncClosed, err = dialNATS(s.cfg.NATSURL, s.cfg.RouterID, s.cfg.ShutdownTimeout, s.log)
+		if err != nil {
+			return err
+		}
+		defer nc.Close()
+		var store kvsync.SnapshotStore
+		if rdb != nil {
+			store = kvsync.NewRedisStore(rdb)
+		} else {
+			s.log.Info().Msg("no redis: kv index follows the nats deltas alone")
+		}
+		kvr, err = kvsync.New(kvsync.Config{Conn: nc, Store: store, Index: s.kv, Log: s.log.With().Str("part", "kvsync").Logger()})
+		if err != nil {
+			return err
+		}
+		s.kvMu.Lock()
+		s.kvRep = kvr
+		s.kvMu.Unlock()
+		s.svc.sizes = kvr
+		rs, err = replica.New(replica.Config{
+			Conn:         nc,
 			RouterID:     s.cfg.RouterID,
-			Tracker:      s.table,
+			Tracker:      tableTracker{s.table},
 			MaxAge:       s.cfg.InflightTTL,
-			DrainTimeout: s.cfg.ShutdownTimeout,
 			OnDecision:   func() { s.metrics.syncEvents.WithLabelValues("peer_decision").Inc() },
 			OnCompletion: func(released bool) {
 				if released {
@@ -189,7 +286,7 @@ func (s *Server) Serve(ctx context.Context) error {
 		}
 		s.svc.pub = rs
 	} else {
-		s.log.Info().Msg("nats disabled: single replica, in-flight not shared")
+		s.log.Info().Msg("nats disabled: single replica, in-flight not shared, no kv events (approximate index only)")
 	}
 
 	mgr := scrape.NewManager(scrape.Config{
@@ -226,8 +323,13 @@ func (s *Server) Serve(ctx context.Context) error {
 		s.expireLoop(bgCtx)
 		return nil
 	})
+	bgGo(func() error {
+		s.sweepLoop(bgCtx)
+		return nil
+	})
 	if rs != nil {
 		bgGo(func() error { return rs.Run(bgCtx) })
+		bgGo(func() error { return kvr.Run(bgCtx) })
 	}
 
 	g.Go(func() error {
@@ -267,6 +369,12 @@ func (s *Server) Serve(ctx context.Context) error {
 	mgr.Wait()
 	if bgErr := bg.Wait(); bgErr != nil && err == nil {
 		err = bgErr
+	}
+	if nc != nil {
+		// After the publisher flushed its queue: the drain delivers it.
+		if dErr := drainNATS(nc, ncClosed, s.cfg.ShutdownTimeout); dErr != nil && err == nil {
+			err = dErr
+		}
 	}
 	s.log.Info().Msg("router stopped")
 	return err
@@ -314,6 +422,21 @@ func (s *Server) expireLoop(ctx context.Context) {
 			if n := s.table.Expire(now.Add(-s.cfg.InflightTTL)); n > 0 {
 				s.log.Debug().Int("expired", n).Msg("in-flight entries expired")
 			}
+		}
+	}
+}
+
+// sweepLoop frees expired speculative and approximate entries.
+func (s *Server) sweepLoop(ctx context.Context) {
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-t.C:
+			s.kv.Sweep(now)
+			s.approx.Sweep(now)
 		}
 	}
 }

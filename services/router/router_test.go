@@ -41,9 +41,11 @@ func TestRouteDecisions(t *testing.T) {
 		wantCode   codes.Code
 	}{
 		{name: "least loaded wins", loads: loads{{2, 3}, {1, 1}, {4, 0}, {0, 0}}, model: "m1", want: "b"},
-		{name: "running counts like waiting", loads: loads{{0, 5}, {3, 3}, {1, 0}, {0, 0}}, model: "m1", want: "c"},
+		// A waiting request must be prefilled first; a running one mostly
+		// decodes alongside.
+		{name: "running costs less than waiting", loads: loads{{0, 5}, {3, 3}, {1, 0}, {0, 0}}, model: "m1", want: "a"},
 		{name: "model restricts candidates", loads: loads{{0, 0}, {0, 0}, {1, 1}, {5, 5}}, model: "m2", want: "c"},
-		{name: "exclusion honoured", loads: loads{{2, 3}, {1, 1}, {4, 0}, {0, 0}}, model: "m1", exclude: []string{"b"}, want: "c"},
+		{name: "exclusion honoured", loads: loads{{2, 3}, {1, 1}, {0, 4}, {0, 0}}, model: "m1", exclude: []string{"b"}, want: "c"},
 		{name: "exclusion of unknown id is harmless", loads: loads{{0, 0}, {1, 1}, {1, 1}, {0, 0}}, model: "m1", exclude: []string{"zz"}, want: "a"},
 		{name: "all excluded", loads: loads{}, model: "m2", exclude: []string{"c", "d"},
 			wantReject: routerv1.RejectCode_REJECT_CODE_NO_HEALTHY_ENDPOINT},
@@ -89,8 +91,8 @@ func TestRouteDecisions(t *testing.T) {
 			if tg.GetUrl() != workers[int(got[0]-'a')].URL() || tg.GetKind() != routerv1.TargetKind_TARGET_KIND_LOCAL || tg.GetServedModel() != tt.model {
 				t.Fatalf("target %v", tg)
 			}
-			if resp.GetDecision().GetStrategy() != "least-load" || !strings.HasPrefix(resp.GetDecision().GetReason(), "least load ") {
-				t.Fatalf("decision %v", resp.GetDecision())
+			if d := resp.GetDecision(); d.GetStrategy() != "kv-ttft" || !strings.HasPrefix(d.GetReason(), "predicted TTFT ") || d.GetPredictedTtftSeconds() <= 0 {
+				t.Fatalf("decision %v", d)
 			}
 		})
 	}
@@ -222,13 +224,12 @@ func TestExplainTable(t *testing.T) {
 		reason   string
 		waiting  int64
 		running  int64
-		score    float64
 		chosen   bool
 	}{
-		{"a", true, "", 1, 2, 3, true},
-		{"b", false, "excluded by request", 0, 1, 1, false},
-		{"c", false, "unhealthy: scrape http://", 0, 0, 0, false},
-		{"d", false, `does not serve model "m"`, 0, 0, 0, false},
+		{"a", true, "", 1, 2, true},
+		{"b", false, "excluded by request", 0, 1, false},
+		{"c", false, "unhealthy: scrape http://", 0, 0, false},
+		{"d", false, `does not serve model "m"`, 0, 0, false},
 	}
 	cands := resp.GetCandidates()
 	if len(cands) != len(want) {
@@ -237,9 +238,14 @@ func TestExplainTable(t *testing.T) {
 	for i, w := range want {
 		cd := cands[i]
 		if cd.GetEndpoint().GetId() != w.id || cd.GetEligible() != w.eligible || !strings.HasPrefix(cd.GetExcludedReason(), w.reason) ||
-			cd.GetWaiting() != w.waiting || cd.GetRunning() != w.running || cd.GetScore() != w.score || cd.GetChosen() != w.chosen ||
+			cd.GetWaiting() != w.waiting || cd.GetRunning() != w.running || cd.GetChosen() != w.chosen ||
 			cd.GetInFlight() != 0 {
 			t.Errorf("candidate %d = %v, want %+v", i, cd, w)
+		}
+		// Eligible candidates carry their prediction; nothing is cached
+		// (no body), so the score is the predicted TTFT.
+		if w.eligible != (cd.GetPredictedTtftSeconds() > 0) || cd.GetScore() != cd.GetPredictedTtftSeconds() {
+			t.Errorf("candidate %d: predicted %v score %v", i, cd.GetPredictedTtftSeconds(), cd.GetScore())
 		}
 	}
 	// Explain has no side effects: nothing is in flight, and asking again
@@ -292,10 +298,10 @@ func TestREST(t *testing.T) {
 				if err := json.Unmarshal(body, &out); err != nil {
 					t.Fatal(err)
 				}
-				if out.Result.Target.ID != "a" || out.Result.Decision.Strategy != "least-load" || len(out.Candidates) != 2 {
+				if out.Result.Target.ID != "a" || out.Result.Decision.Strategy != "kv-ttft" || len(out.Candidates) != 2 {
 					t.Fatalf("explain body %s", body)
 				}
-				if c := out.Candidates[0]; c.Endpoint.ID != "a" || !c.Eligible || !c.Chosen || c.Waiting != "2" || c.Score != 4 {
+				if c := out.Candidates[0]; c.Endpoint.ID != "a" || !c.Eligible || !c.Chosen || c.Waiting != "2" || c.Score <= 0 {
 					t.Fatalf("candidate a %+v in %s", c, body)
 				}
 				if !strings.Contains(string(body), `"excluded_reason":"does not serve model \"m\""`) {

@@ -1,6 +1,6 @@
 // Package load keeps the router's view of every endpoint's load (scraped
-// queue plus requests routed and not yet completed) and picks the least
-// loaded endpoint for a request.
+// queue plus requests routed and not yet completed), predicts each
+// candidate's time to first token for a request, and picks the minimum.
 //
 // # Counting without double counting
 //
@@ -16,15 +16,42 @@
 //     them completes before the next scrape, the scraped queue is reduced
 //     by one, so a finished request stops counting at once.
 //
-// load = max(0, waiting + running - completed_since_scrape) + fresh
+// ahead = max(0, waiting + running - completed_since_scrape) + fresh
+//
+// # Prefill work ahead
+//
+// What delays a first token most is the prefill of requests scheduled
+// before it. Every entry carries its uncached prompt tokens (predicted by
+// the deciding replica) and is pending until it is believed to have
+// started: its own predicted first-token time has passed, or a scrape
+// shows fewer waiting requests than the table has pending entries older
+// than the scrape (the oldest are then taken as started, first come first
+// served). Waiting requests the table knows nothing about (routed before
+// this replica started, or by someone else) are costed at the worker's
+// typical uncached size. The predictor (package predict) turns queue and
+// tokens into seconds and learns from each completion's TTFT.
+//
+// # Score
+//
+// The decision minimises score = predicted TTFT + recompute, where
+// recompute is RecomputeWeight × the time this candidate would spend
+// prefilling tokens another candidate already caches. The TTFT alone is
+// greedy for the one request: against an idle worker, the holder of a
+// prefix that is busy prefilling it for the previous request of a burst
+// looks no faster, and each worker would end up computing (and caching)
+// every popular prefix, dividing the fleet's cache by its size. The
+// recompute term charges that duplicated work, so requests stay with the
+// worker holding their prefix until its queue costs more than recomputing
+// the prefix elsewhere: then the router moves on.
 //
 // A consequence worth knowing: when completions never arrive (no NATS, or
 // a gateway that does not publish them), an entry stops weighing on the
-// score at the next scrape and only lingers in the in_flight figure until
-// its TTL ends; routing quality degrades to scrape-only, not to nonsense.
+// queue at the next scrape and only lingers in the in_flight figure until
+// its TTL ends; nothing is learned, and predictions stay at the prior.
 package load
 
 import (
+	"math"
 	"slices"
 	"sort"
 	"strconv"
@@ -32,6 +59,7 @@ import (
 	"time"
 
 	"github.com/switchyard-dev/switchyard/services/router/internal/endpoints"
+	"github.com/switchyard-dev/switchyard/services/router/internal/predict"
 	"github.com/switchyard-dev/switchyard/services/router/internal/scrape"
 )
 
@@ -69,6 +97,13 @@ type Load struct {
 	// CompletedSinceScrape counts completions of entries the last scrape
 	// already included.
 	CompletedSinceScrape int64
+	// Pending counts entries whose prefill is believed not started, and
+	// PendingTokens their uncached prompt tokens.
+	Pending       int64
+	PendingTokens int64
+	// Untracked is the scraped waiting requests the table has no pending
+	// entry for.
+	Untracked int64
 }
 
 // Queue is the scraped queue corrected for completions since the scrape.
@@ -76,41 +111,137 @@ func (l Load) Queue() int64 {
 	return max(0, l.Waiting+l.Running-l.CompletedSinceScrape)
 }
 
-// Score is the number the decision minimises.
-func (l Load) Score() int64 { return l.Queue() + l.Fresh }
+// Ahead is the number of requests queued or running ahead of a new one.
+func (l Load) Ahead() int64 { return l.Queue() + l.Fresh }
 
-// Choice is a successful decision. It is a plain value (strings share the
-// table's backing memory) so Route allocates nothing for it.
+// Estimate is a predicted TTFT on one endpoint and how it breaks down.
+type Estimate struct {
+	// TTFT = Wait + Prefill, seconds.
+	TTFT float64
+	// Wait is the time for what is ahead: the fixed cost, the requests
+	// queued or running, and the prefill tokens ahead.
+	Wait float64
+	// Prefill is the time for the request's own uncached tokens.
+	Prefill float64
+	// TokensAhead is the prefill work ahead in tokens (tracked pending
+	// entries plus untracked waiting requests at the typical size).
+	TokensAhead float64
+	// PrefillRate is the endpoint's learned rate, tokens per second.
+	PrefillRate float64
+	// Features are the predictor's inputs; kept with the entry to learn
+	// from its completion.
+	Features predict.Features
+	// Recompute is the charge for prefilling tokens another candidate
+	// caches, seconds; Score = TTFT + Recompute is what is minimised.
+	Recompute float64
+	Score     float64
+}
+
+// Request is what a decision needs to know about the request.
+type Request struct {
+	Model   string
+	ID      string
+	Exclude []string
+	// PromptTokens is the prompt length (0 when unknown).
+	PromptTokens int64
+	// Cached reports the prompt tokens already cached on an endpoint; nil
+	// means nothing is cached anywhere.
+	Cached func(endpointID string) int64
+}
+
+func (r *Request) cached(id string) int64 {
+	if r.Cached == nil {
+		return 0
+	}
+	return min(max(0, r.Cached(id)), r.PromptTokens)
+}
+
+// Choice is a successful decision.
 type Choice struct {
 	EndpointID string
 	URL        string
 	Kind       string
 	Load       Load
+	Estimate   Estimate
+	// CachedTokens on the chosen endpoint, and the request's PromptTokens.
+	CachedTokens int64
+	PromptTokens int64
 	// Candidates is how many eligible endpoints competed.
 	Candidates int
+	// RunnerUp is the best endpoint that lost; empty ID when none.
+	RunnerUp Contender
 }
+
+// Contender summarises a losing candidate for the reason text.
+type Contender struct {
+	ID           string
+	TTFT         float64
+	Score        float64
+	CachedTokens int64
+	Ahead        int64
+}
+
+// Strategy names the decision rule in Decision.strategy.
+const Strategy = "kv-ttft"
 
 // Reason renders why the choice won, for Decision.reason.
 func (c Choice) Reason() string {
-	b := make([]byte, 0, 128)
-	b = append(b, "least load "...)
-	b = strconv.AppendInt(b, c.Load.Score(), 10)
-	b = append(b, " = queue "...)
-	b = strconv.AppendInt(b, c.Load.Queue(), 10)
-	b = append(b, " (waiting "...)
-	b = strconv.AppendInt(b, c.Load.Waiting, 10)
-	b = append(b, ", running "...)
-	b = strconv.AppendInt(b, c.Load.Running, 10)
-	if c.Load.CompletedSinceScrape > 0 {
-		b = append(b, ", completed since scrape "...)
-		b = strconv.AppendInt(b, c.Load.CompletedSinceScrape, 10)
+	e := c.Estimate
+	b := make([]byte, 0, 256)
+	b = append(b, "predicted TTFT "...)
+	b = appendSeconds(b, e.TTFT)
+	b = append(b, " = wait "...)
+	b = appendSeconds(b, e.Wait)
+	b = append(b, " (ahead: "...)
+	b = strconv.AppendInt(b, c.Load.Ahead(), 10)
+	b = append(b, " requests, "...)
+	b = strconv.AppendInt(b, int64(math.Round(e.TokensAhead)), 10)
+	b = append(b, " prefill tokens) + prefill "...)
+	b = appendSeconds(b, e.Prefill)
+	if c.PromptTokens > 0 {
+		b = append(b, " ("...)
+		b = strconv.AppendInt(b, c.PromptTokens-c.CachedTokens, 10)
+		b = append(b, " uncached of "...)
+		b = strconv.AppendInt(b, c.PromptTokens, 10)
+		b = append(b, " prompt tokens, "...)
+		b = strconv.AppendInt(b, c.CachedTokens, 10)
+		b = append(b, " cached, at "...)
+	} else {
+		b = append(b, " (prompt unknown: typical uncached size, at "...)
 	}
-	b = append(b, ") + "...)
-	b = strconv.AppendInt(b, c.Load.Fresh, 10)
-	b = append(b, " routed since scrape, among "...)
+	b = strconv.AppendInt(b, int64(math.Round(e.PrefillRate)), 10)
+	b = append(b, " tok/s)"...)
+	if e.Recompute > 0 {
+		b = append(b, "; score "...)
+		b = appendSeconds(b, e.Score)
+		b = append(b, " with recompute "...)
+		b = appendSeconds(b, e.Recompute)
+	}
+	if r := c.RunnerUp; r.ID != "" {
+		b = append(b, "; next best "...)
+		b = append(b, r.ID...)
+		b = append(b, ' ')
+		b = appendSeconds(b, r.TTFT)
+		b = append(b, " ("...)
+		if r.Score != r.TTFT {
+			b = append(b, "score "...)
+			b = appendSeconds(b, r.Score)
+			b = append(b, ", "...)
+		}
+		b = strconv.AppendInt(b, r.CachedTokens, 10)
+		b = append(b, " cached, "...)
+		b = strconv.AppendInt(b, r.Ahead, 10)
+		b = append(b, " ahead)"...)
+	}
+	b = append(b, "; "...)
 	b = strconv.AppendInt(b, int64(c.Candidates), 10)
 	b = append(b, " eligible"...)
 	return string(b)
+}
+
+func appendSeconds(b []byte, s float64) []byte {
+	b = strconv.AppendFloat(b, s, 'f', 3, 64)
+	return append(b, 's')
 }
 
 // Row is one line of an Explain table.
@@ -118,8 +249,12 @@ type Row struct {
 	Endpoint       EndpointView
 	Eligible       bool
 	ExcludedReason string
-	Score          int64
-	Chosen         bool
+	// Score is what the decision minimises, in seconds (the predicted
+	// TTFT plus the recompute charge); set for eligible rows.
+	Score        float64
+	Estimate     Estimate
+	CachedTokens int64
+	Chosen       bool
 }
 
 // EndpointView is a copy of an endpoint's state for listings.
@@ -135,12 +270,57 @@ type EndpointView struct {
 	BlockSize    int
 	// LastScrape is the end of the last successful scrape; zero if none.
 	LastScrape time.Time
+	// The predictor's current coefficients.
+	PrefillRate float64
+	PerQueued   float64
+	Base        float64
+	AvgUncached float64
+	Learned     int
 }
+
+// Candidate is an eligible endpoint before the decision.
+type Candidate struct {
+	ID string
+	// BlockSize is the scraped vllm:cache_config_info block size, 0 when
+	// unknown.
+	BlockSize int
+}
+
+// Completion is the end of a routed request on an endpoint.
+type Completion struct {
+	RequestID string
+	// EndpointID is empty when unknown: every endpoint's entry for the
+	// request is released.
+	EndpointID string
+	At         time.Time
+	Success    bool
+	// TTFTSeconds is zero when no first token arrived.
+	TTFTSeconds  float64
+	PromptTokens int64
+	CachedTokens int64
+}
+
+// Config tunes the decision.
+type Config struct {
+	// Prior is where every endpoint's predictor starts.
+	Prior predict.Prior
+	// RecomputeWeight scales the charge for prefilling tokens another
+	// candidate caches (see Score in the package comment); 0 ranks on
+	// predicted TTFT alone.
+	RecomputeWeight float64
+}
+
+// fleetWeight is how many completions' worth the fleet's estimate counts
+// in an endpoint's prediction (predict.Blend): an endpoint that has served
+// a handful of requests is predicted mostly like its fleet.
+const fleetWeight = 5
 
 // Table is the live state of every endpoint. All methods are safe for
 // concurrent use. The lock is held only for in-memory work, never across
 // I/O.
 type Table struct {
+	cfg Config
+
 	mu       sync.Mutex
 	byID     map[string]*endpoint
 	order    []*endpoint            // sorted by id: stable Explain and listings
@@ -155,6 +335,13 @@ type Table struct {
 	// so the completion can overtake the decision; the late decision must
 	// then not create an entry nobody will ever release.
 	tombstones map[requestKey]time.Time
+
+	// observer, when set, hears every learned completion (metrics).
+	observer func(endpointID string, predicted, observed float64)
+
+	// fleet learns from every endpoint's completions, per requested
+	// model, and stands in for endpoints with little history of their own.
+	fleet map[string]*predict.Model
 }
 
 type requestKey struct{ request, endpoint string }
@@ -172,16 +359,70 @@ type endpoint struct {
 	lastScrape time.Time // end of last successful scrape
 	scrapeSent time.Time // start of last successful scrape; splits fresh from old
 
-	entries          map[string]time.Time // request id -> decided at (local clock)
+	entries          map[string]*entry
 	fresh            int64
 	completedOld     int64
 	modelsConfigured bool
+
+	// queue holds entries in predicted first-token order; entries leave it
+	// lazily once no longer pending.
+	queue         []*entry
+	pending       int64
+	pendingTokens int64
+	pendingOld    int64
+
+	model predict.Model
+}
+
+type entry struct {
+	at      time.Time // decided (local clock)
+	model   string    // requested model: keys the fleet predictor
+	old     bool      // decided before the last scrape was sent
+	pending bool      // prefill believed not started
+	tokens  int64     // uncached prompt tokens, as predicted
+	doneAt  time.Time // predicted first token
+	feat    predict.Features
+	predict float64
 }
 
 // NewTable returns an empty table.
-func NewTable() *Table {
-	return &Table{byID: map[string]*endpoint{}, byModel: map[string][]*endpoint{}, firstRound: make(chan struct{}),
-		tombstones: map[requestKey]time.Time{}}
+func NewTable(cfg Config) *Table {
+	cfg.RecomputeWeight = max(0, cfg.RecomputeWeight)
+	return &Table{cfg: cfg, byID: map[string]*endpoint{}, byModel: map[string][]*endpoint{}, firstRound: make(chan struct{}),
+		tombstones: map[requestKey]time.Time{}, fleet: map[string]*predict.Model{}}
+}
+
+// fleetModel returns model's fleet-wide predictor, creating it.
+func (t *Table) fleetModel(model string) *predict.Model {
+	m := t.fleet[model]
+	if m == nil {
+		if len(t.fleet) >= maxFleetModels {
+			// Model names come from clients; unknown ones never reach
+			// here (no candidates), but bound the map regardless.
+			clear(t.fleet)
+		}
+		nm := predict.New(t.cfg.Prior)
+		m = &nm
+		t.fleet[model] = m
+	}
+	return m
+}
+
+const maxFleetModels = 1024
+
+// predictor is the model an endpoint is predicted with for a request of
+// model: its own, blended with the fleet's.
+func (t *Table) predictor(ep *endpoint, model string) predict.Model {
+	return predict.Blend(&ep.model, t.fleetModel(model), fleetWeight)
+}
+
+// OnLearn sets a hook called (under the table lock: keep it cheap) with the
+// predicted and observed TTFT of every completion the predictor learns
+// from.
+func (t *Table) OnLearn(f func(endpointID string, predicted, observed float64)) {
+	t.mu.Lock()
+	t.observer = f
+	t.mu.Unlock()
 }
 
 // FirstRound is closed once every endpoint of a non-empty set has been
@@ -202,8 +443,8 @@ func (t *Table) checkFirstRoundLocked() {
 }
 
 // SetEndpoints replaces the endpoint set. Endpoints that stay keep their
-// state and in-flight entries; removed ones are dropped with theirs; an
-// endpoint whose URL changed starts over as not yet scraped.
+// state, in-flight entries and learned rates; removed ones are dropped with
+// theirs; an endpoint whose URL changed starts over as not yet scraped.
 func (t *Table) SetEndpoints(specs []endpoints.Spec) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -211,7 +452,7 @@ func (t *Table) SetEndpoints(specs []endpoints.Spec) {
 	for _, s := range specs {
 		ep, ok := t.byID[s.ID]
 		if !ok || ep.spec.URL != s.URL {
-			ep = &endpoint{entries: map[string]time.Time{}, lastErr: "not scraped yet"}
+			ep = &endpoint{entries: map[string]*entry{}, lastErr: "not scraped yet", model: predict.New(t.cfg.Prior)}
 		}
 		ep.spec = s
 		if len(s.Models) > 0 {
@@ -266,80 +507,243 @@ func (t *Table) Observe(id string, started time.Time, res scrape.Result) {
 	ep.scrapeSent = started
 	ep.completedOld = 0
 	ep.fresh = 0
-	for _, at := range ep.entries {
-		if !at.Before(started) {
+	for _, e := range ep.entries {
+		if !e.at.Before(started) {
 			ep.fresh++
+			continue
+		}
+		if !e.old {
+			e.old = true
+			if e.pending {
+				ep.pendingOld++
+			}
 		}
 	}
+	// The worker has fewer waiting requests than we have pending ones it
+	// already knew of: the oldest of those have started.
+	if excess := ep.pendingOld - res.Waiting; excess > 0 {
+		for _, e := range ep.queue {
+			if excess == 0 {
+				break
+			}
+			if e.pending && e.old {
+				ep.unpend(e)
+				excess--
+			}
+		}
+	}
+	ep.queue = slices.DeleteFunc(ep.queue, func(e *entry) bool { return !e.pending })
 	if res.Models != nil && !ep.modelsConfigured && !slices.Equal(res.Models, ep.models) {
 		ep.models = slices.Clone(res.Models)
 		t.rebuildModelsLocked()
 	}
 }
 
-// Route picks the least-loaded eligible endpoint for model and, when one is
-// found, records requestID as in flight on it at now. Ties go to the first
-// endpoint at or after a start index that advances with every decision, so
-// a burst against equally idle endpoints spreads instead of piling onto the
-// first one; given the same state the choice is deterministic.
-func (t *Table) Route(model string, exclude []string, requestID string, now time.Time) (Choice, Outcome) {
+// Candidates appends to dst the eligible endpoints for model (healthy, not
+// excluded), in id order, and says why there are none when so. The caller
+// looks up cached tokens for them before calling Route.
+func (t *Table) Candidates(model string, exclude []string, dst []Candidate) ([]Candidate, Outcome) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	c, out, best := t.pickLocked(model, exclude)
+	cands := t.byModel[model]
+	if len(cands) == 0 {
+		return dst, ModelNotFound
+	}
+	n := len(dst)
+	for _, ep := range cands {
+		if ep.healthy && !slices.Contains(exclude, ep.spec.ID) {
+			dst = append(dst, Candidate{ID: ep.spec.ID, BlockSize: ep.blockSize})
+		}
+	}
+	if len(dst) == n {
+		return dst, NoHealthyEndpoint
+	}
+	return dst, Routed
+}
+
+// Route picks the eligible endpoint with the lowest predicted TTFT for req
+// and records req.ID as in flight on it at now. Near-ties (within a
+// millisecond or 1%) go to the first endpoint at or after a start index
+// that advances with every decision, so a burst against equally idle
+// endpoints spreads instead of piling onto the first one; given the same
+// state the choice is deterministic.
+func (t *Table) Route(req Request, now time.Time) (Choice, Outcome) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	c, out, best := t.pickLocked(&req, now)
 	if out != Routed {
 		return c, out
 	}
 	t.rotation++
-	if _, dup := best.entries[requestID]; !dup {
-		best.entries[requestID] = now
-		if !now.Before(best.scrapeSent) {
-			best.fresh++
-		}
-	}
-	// The choice reports the load the decision was made on.
+	m := t.predictor(best, req.Model)
+	best.record(req.ID, req.Model, now, uncachedWith(&m, c.PromptTokens, c.CachedTokens), c.Estimate)
+	// The choice reports the state the decision was made on.
 	return c, out
 }
 
 // Pick is Route without side effects: the endpoint the next Route would
 // choose in the current state.
-func (t *Table) Pick(model string, exclude []string) (Choice, Outcome) {
+func (t *Table) Pick(req Request, now time.Time) (Choice, Outcome) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	c, out, _ := t.pickLocked(model, exclude)
+	c, out, _ := t.pickLocked(&req, now)
 	return c, out
 }
 
-func (t *Table) pickLocked(model string, exclude []string) (Choice, Outcome, *endpoint) {
-	cands := t.byModel[model]
+// beats reports whether score s is better than best by more than the
+// tie tolerance.
+func beats(s, best float64) bool {
+	return s < best-max(1e-3, 0.01*best)
+}
+
+// uncachedWith is the prefill a request needs: its uncached tokens, or,
+// when the prompt is unknown, the typical uncached size under m.
+func uncachedWith(m *predict.Model, prompt, cached int64) int64 {
+	if prompt <= 0 {
+		return int64(math.Round(m.AvgUncached()))
+	}
+	return prompt - cached
+}
+
+func (t *Table) pickLocked(req *Request, now time.Time) (Choice, Outcome, *endpoint) {
+	cands := t.byModel[req.Model]
 	n := len(cands)
 	if n == 0 {
 		return Choice{}, ModelNotFound, nil
 	}
+	prompt := max(0, req.PromptTokens)
 	start := int(t.rotation % uint64(n))
-	var best *endpoint
-	var bestScore int64
+	var maxCached int64
+	for _, ep := range cands {
+		if ep.healthy && !slices.Contains(req.Exclude, ep.spec.ID) {
+			maxCached = max(maxCached, req.cached(ep.spec.ID))
+		}
+	}
+	var best, second *endpoint
+	var bestEst, secondEst Estimate
+	var bestCached, secondCached int64
 	eligible := 0
 	for i := 0; i < n; i++ {
 		ep := cands[(start+i)%n]
-		if !ep.healthy || slices.Contains(exclude, ep.spec.ID) {
+		if !ep.healthy || slices.Contains(req.Exclude, ep.spec.ID) {
 			continue
 		}
 		eligible++
-		s := ep.load().Score()
-		if best == nil || s < bestScore {
-			best, bestScore = ep, s
+		cached := req.cached(ep.spec.ID)
+		est := t.estimate(ep, req.Model, now, prompt, cached, maxCached-cached)
+		switch {
+		case best == nil:
+			best, bestEst, bestCached = ep, est, cached
+		case beats(est.Score, bestEst.Score):
+			second, secondEst, secondCached = best, bestEst, bestCached
+			best, bestEst, bestCached = ep, est, cached
+		case second == nil || est.Score < secondEst.Score:
+			second, secondEst, secondCached = ep, est, cached
 		}
 	}
 	if best == nil {
 		return Choice{}, NoHealthyEndpoint, nil
 	}
-	return Choice{
-		EndpointID: best.spec.ID,
-		URL:        best.spec.URL,
-		Kind:       best.spec.Kind,
-		Load:       best.load(),
-		Candidates: eligible,
-	}, Routed, best
+	c := Choice{
+		EndpointID:   best.spec.ID,
+		URL:          best.spec.URL,
+		Kind:         best.spec.Kind,
+		Load:         best.load(),
+		Estimate:     bestEst,
+		CachedTokens: bestCached,
+		PromptTokens: prompt,
+		Candidates:   eligible,
+	}
+	if second != nil {
+		c.RunnerUp = Contender{ID: second.spec.ID, TTFT: secondEst.TTFT, Score: secondEst.Score, CachedTokens: secondCached, Ahead: second.load().Ahead()}
+	}
+	return c, Routed, best
+}
+
+// estimate predicts the TTFT on ep at now of a request for model with
+// prompt tokens of which cached are cached there, and scores it with the
+// recompute charge for recompute tokens cached on another candidate.
+func (t *Table) estimate(ep *endpoint, model string, now time.Time, prompt, cached, recompute int64) Estimate {
+	m := t.predictor(ep, model)
+	e := ep.estimate(now, uncachedWith(&m, prompt, cached), &m)
+	if recompute > 0 && t.cfg.RecomputeWeight > 0 {
+		e.Recompute = t.cfg.RecomputeWeight * float64(recompute) / e.PrefillRate
+	}
+	e.Score = e.TTFT + e.Recompute
+	return e
+}
+
+// estimate predicts with m the TTFT of a request with uncached tokens on ep
+// at now.
+func (ep *endpoint) estimate(now time.Time, uncached int64, m *predict.Model) Estimate {
+	ep.settle(now)
+	l := ep.load()
+	ahead := float64(ep.pendingTokens) + float64(l.Untracked)*m.AvgUncached()
+	f := predict.Features{Queued: float64(l.Ahead()), Tokens: ahead + float64(uncached)}
+	wait, prefill := m.Split(f, float64(uncached))
+	return Estimate{
+		TTFT:        wait + prefill,
+		Wait:        wait,
+		Prefill:     prefill,
+		TokensAhead: ahead,
+		PrefillRate: m.PrefillRate(),
+		Features:    f,
+		Score:       wait + prefill,
+	}
+}
+
+// settle ends the pending state of entries whose predicted first token has
+// passed. The queue is in predicted first-token order, so only its front
+// needs looking at.
+func (ep *endpoint) settle(now time.Time) {
+	i := 0
+	for ; i < len(ep.queue); i++ {
+		e := ep.queue[i]
+		if e.pending && e.doneAt.After(now) {
+			break
+		}
+		ep.unpend(e)
+	}
+	if i > 0 {
+		ep.queue = ep.queue[i:]
+	}
+}
+
+func (ep *endpoint) unpend(e *entry) {
+	if !e.pending {
+		return
+	}
+	e.pending = false
+	ep.pending--
+	ep.pendingTokens -= e.tokens
+	if e.old {
+		ep.pendingOld--
+	}
+}
+
+// record adds an in-flight entry for a request of model decided at `at`
+// with est, unless one exists for id.
+func (ep *endpoint) record(id, model string, at time.Time, uncached int64, est Estimate) {
+	if _, dup := ep.entries[id]; dup {
+		return
+	}
+	e := &entry{at: at, model: model, pending: true, tokens: max(0, uncached), feat: est.Features, predict: est.TTFT}
+	e.doneAt = at.Add(time.Duration(est.TTFT * float64(time.Second)))
+	if n := len(ep.queue); n > 0 && e.doneAt.Before(ep.queue[n-1].doneAt) {
+		// Prefill is first come first served: nobody starts before the
+		// requests ahead of it.
+		e.doneAt = ep.queue[n-1].doneAt
+	}
+	if at.Before(ep.scrapeSent) {
+		e.old = true
+		ep.pendingOld++
+	} else {
+		ep.fresh++
+	}
+	ep.entries[id] = e
+	ep.queue = append(ep.queue, e)
+	ep.pending++
+	ep.pendingTokens += e.tokens
 }
 
 func (ep *endpoint) load() Load {
@@ -349,41 +753,57 @@ func (ep *endpoint) load() Load {
 		Waiting:              ep.waiting,
 		Running:              ep.running,
 		CompletedSinceScrape: ep.completedOld,
+		Pending:              ep.pending,
+		PendingTokens:        ep.pendingTokens,
+		Untracked:            max(0, ep.waiting-ep.pendingOld),
 	}
 }
 
 // Explain returns every known endpoint as a row, in id order, with the
-// reason an ineligible one was left out, and the outcome Pick would return.
-func (t *Table) Explain(model string, exclude []string) ([]Row, Choice, Outcome) {
+// predicted TTFT of eligible ones and the reason an ineligible one was left
+// out, and the outcome Pick would return.
+func (t *Table) Explain(req Request, now time.Time) ([]Row, Choice, Outcome) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	c, out, best := t.pickLocked(model, exclude)
+	c, out, best := t.pickLocked(&req, now)
 	rows := make([]Row, 0, len(t.order))
+	prompt := max(0, req.PromptTokens)
+	var maxCached int64
+	for _, ep := range t.byModel[req.Model] {
+		if ep.healthy && !slices.Contains(req.Exclude, ep.spec.ID) {
+			maxCached = max(maxCached, req.cached(ep.spec.ID))
+		}
+	}
 	for _, ep := range t.order {
-		r := Row{Endpoint: ep.viewLocked(), Score: ep.load().Score(), Chosen: ep == best}
+		r := Row{Endpoint: ep.viewLocked(), Chosen: ep == best}
 		switch {
-		case !slices.Contains(ep.models, model):
+		case !slices.Contains(ep.models, req.Model):
 			if len(ep.models) == 0 {
 				r.ExcludedReason = "models not known yet (not scraped successfully)"
 			} else {
-				r.ExcludedReason = "does not serve model " + strconv.Quote(model)
+				r.ExcludedReason = "does not serve model " + strconv.Quote(req.Model)
 			}
-		case slices.Contains(exclude, ep.spec.ID):
+		case slices.Contains(req.Exclude, ep.spec.ID):
 			r.ExcludedReason = "excluded by request"
 		case !ep.healthy:
 			r.ExcludedReason = "unhealthy: " + ep.lastErr
 		default:
 			r.Eligible = true
+			r.CachedTokens = req.cached(ep.spec.ID)
+			r.Estimate = t.estimate(ep, req.Model, now, prompt, r.CachedTokens, maxCached-r.CachedTokens)
+			r.Score = r.Estimate.Score
 		}
 		rows = append(rows, r)
 	}
 	return rows, c, out
 }
 
-// AddInFlight records a decision made elsewhere (another replica). It is
-// idempotent per (request, endpoint). Unknown endpoints are ignored, and so
-// are decisions whose completion already arrived.
-func (t *Table) AddInFlight(requestID, endpointID string, at time.Time) {
+// AddInFlight records a decision made elsewhere (another replica) for a
+// request of model with a prompt of promptTokens, cachedTokens of them
+// predicted cached. It is idempotent per (request, endpoint). Unknown
+// endpoints are ignored, and so are decisions whose completion already
+// arrived.
+func (t *Table) AddInFlight(requestID, endpointID, model string, at time.Time, promptTokens, cachedTokens int64) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	ep := t.byID[endpointID]
@@ -403,43 +823,64 @@ func (t *Table) AddInFlight(requestID, endpointID string, at time.Time) {
 			return // an any-endpoint completion may cover several attempts; it expires with the TTL
 		}
 	}
-	ep.entries[requestID] = at
-	if !at.Before(ep.scrapeSent) {
-		ep.fresh++
-	}
+	cached := min(max(0, cachedTokens), max(0, promptTokens))
+	est := t.estimate(ep, model, at, max(0, promptTokens), cached, 0)
+	m := t.predictor(ep, model)
+	ep.record(requestID, model, at, uncachedWith(&m, max(0, promptTokens), cached), est)
 }
 
-// Complete releases a request's in-flight entry on endpointID, or on every
-// endpoint when endpointID is empty. It reports whether anything was
-// released; when nothing was, the completion is remembered (until the
-// in-flight TTL) so that a decision arriving after it is ignored.
-func (t *Table) Complete(requestID, endpointID string, at time.Time) bool {
+// Complete releases a request's in-flight entry on c.EndpointID, or on
+// every endpoint when it is empty, and learns from its TTFT. It reports
+// whether anything was released; when nothing was, the completion is
+// remembered (until the in-flight TTL) so that a decision arriving after it
+// is ignored.
+func (t *Table) Complete(c Completion) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	released := false
-	if endpointID != "" {
-		ep := t.byID[endpointID]
-		released = ep != nil && ep.completeLocked(requestID)
+	if c.EndpointID != "" {
+		ep := t.byID[c.EndpointID]
+		released = ep != nil && t.completeLocked(ep, &c)
 	} else {
 		for _, ep := range t.order {
-			if ep.completeLocked(requestID) {
+			if t.completeLocked(ep, &c) {
 				released = true
 			}
 		}
 	}
 	if !released {
-		t.tombstones[requestKey{requestID, endpointID}] = at
+		t.tombstones[requestKey{c.RequestID, c.EndpointID}] = c.At
 	}
 	return released
 }
 
-func (ep *endpoint) completeLocked(requestID string) bool {
-	at, ok := ep.entries[requestID]
+func (t *Table) completeLocked(ep *endpoint, c *Completion) bool {
+	e, ok := ep.entries[c.RequestID]
 	if !ok {
 		return false
 	}
-	delete(ep.entries, requestID)
-	if at.Before(ep.scrapeSent) {
+	if c.Success && c.TTFTSeconds > 0 {
+		uncached := e.tokens
+		if c.PromptTokens > 0 {
+			uncached = max(0, c.PromptTokens-max(0, c.CachedTokens))
+		}
+		// Learn from what the request really needed, not from what the
+		// router guessed it would.
+		f := e.feat
+		f.Tokens = max(0, f.Tokens-float64(e.tokens)+float64(uncached))
+		if t.observer != nil {
+			m := t.predictor(ep, e.model)
+			t.observer(ep.spec.ID, m.Predict(f), c.TTFTSeconds)
+		}
+		ep.model.Observe(f, c.TTFTSeconds)
+		ep.model.ObserveUncached(float64(uncached))
+		fm := t.fleetModel(e.model)
+		fm.Observe(f, c.TTFTSeconds)
+		fm.ObserveUncached(float64(uncached))
+	}
+	ep.unpend(e)
+	delete(ep.entries, c.RequestID)
+	if e.at.Before(ep.scrapeSent) {
 		ep.completedOld++
 	} else {
 		ep.fresh--
@@ -461,12 +902,13 @@ func (t *Table) Expire(cutoff time.Time) int {
 	}
 	n := 0
 	for _, ep := range t.order {
-		for id, at := range ep.entries {
-			if !at.Before(cutoff) {
+		for id, e := range ep.entries {
+			if !e.at.Before(cutoff) {
 				continue
 			}
+			ep.unpend(e)
 			delete(ep.entries, id)
-			if !at.Before(ep.scrapeSent) {
+			if !e.at.Before(ep.scrapeSent) {
 				ep.fresh--
 			}
 			n++
@@ -502,6 +944,11 @@ func (ep *endpoint) viewLocked() EndpointView {
 		KVCacheUsage: ep.kvUsage,
 		BlockSize:    ep.blockSize,
 		LastScrape:   ep.lastScrape,
+		PrefillRate:  ep.model.PrefillRate(),
+		PerQueued:    ep.model.PerQueued(),
+		Base:         ep.model.Base(),
+		AvgUncached:  ep.model.AvgUncached(),
+		Learned:      ep.model.Samples(),
 	}
 }
 
@@ -520,9 +967,12 @@ func (t *Table) Attempted() bool {
 
 // Stats is a cheap per-endpoint snapshot for metrics collection.
 type Stats struct {
-	ID       string
-	Healthy  bool
-	InFlight int64
+	ID            string
+	Healthy       bool
+	InFlight      int64
+	PendingTokens int64
+	PrefillRate   float64
+	PerQueued     float64
 }
 
 // AppendStats appends one Stats per endpoint to dst.
@@ -530,7 +980,8 @@ func (t *Table) AppendStats(dst []Stats) []Stats {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for _, ep := range t.order {
-		dst = append(dst, Stats{ID: ep.spec.ID, Healthy: ep.healthy, InFlight: int64(len(ep.entries))})
+		dst = append(dst, Stats{ID: ep.spec.ID, Healthy: ep.healthy, InFlight: int64(len(ep.entries)),
+			PendingTokens: ep.pendingTokens, PrefillRate: ep.model.PrefillRate(), PerQueued: ep.model.PerQueued()})
 	}
 	return dst
 }

@@ -20,19 +20,44 @@ import (
 
 // Tracker is the in-flight state the events update.
 type Tracker interface {
-	AddInFlight(requestID, endpointID string, at time.Time)
-	Complete(requestID, endpointID string, at time.Time) bool
+	AddInFlight(PeerDecision)
+	Complete(Completion) bool
 }
 
-// Config for Connect.
+// PeerDecision is another replica's decision as the tracker needs it.
+type PeerDecision struct {
+	RequestID  string
+	EndpointID string
+	Model      string
+	// At is the local receive time: it is compared with local scrape
+	// times, so both come from one clock, immune to skew between pods.
+	At           time.Time
+	PromptTokens int64
+	CachedTokens int64
+}
+
+// Completion is the gateway's report that a routed attempt ended.
+type Completion struct {
+	RequestID  string
+	EndpointID string
+	At         time.Time
+	Success    bool
+	// TTFTSeconds is zero when no first token arrived.
+	TTFTSeconds  float64
+	PromptTokens int64
+	CachedTokens int64
+}
+
+// Config for New.
 type Config struct {
-	URL      string
+	// Conn is the router's NATS connection, shared with its other NATS
+	// users; the router drains it after they all stopped.
+	Conn     *nats.Conn
 	RouterID string
 	Tracker  Tracker
 	// MaxAge drops peer decisions older than this when they arrive (e.g.
 	// replayed from a reconnect buffer): their entry would expire anyway.
-	MaxAge       time.Duration
-	DrainTimeout time.Duration
+	MaxAge time.Duration
 	// Hooks for metrics; any may be nil.
 	OnDecision   func()       // a peer decision was applied
 	OnCompletion func(bool)   // a completion arrived; true if it released something
@@ -43,11 +68,13 @@ type Config struct {
 
 // Decision is what Publish needs; a value so queueing it allocates nothing.
 type Decision struct {
-	RequestID  string
-	EndpointID string
-	Model      string
-	Tenant     string
-	At         time.Time
+	RequestID    string
+	EndpointID   string
+	Model        string
+	Tenant       string
+	At           time.Time
+	PromptTokens int64
+	CachedTokens int64
 }
 
 // queueSize bounds decisions waiting to be published. Publishing happens on
@@ -58,69 +85,37 @@ const queueSize = 4096
 // Sync is a live replica link.
 type Sync struct {
 	cfg   Config
-	nc    *nats.Conn
 	queue chan Decision
-	done  chan struct{} // closed when the connection is closed
+	subs  []*nats.Subscription
 }
 
-// Connect connects to NATS and subscribes. An unreachable server is not an
-// error: the connection keeps retrying in the background and the router
-// routes on its own meanwhile.
-func Connect(cfg Config) (*Sync, error) {
-	if cfg.DrainTimeout <= 0 {
-		cfg.DrainTimeout = 5 * time.Second
-	}
-	s := &Sync{cfg: cfg, queue: make(chan Decision, queueSize), done: make(chan struct{})}
-	log := cfg.Log
-	nc, err := nats.Connect(cfg.URL,
-		nats.Name("switchyard-router "+cfg.RouterID),
-		nats.RetryOnFailedConnect(true),
-		nats.MaxReconnects(-1),
-		nats.ReconnectWait(500*time.Millisecond),
-		nats.DrainTimeout(cfg.DrainTimeout),
-		nats.ConnectHandler(func(c *nats.Conn) {
-			log.Info().Str("server", c.ConnectedUrlRedacted()).Msg("nats connected")
-		}),
-		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
-			if err != nil {
-				log.Warn().Err(err).Msg("nats disconnected")
-			}
-		}),
-		nats.ReconnectHandler(func(c *nats.Conn) {
-			log.Info().Str("server", c.ConnectedUrlRedacted()).Msg("nats reconnected")
-		}),
-		nats.ErrorHandler(func(_ *nats.Conn, sub *nats.Subscription, err error) {
-			ev := log.Warn().Err(err)
-			if sub != nil {
-				ev = ev.Str("subject", sub.Subject)
-			}
-			ev.Msg("nats async error")
-		}),
-		nats.ClosedHandler(func(*nats.Conn) { close(s.done) }),
-	)
-	if err != nil {
-		return nil, fmt.Errorf("connect nats %s: %w", redact(cfg.URL), err)
-	}
-	s.nc = nc
-	if _, err := nc.Subscribe(bus.SubjectRouteDecided, s.onDecision); err != nil {
-		nc.Close()
-		return nil, fmt.Errorf("subscribe %s: %w", bus.SubjectRouteDecided, err)
-	}
-	if _, err := nc.Subscribe(bus.SubjectRouteCompleted, s.onCompletion); err != nil {
-		nc.Close()
-		return nil, fmt.Errorf("subscribe %s: %w", bus.SubjectRouteCompleted, err)
+// New subscribes to peer decisions and completions on cfg.Conn. A
+// connection that is not up yet is fine: nats.go sends the subscriptions
+// once it connects, and the router routes on its own meanwhile.
+func New(cfg Config) (*Sync, error) {
+	s := &Sync{cfg: cfg, queue: make(chan Decision, queueSize)}
+	for _, sub := range []struct {
+		subject string
+		handler nats.MsgHandler
+	}{
+		{bus.SubjectRouteDecided, s.onDecision},
+		{bus.SubjectRouteCompleted, s.onCompletion},
+	} {
+		ns, err := cfg.Conn.Subscribe(sub.subject, sub.handler)
+		if err != nil {
+			s.unsubscribe()
+			return nil, fmt.Errorf("subscribe %s: %w", sub.subject, err)
+		}
+		s.subs = append(s.subs, ns)
 	}
 	return s, nil
 }
 
-// redact drops credentials from a NATS URL list before it reaches an error.
-func redact(u string) string {
-	for i := 0; i < len(u); i++ {
-		if u[i] == '@' {
-			return "(url with credentials)"
-		}
+func (s *Sync) unsubscribe() {
+	for _, sub := range s.subs {
+		_ = sub.Unsubscribe()
 	}
-	return u
+	s.subs = nil
 }
 
 // Publish queues a local decision for the other replicas. It never blocks:
@@ -137,7 +132,9 @@ func (s *Sync) Publish(d Decision) {
 }
 
 // Run publishes queued decisions until ctx ends, then publishes what is
-// still queued and drains the connection.
+// still queued (the connection's drain, done by its owner, delivers them).
+// Subscriptions stay until the connection drains, so completions keep
+// releasing in-flight entries during shutdown.
 func (s *Sync) Run(ctx context.Context) error {
 	for {
 		select {
@@ -148,56 +145,37 @@ func (s *Sync) Run(ctx context.Context) error {
 				select {
 				case d := <-s.queue:
 					s.publish(d)
-					continue
 				default:
+					return nil
 				}
-				break
 			}
-			return s.drain()
 		}
 	}
 }
 
 func (s *Sync) publish(d Decision) {
 	msg := &eventsv1.RouteDecision{
-		RequestId:  d.RequestID,
-		RouterId:   s.cfg.RouterID,
-		EndpointId: d.EndpointID,
-		Model:      d.Model,
-		Tenant:     d.Tenant,
-		DecidedAt:  timestamppb.New(d.At),
+		RequestId:             d.RequestID,
+		RouterId:              s.cfg.RouterID,
+		EndpointId:            d.EndpointID,
+		Model:                 d.Model,
+		Tenant:                d.Tenant,
+		PromptTokens:          d.PromptTokens,
+		PredictedCachedTokens: d.CachedTokens,
+		DecidedAt:             timestamppb.New(d.At),
 	}
 	data, err := proto.Marshal(msg)
 	if err != nil {
 		s.cfg.Log.Error().Err(err).Msg("marshal route decision")
 		return
 	}
-	if err := s.nc.Publish(bus.SubjectRouteDecided, data); err != nil {
+	if err := s.cfg.Conn.Publish(bus.SubjectRouteDecided, data); err != nil {
 		// Typically the reconnect buffer is full during a long outage.
 		s.cfg.Log.Debug().Err(err).Msg("publish route decision")
 		if s.cfg.OnDropped != nil {
 			s.cfg.OnDropped()
 		}
 	}
-}
-
-func (s *Sync) drain() error {
-	err := s.nc.Drain()
-	if err != nil {
-		// Not connected: nothing to drain; Drain has already closed.
-		if errors.Is(err, nats.ErrConnectionReconnecting) || errors.Is(err, nats.ErrConnectionClosed) {
-			s.nc.Close()
-			return nil
-		}
-		s.nc.Close()
-		return fmt.Errorf("drain nats: %w", err)
-	}
-	select {
-	case <-s.done:
-	case <-time.After(s.cfg.DrainTimeout + time.Second):
-		s.nc.Close()
-	}
-	return nil
 }
 
 func (s *Sync) onDecision(m *nats.Msg) {
@@ -217,10 +195,10 @@ func (s *Sync) onDecision(m *nats.Msg) {
 	if s.cfg.MaxAge > 0 && d.GetDecidedAt() != nil && now.Sub(d.GetDecidedAt().AsTime()) > s.cfg.MaxAge {
 		return
 	}
-	// The local receive time, not decided_at, decides whether the entry is
-	// newer than a scrape: both sides of that comparison then come from one
-	// clock, immune to skew between pods.
-	s.cfg.Tracker.AddInFlight(d.GetRequestId(), d.GetEndpointId(), now)
+	s.cfg.Tracker.AddInFlight(PeerDecision{
+		RequestID: d.GetRequestId(), EndpointID: d.GetEndpointId(), Model: d.GetModel(), At: now,
+		PromptTokens: max(0, d.GetPromptTokens()), CachedTokens: max(0, d.GetPredictedCachedTokens()),
+	})
 	if s.cfg.OnDecision != nil {
 		s.cfg.OnDecision()
 	}
@@ -236,7 +214,10 @@ func (s *Sync) onCompletion(m *nats.Msg) {
 		s.bad(m.Subject, errors.New("completion without request id"))
 		return
 	}
-	released := s.cfg.Tracker.Complete(c.GetRequestId(), c.GetEndpointId(), time.Now())
+	released := s.cfg.Tracker.Complete(Completion{
+		RequestID: c.GetRequestId(), EndpointID: c.GetEndpointId(), At: time.Now(), Success: c.GetSuccess(),
+		TTFTSeconds: c.GetTtftSeconds(), PromptTokens: max(0, c.GetPromptTokens()), CachedTokens: max(0, c.GetCachedTokens()),
+	})
 	if s.cfg.OnCompletion != nil {
 		s.cfg.OnCompletion(released)
 	}

@@ -18,24 +18,28 @@ import (
 
 // tracker records what the events did.
 type tracker struct {
-	mu       sync.Mutex
-	added    []string // request/endpoint
-	complete []string
-	changed  chan struct{}
+	mu          sync.Mutex
+	added       []string // request/endpoint
+	complete    []string
+	decisions   []PeerDecision
+	completions []Completion
+	changed     chan struct{}
 }
 
 func newTracker() *tracker { return &tracker{changed: make(chan struct{}, 100)} }
 
-func (tr *tracker) AddInFlight(req, ep string, _ time.Time) {
+func (tr *tracker) AddInFlight(d PeerDecision) {
 	tr.mu.Lock()
-	tr.added = append(tr.added, req+"/"+ep)
+	tr.added = append(tr.added, d.RequestID+"/"+d.EndpointID)
+	tr.decisions = append(tr.decisions, d)
 	tr.mu.Unlock()
 	tr.changed <- struct{}{}
 }
 
-func (tr *tracker) Complete(req, ep string, _ time.Time) bool {
+func (tr *tracker) Complete(c Completion) bool {
 	tr.mu.Lock()
-	tr.complete = append(tr.complete, req+"/"+ep)
+	tr.complete = append(tr.complete, c.RequestID+"/"+c.EndpointID)
+	tr.completions = append(tr.completions, c)
 	tr.mu.Unlock()
 	tr.changed <- struct{}{}
 	return true
@@ -67,8 +71,13 @@ func TestEventsOverRealNATS(t *testing.T) {
 	defer ns.Shutdown()
 	tr := newTracker()
 	bad := make(chan string, 10)
-	s, err := Connect(Config{
-		URL: ns.URL(), RouterID: "me", Tracker: tr, MaxAge: time.Minute, Log: zerolog.Nop(),
+	nc, err := nats.Connect(ns.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	s, err := New(Config{
+		Conn: nc, RouterID: "me", Tracker: tr, MaxAge: time.Minute, Log: zerolog.Nop(),
 		OnBadMessage: func(subj string) { bad <- subj },
 	})
 	if err != nil {
@@ -88,11 +97,12 @@ func TestEventsOverRealNATS(t *testing.T) {
 	own := make(chan *nats.Msg, 1)
 	ownSub, _ := peer.ChanSubscribe(bus.SubjectRouteDecided, own)
 	_ = peer.Flush()
-	s.Publish(Decision{RequestID: "mine", EndpointID: "a", Model: "m", At: time.Now()})
+	s.Publish(Decision{RequestID: "mine", EndpointID: "a", Model: "m", At: time.Now(), PromptTokens: 900, CachedTokens: 800})
 	select {
 	case m := <-own:
 		var d eventsv1.RouteDecision
-		if err := proto.Unmarshal(m.Data, &d); err != nil || d.GetRouterId() != "me" || d.GetRequestId() != "mine" {
+		if err := proto.Unmarshal(m.Data, &d); err != nil || d.GetRouterId() != "me" || d.GetRequestId() != "mine" ||
+			d.GetPromptTokens() != 900 || d.GetPredictedCachedTokens() != 800 {
 			t.Fatalf("published decision %v (%v)", &d, err)
 		}
 	case <-time.After(10 * time.Second):
@@ -111,8 +121,10 @@ func TestEventsOverRealNATS(t *testing.T) {
 	pub(bus.SubjectRouteDecided, marshal(t, &eventsv1.RouteDecision{RequestId: "old", RouterId: "peer", EndpointId: "a",
 		DecidedAt: timestamppb.New(time.Now().Add(-time.Hour))}))
 	pub(bus.SubjectRouteDecided, marshal(t, &eventsv1.RouteDecision{RequestId: "", RouterId: "peer", EndpointId: "a"}))
-	pub(bus.SubjectRouteDecided, marshal(t, &eventsv1.RouteDecision{RequestId: "p1", RouterId: "peer", EndpointId: "b", DecidedAt: now}))
-	pub(bus.SubjectRouteCompleted, marshal(t, &eventsv1.RouteCompletion{RequestId: "p1", EndpointId: "b"}))
+	pub(bus.SubjectRouteDecided, marshal(t, &eventsv1.RouteDecision{RequestId: "p1", RouterId: "peer", EndpointId: "b", DecidedAt: now,
+		PromptTokens: 1000, PredictedCachedTokens: 600}))
+	pub(bus.SubjectRouteCompleted, marshal(t, &eventsv1.RouteCompletion{RequestId: "p1", EndpointId: "b", Success: true,
+		TtftSeconds: 0.25, PromptTokens: 1000, CachedTokens: 512}))
 	pub(bus.SubjectRouteCompleted, marshal(t, &eventsv1.RouteCompletion{}))
 	pub(bus.SubjectRouteCompleted, marshal(t, &eventsv1.RouteCompletion{RequestId: "p2"}))
 	// Each subject has its own delivery goroutine, so each gets a marker.
@@ -140,6 +152,15 @@ func TestEventsOverRealNATS(t *testing.T) {
 	}
 	if n := len(bad); n != 3 {
 		t.Errorf("%d malformed payloads reported, want 3", n)
+	}
+	tr.mu.Lock()
+	d, c := tr.decisions[0], tr.completions[0]
+	tr.mu.Unlock()
+	if d.PromptTokens != 1000 || d.CachedTokens != 600 || d.At.IsZero() {
+		t.Errorf("peer decision %+v", d)
+	}
+	if !c.Success || c.TTFTSeconds != 0.25 || c.PromptTokens != 1000 || c.CachedTokens != 512 {
+		t.Errorf("completion %+v", c)
 	}
 	cancel()
 	if err := <-runDone; err != nil {
@@ -186,15 +207,15 @@ func FuzzEventPayloads(f *testing.F) {
 
 type checkTracker struct{ t *testing.T }
 
-func (c *checkTracker) AddInFlight(req, ep string, _ time.Time) {
-	if req == "" || ep == "" {
-		c.t.Fatalf("decision without ids reached the tracker: %q %q", req, ep)
+func (c *checkTracker) AddInFlight(d PeerDecision) {
+	if d.RequestID == "" || d.EndpointID == "" || d.PromptTokens < 0 || d.CachedTokens < 0 {
+		c.t.Fatalf("bad decision reached the tracker: %+v", d)
 	}
 }
 
-func (c *checkTracker) Complete(req, _ string, _ time.Time) bool {
-	if req == "" {
-		c.t.Fatal("completion without request id reached the tracker")
+func (c *checkTracker) Complete(cp Completion) bool {
+	if cp.RequestID == "" || cp.PromptTokens < 0 || cp.CachedTokens < 0 {
+		c.t.Fatalf("bad completion reached the tracker: %+v", cp)
 	}
 	return false
 }
