@@ -61,7 +61,8 @@ generate: ## Regenerate protobuf/gRPC/grpc-gateway code from proto/.
 .PHONY: lint
 lint: ## go vet + staticcheck (pinned) + buf lint + gofmt check.
 	$(GO) vet $(PKGS)
-	$(TOOL) staticcheck $(PKGS)
+	GOWORK=off $(GO) build -modfile=tools/go.mod -o $(BIN)/staticcheck honnef.co/go/tools/cmd/staticcheck
+	$(BIN)/staticcheck $(PKGS)
 	$(TOOL) buf lint
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
