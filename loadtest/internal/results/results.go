@@ -1,0 +1,321 @@
+// Package results is the load generator's output: one Record per request,
+// a Summary per (workload, strategy), and the File that holds them under
+// the stable `workloads.<workload>.<strategy>` shape other tools read.
+//
+// Times are model seconds: wall seconds multiplied by the time scale the
+// simulated fleet runs at (1 against real servers), so they compare with
+// figures measured on GPUs. Each summary repeats the latencies in wall
+// seconds under "wall".
+package results
+
+import (
+	"math"
+	"time"
+
+	"github.com/switchyard-dev/switchyard/loadtest/internal/stats"
+	"github.com/switchyard-dev/switchyard/loadtest/internal/workload"
+)
+
+// Schema names the layout of File; a change that breaks readers changes it.
+const Schema = "switchyard.loadtest/v1"
+
+// Strategy names.
+const (
+	Random     = "random"
+	RoundRobin = "round-robin"
+	LeastQueue = "least-queue"
+	Switchyard = "switchyard"
+	Oracle     = "oracle"
+	Direct     = "direct"
+)
+
+// Record is one request.
+type Record struct {
+	Workload    string  `json:"workload"`
+	Strategy    string  `json:"strategy"`
+	Concurrency int     `json:"concurrency,omitempty"`
+	Rate        float64 `json:"rate,omitempty"`
+	Session     int     `json:"session"`
+	Turn        int     `json:"turn"`
+	// Group is the shared prefix of a shared-prefix request; -1 otherwise.
+	Group int `json:"group"`
+	// Target is the worker a baseline picked; empty when the server
+	// picked (the gateway).
+	Target string `json:"target,omitempty"`
+	// StartS is when the request was sent, since the run's start.
+	StartS float64 `json:"start_s"`
+	Status int     `json:"status"`
+	Error  string  `json:"error,omitempty"`
+	Shed   bool    `json:"shed,omitempty"`
+	// Model seconds.
+	TTFTS    Num `json:"ttft_s"`
+	E2ES     Num `json:"e2e_s"`
+	ITLMeanS Num `json:"itl_mean_s"`
+	// Wall seconds.
+	WallTTFTS Num `json:"wall_ttft_s"`
+	WallE2ES  Num `json:"wall_e2e_s"`
+	// SimTTFTS is the simulator's own TTFT (model seconds), free of
+	// client-side noise; null against a real server.
+	SimTTFTS         Num `json:"sim_ttft_s"`
+	PromptTokens     int `json:"prompt_tokens"`
+	CachedTokens     int `json:"cached_tokens"`
+	CompletionTokens int `json:"completion_tokens"`
+	// Chunks is the number of text chunks received.
+	Chunks int `json:"chunks"`
+	// Gaps are the inter-chunk gaps in wall seconds; kept for the summary,
+	// not written.
+	Gaps []float64 `json:"-"`
+	// EndS is when the request ended, since the run's start (wall).
+	EndWallS float64 `json:"-"`
+	// StartWallS is StartS in wall seconds.
+	StartWallS float64 `json:"-"`
+}
+
+// OK reports a successful request.
+func (r *Record) OK() bool { return r.Error == "" }
+
+// Latency holds the latency percentiles of a run.
+type Latency struct {
+	TTFTP50  Num `json:"ttft_p50_s"`
+	TTFTP90  Num `json:"ttft_p90_s"`
+	TTFTP95  Num `json:"ttft_p95_s"`
+	TTFTP99  Num `json:"ttft_p99_s"`
+	TTFTMean Num `json:"ttft_mean_s"`
+	ITLP50   Num `json:"itl_p50_s"`
+	ITLP90   Num `json:"itl_p90_s"`
+	ITLP95   Num `json:"itl_p95_s"`
+	ITLP99   Num `json:"itl_p99_s"`
+	E2EP50   Num `json:"e2e_p50_s"`
+	E2EP90   Num `json:"e2e_p90_s"`
+	E2EP95   Num `json:"e2e_p95_s"`
+	E2EP99   Num `json:"e2e_p99_s"`
+}
+
+// Summary is one run (or, in a comparison, the headline run of one
+// strategy on one workload, with its sweep).
+type Summary struct {
+	Latency
+	// Wall is Latency in wall seconds.
+	Wall Latency `json:"wall"`
+	// SimTTFT percentiles come from the simulator's own timings, when the
+	// server is the simulator.
+	SimTTFTP50 Num `json:"sim_ttft_p50_s"`
+	SimTTFTP95 Num `json:"sim_ttft_p95_s"`
+	// SimLag is how much later than the simulator's own account the
+	// client saw the first token (model seconds, per request): HTTP and
+	// proxy time plus any lag of an overloaded simulator behind its
+	// clock. Large values mean the time scale is too high for the
+	// machine.
+	SimLagP50 Num     `json:"sim_lag_p50_s"`
+	SimLagP95 Num     `json:"sim_lag_p95_s"`
+	TimeScale float64 `json:"time_scale"`
+
+	Concurrency int     `json:"concurrency,omitempty"`
+	Rate        float64 `json:"rate,omitempty"`
+	Requests    int     `json:"requests"`
+	Succeeded   int     `json:"succeeded"`
+	ShedCount   int     `json:"shed"`
+	ErrorCount  int     `json:"errors"`
+	ShedRate    Num     `json:"shed_rate"`
+	ErrorRate   Num     `json:"error_rate"`
+	// ErrorSamples are a few distinct error messages.
+	ErrorSamples []string `json:"error_samples,omitempty"`
+
+	DurationS        Num `json:"duration_s"`
+	WallDurationS    Num `json:"wall_duration_s"`
+	ThroughputRPS    Num `json:"throughput_rps"`
+	OutputTokensPerS Num `json:"output_tokens_per_s"`
+	// GoodputRPM is requests per minute that succeeded within the TTFT
+	// SLO; SLOAttainment the fraction of all requests that did.
+	SLOTTFTS      float64 `json:"slo_ttft_s"`
+	GoodputRPM    Num     `json:"goodput_rpm"`
+	SLOAttainment Num     `json:"slo_attainment"`
+	// CacheHitRatio is cached prompt tokens over prompt tokens, from the
+	// usage the server reported.
+	CacheHitRatio    Num `json:"cache_hit_ratio"`
+	PromptTokensMean Num `json:"prompt_tokens_mean"`
+
+	// TTFTQuantiles are the TTFT quantiles at 0, 2, 4, …, 100 %, for plots.
+	TTFTQuantiles []Num `json:"ttft_quantiles_s,omitempty"`
+
+	// Comparison with the other strategies of the same workload: ratios
+	// above 1 mean this strategy is better.
+	TTFTP50VsRandom    Num `json:"ttft_p50_vs_random,omitzero"`
+	TTFTP95VsRandom    Num `json:"ttft_p95_vs_random,omitzero"`
+	E2EP50VsRandom     Num `json:"e2e_p50_vs_random,omitzero"`
+	GoodputVsRandom    Num `json:"goodput_vs_random,omitzero"`
+	TTFTP50GapToOracle Num `json:"ttft_p50_gap_to_oracle,omitzero"`
+
+	// Sweep is every load level run, the headline one included.
+	Sweep []Point `json:"sweep,omitempty"`
+}
+
+// Point is one load level of a sweep.
+type Point struct {
+	Concurrency   int     `json:"concurrency,omitempty"`
+	Rate          float64 `json:"rate,omitempty"`
+	Requests      int     `json:"requests"`
+	TTFTP50       Num     `json:"ttft_p50_s"`
+	TTFTP95       Num     `json:"ttft_p95_s"`
+	E2EP50        Num     `json:"e2e_p50_s"`
+	ITLP50        Num     `json:"itl_p50_s"`
+	ThroughputRPS Num     `json:"throughput_rps"`
+	GoodputRPM    Num     `json:"goodput_rpm"`
+	SLOAttainment Num     `json:"slo_attainment"`
+	ShedRate      Num     `json:"shed_rate"`
+	CacheHitRatio Num     `json:"cache_hit_ratio"`
+}
+
+// Point is the summary's sweep entry.
+func (s *Summary) Point() Point {
+	return Point{
+		Concurrency: s.Concurrency, Rate: s.Rate, Requests: s.Requests,
+		TTFTP50: s.TTFTP50, TTFTP95: s.TTFTP95, E2EP50: s.E2EP50, ITLP50: s.ITLP50,
+		ThroughputRPS: s.ThroughputRPS, GoodputRPM: s.GoodputRPM, SLOAttainment: s.SLOAttainment,
+		ShedRate: s.ShedRate, CacheHitRatio: s.CacheHitRatio,
+	}
+}
+
+// Params are the parameters of a run or comparison.
+type Params struct {
+	Command     string   `json:"command"`
+	Mode        string   `json:"mode"`
+	TimeScale   float64  `json:"time_scale"`
+	TimeUnit    string   `json:"time_unit"`
+	Model       string   `json:"model"`
+	Target      string   `json:"target,omitempty"`
+	Workers     int      `json:"workers,omitempty"`
+	Strategies  []string `json:"strategies"`
+	Concurrency int      `json:"concurrency,omitempty"`
+	Sweep       []int    `json:"sweep,omitempty"`
+	Rate        float64  `json:"rate,omitempty"`
+	Requests    int      `json:"requests,omitempty"`
+	// Repeat is how many times each configuration ran; figures are
+	// medians over the runs.
+	Repeat    int     `json:"repeat,omitempty"`
+	DurationS float64 `json:"duration_s,omitempty"`
+	// SLOTTFTS is the TTFT SLO of each workload, model seconds.
+	SLOTTFTS map[string]float64 `json:"slo_ttft_s"`
+	// Workloads are the workload shapes.
+	Workloads map[string]workload.Spec `json:"workloads"`
+	// SimArgs are extra flags the simulated fleet ran with.
+	SimArgs     []string  `json:"sim_args,omitempty"`
+	Cores       int       `json:"cores"`
+	GoVersion   string    `json:"go_version"`
+	Started     time.Time `json:"started"`
+	WallSeconds float64   `json:"wall_seconds"`
+}
+
+// TimeUnit explains the times in a File.
+const TimeUnit = "model seconds (wall seconds × time_scale); see wall for wall seconds"
+
+// File is the JSON a run or comparison writes.
+type File struct {
+	Schema    string                         `json:"schema"`
+	Params    Params                         `json:"params"`
+	Workloads map[string]map[string]*Summary `json:"workloads"`
+	// Bar is the comparison with the reference system's published ratios,
+	// when the strategies needed were run.
+	Bar []Check `json:"bar,omitempty"`
+}
+
+// Check is one line of the bar.
+type Check struct {
+	Workload string `json:"workload"`
+	Metric   string `json:"metric"`
+	// Want is the reference's figure, Got ours; Pass compares them in the
+	// metric's direction.
+	Want Num    `json:"want"`
+	Got  Num    `json:"got"`
+	Pass bool   `json:"pass"`
+	Note string `json:"note,omitempty"`
+}
+
+// Summarize computes the summary of one run's records. scale converts wall
+// to model seconds; slo is the TTFT SLO in model seconds.
+func Summarize(recs []Record, scale, slo float64) *Summary {
+	s := &Summary{TimeScale: scale, SLOTTFTS: slo, Requests: len(recs)}
+	var ttft, itl, e2e, wttft, witl, we2e, sim, lag []float64
+	var prompt, cached, output, good int
+	first, last := math.Inf(1), math.Inf(-1)
+	seen := map[string]bool{}
+	for i := range recs {
+		r := &recs[i]
+		first = min(first, r.StartWallS)
+		last = max(last, r.EndWallS)
+		if !r.OK() {
+			if r.Shed {
+				s.ShedCount++
+			} else {
+				s.ErrorCount++
+			}
+			if !seen[r.Error] && len(seen) < 3 {
+				seen[r.Error] = true
+				s.ErrorSamples = append(s.ErrorSamples, r.Error)
+			}
+			continue
+		}
+		s.Succeeded++
+		wt, we := float64(r.WallTTFTS), float64(r.WallE2ES)
+		wttft, we2e = append(wttft, wt), append(we2e, we)
+		ttft, e2e = append(ttft, wt*scale), append(e2e, we*scale)
+		for _, g := range r.Gaps {
+			witl, itl = append(witl, g), append(itl, g*scale)
+		}
+		if r.SimTTFTS.Valid() {
+			sim = append(sim, float64(r.SimTTFTS))
+			lag = append(lag, wt*scale-float64(r.SimTTFTS))
+		}
+		prompt += r.PromptTokens
+		cached += r.CachedTokens
+		output += r.CompletionTokens
+		if wt*scale <= slo {
+			good++
+		}
+	}
+	s.Latency = latency(ttft, itl, e2e)
+	s.Wall = latency(wttft, witl, we2e)
+	p, l := stats.Summarize(sim), stats.Summarize(lag)
+	s.SimTTFTP50, s.SimTTFTP95, s.SimLagP50, s.SimLagP95 = Num(p.P50), Num(p.P95), Num(l.P50), Num(l.P95)
+	s.TTFTQuantiles = nums(stats.Quantiles(ttft, 50))
+	n := float64(len(recs))
+	s.ShedRate, s.ErrorRate = ratio(float64(s.ShedCount), n), ratio(float64(s.ErrorCount), n)
+	s.SLOAttainment = ratio(float64(good), n)
+	wall := last - first
+	if len(recs) == 0 || wall <= 0 {
+		s.DurationS, s.WallDurationS, s.ThroughputRPS, s.OutputTokensPerS, s.GoodputRPM = NaN, NaN, NaN, NaN, NaN
+	} else {
+		model := wall * scale
+		s.DurationS, s.WallDurationS = Num(model), Num(wall)
+		s.ThroughputRPS = Num(float64(s.Succeeded) / model)
+		s.OutputTokensPerS = Num(float64(output) / model)
+		s.GoodputRPM = Num(float64(good) / (model / 60))
+	}
+	s.CacheHitRatio = ratio(float64(cached), float64(prompt))
+	s.PromptTokensMean = ratio(float64(prompt), float64(s.Succeeded))
+	return s
+}
+
+func latency(ttft, itl, e2e []float64) Latency {
+	t, i, e := stats.Summarize(ttft), stats.Summarize(itl), stats.Summarize(e2e)
+	return Latency{
+		TTFTP50: Num(t.P50), TTFTP90: Num(t.P90), TTFTP95: Num(t.P95), TTFTP99: Num(t.P99), TTFTMean: Num(t.Mean),
+		ITLP50: Num(i.P50), ITLP90: Num(i.P90), ITLP95: Num(i.P95), ITLP99: Num(i.P99),
+		E2EP50: Num(e.P50), E2EP90: Num(e.P90), E2EP95: Num(e.P95), E2EP99: Num(e.P99),
+	}
+}
+
+func ratio(a, b float64) Num {
+	if b == 0 {
+		return NaN
+	}
+	return Num(a / b)
+}
+
+func nums(xs []float64) []Num {
+	out := make([]Num, len(xs))
+	for i, x := range xs {
+		out[i] = Num(x)
+	}
+	return out
+}

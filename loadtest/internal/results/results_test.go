@@ -1,0 +1,136 @@
+package results
+
+import (
+	"encoding/json"
+	"math"
+	"strings"
+	"testing"
+)
+
+func rec(startWall, ttftWall, e2eWall float64, gaps ...float64) Record {
+	return Record{
+		StartWallS: startWall, EndWallS: startWall + e2eWall,
+		WallTTFTS: Num(ttftWall), WallE2ES: Num(e2eWall), Gaps: gaps, SimTTFTS: NaN,
+		PromptTokens: 100, CachedTokens: 25, CompletionTokens: len(gaps) + 1,
+	}
+}
+
+func near(a Num, b float64) bool { return math.Abs(float64(a)-b) < 1e-9 }
+
+func TestSummarize(t *testing.T) {
+	// Wall seconds at time scale 10: TTFTs 0.1, 0.2, 0.9 wall = 1, 2, 9
+	// model seconds; the run spans 0 → 6 wall = 60 model seconds.
+	recs := []Record{
+		rec(0, 0.1, 1, 0.01, 0.03),
+		rec(1, 0.2, 2, 0.02),
+		rec(2, 0.9, 4),
+		{StartWallS: 3, EndWallS: 3.1, Error: "status 429: busy", Shed: true},
+		{StartWallS: 4, EndWallS: 4.1, Error: "status 400: bad"},
+	}
+	s := Summarize(recs, 10, 5)
+	checks := []struct {
+		name string
+		got  Num
+		want float64
+	}{
+		{"ttft p50", s.TTFTP50, 2},
+		{"ttft p95 (interpolated)", s.TTFTP95, 2 + 0.9*7},
+		{"wall ttft p50", s.Wall.TTFTP50, 0.2},
+		{"itl p50", s.ITLP50, 0.2},
+		{"e2e p50", s.E2EP50, 20},
+		{"shed rate", s.ShedRate, 0.2},
+		{"error rate", s.ErrorRate, 0.2},
+		{"slo attainment (2 of 5 under 5 s)", s.SLOAttainment, 0.4},
+		{"goodput: 2 per model minute", s.GoodputRPM, 2},
+		{"duration", s.DurationS, 60},
+		{"throughput", s.ThroughputRPS, 3.0 / 60},
+		{"cache hit", s.CacheHitRatio, 0.25},
+		{"output tokens per second", s.OutputTokensPerS, 6.0 / 60},
+	}
+	for _, c := range checks {
+		if !near(c.got, c.want) {
+			t.Errorf("%s = %v, want %v", c.name, c.got, c.want)
+		}
+	}
+	if s.Requests != 5 || s.Succeeded != 3 || s.ShedCount != 1 || s.ErrorCount != 1 {
+		t.Errorf("counts %d/%d/%d/%d", s.Requests, s.Succeeded, s.ShedCount, s.ErrorCount)
+	}
+	if len(s.ErrorSamples) != 2 {
+		t.Errorf("error samples %q", s.ErrorSamples)
+	}
+	if len(s.TTFTQuantiles) != 51 || !near(s.TTFTQuantiles[0], 1) || !near(s.TTFTQuantiles[50], 9) {
+		t.Errorf("quantiles %v", s.TTFTQuantiles)
+	}
+	if s.SimTTFTP50.Valid() {
+		t.Error("sim TTFT without simulator timings")
+	}
+}
+
+func TestSummarizeNothing(t *testing.T) {
+	s := Summarize(nil, 1, 1)
+	b, err := json.Marshal(s)
+	if err != nil {
+		t.Fatalf("a summary of no requests must still encode: %v", err)
+	}
+	if !strings.Contains(string(b), `"ttft_p50_s":null`) || !strings.Contains(string(b), `"requests":0`) {
+		t.Errorf("encoded %s", b)
+	}
+}
+
+func TestNumJSON(t *testing.T) {
+	for _, tc := range []struct {
+		in   Num
+		want string
+	}{{NaN, "null"}, {Num(math.Inf(1)), "null"}, {1.5, "1.5"}, {1.0 / 3, "0.333333"}, {1234567, "1.23457e+06"}} {
+		b, err := json.Marshal(tc.in)
+		if err != nil || string(b) != tc.want {
+			t.Errorf("%v → %s (%v), want %s", float64(tc.in), b, err, tc.want)
+		}
+	}
+	var n Num
+	if err := json.Unmarshal([]byte("null"), &n); err != nil || n.Valid() {
+		t.Errorf("null → %v, %v", n, err)
+	}
+	if err := json.Unmarshal([]byte("2.5"), &n); err != nil || n != 2.5 {
+		t.Errorf("2.5 → %v, %v", n, err)
+	}
+}
+
+// TestStableShape pins the summary keys other tools read.
+func TestStableShape(t *testing.T) {
+	f := File{Schema: Schema, Workloads: map[string]map[string]*Summary{"shared-prefix": {"random": Summarize([]Record{rec(0, 1, 2)}, 1, 8)}}}
+	b, err := json.Marshal(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back map[string]any
+	if err := json.Unmarshal(b, &back); err != nil {
+		t.Fatal(err)
+	}
+	s := back["workloads"].(map[string]any)["shared-prefix"].(map[string]any)["random"].(map[string]any)
+	for _, k := range []string{"ttft_p50_s", "ttft_p95_s", "e2e_p50_s", "itl_p50_s", "goodput_rpm", "shed_rate", "requests", "cache_hit_ratio", "time_scale", "slo_ttft_s", "wall"} {
+		if _, ok := s[k]; !ok {
+			t.Errorf("summary has no %q", k)
+		}
+	}
+}
+
+func TestMedian(t *testing.T) {
+	runs := []*Summary{
+		Summarize([]Record{rec(0, 0.1, 1)}, 1, 5),
+		Summarize([]Record{rec(0, 0.3, 1)}, 1, 5),
+		Summarize([]Record{rec(0, 0.2, 1), {StartWallS: 0, EndWallS: 1, Error: "x", Shed: true}}, 1, 5),
+	}
+	var all []Record
+	all = append(all, rec(0, 0.1, 1), rec(0, 0.3, 1), rec(0, 0.2, 1), Record{Error: "x", Shed: true})
+	m := Median(runs, Summarize(all, 1, 5))
+	if !near(m.TTFTP50, 0.2) || !near(m.Wall.TTFTP50, 0.2) || !near(m.ShedRate, 0) {
+		t.Errorf("median ttft %v wall %v shed %v", m.TTFTP50, m.Wall.TTFTP50, m.ShedRate)
+	}
+	if m.Requests != 4 || m.ShedCount != 1 || len(m.TTFTQuantiles) != 51 {
+		t.Errorf("pooled counts %d/%d, %d quantiles", m.Requests, m.ShedCount, len(m.TTFTQuantiles))
+	}
+	if got := Median(runs[:1], runs[0]); got.TTFTP50 != runs[0].TTFTP50 {
+		t.Error("one run is its own median")
+	}
+}
