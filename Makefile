@@ -61,9 +61,10 @@ fuzz: ## Run every fuzz target for FUZZTIME each (default 20s).
 	done
 
 .PHONY: generate
-generate: ## Regenerate protobuf/gRPC/grpc-gateway code from proto/.
+generate: ## Regenerate protobuf/gRPC/grpc-gateway code from proto/ and the CRDs from api/.
 	$(TOOL) buf lint
 	$(TOOL) buf generate
+	$(GO) generate ./api/...
 
 .PHONY: lint
 lint: ## go vet + staticcheck (pinned) + buf lint + gofmt check.
@@ -75,8 +76,8 @@ lint: ## go vet + staticcheck (pinned) + buf lint + gofmt check.
 
 .PHONY: verify
 verify: generate ## Regenerate code and fail if anything differs from what is committed.
-	@git diff --exit-code -- proto || (echo "generated code is stale: run 'make generate' and commit" && exit 1)
-	@test -z "$$(git status --porcelain -- proto)" || (git status --porcelain -- proto; echo "generated code is stale: run 'make generate' and commit"; exit 1)
+	@test -z "$$(git status --porcelain -- proto api deploy/kustomize/base/crds)" || \
+	  (git status --porcelain -- proto api deploy/kustomize/base/crds; echo "generated code is stale: run 'make generate' and commit"; exit 1)
 	$(GO) mod tidy -diff
 	cd loadtest && $(GO) mod tidy -diff
 

@@ -55,7 +55,7 @@ func commands(stdout io.Writer) []command {
 		serviceCommand[gateway.Config]("gateway", "OpenAI-compatible HTTP gateway: routes, proxies, streams and meters requests", gateway.Run),
 		serviceCommand[router.Config]("router", "gRPC router: picks the worker or provider for each request", router.Run),
 		serviceCommand[kvtracker.Config]("kvtracker", "ingests vLLM KV cache events, publishes block deltas and snapshots for routers", kvtracker.Run),
-		serviceCommand[policyd.Config]("policyd", "compiles and serves routing policies (not implemented yet)", policyd.Run),
+		serviceCommand[policyd.Config]("policyd", "validates, compiles and serves routing policies (files or Kubernetes CRDs)", policyd.Run),
 		serviceCommand[meter.Config]("meter", "aggregates usage per tenant and model (not implemented yet)", meter.Run),
 	}
 }

@@ -40,8 +40,8 @@ type command struct {
 func commands() []command {
 	return []command{
 		{"endpoints", "list the endpoints a router knows, with their live load and health", runEndpoints},
-		{"explain", "ask a router which target a request would get, and why (no side effects)", runExplain},
-		{"validate", "validate policy and CRD files (not implemented yet: governance issue)", notImplemented("validate", "governance")},
+		{"explain", "which target a request would get, and why: asks a router, or offline with -f POLICIES --state STATE.yaml", runExplainAny},
+		{"validate", "validate policy and CRD files or directories (-f PATH...); every error listed", runValidate},
 		{"tokenize", "print the token ids a Hugging Face tokenizer gives a prompt or chat (stdin)", runTokenize},
 	}
 }
@@ -80,10 +80,15 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	return 2
 }
 
-func notImplemented(name, issue string) func(context.Context, []string, io.Reader, io.Writer, io.Writer) error {
-	return func(context.Context, []string, io.Reader, io.Writer, io.Writer) error {
-		return fmt.Errorf("not implemented yet (the %s issue builds it)", issue)
+// runExplainAny explains offline when policy files are given (-f), and
+// asks a running router otherwise.
+func runExplainAny(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	for _, a := range args {
+		if a == "-f" || a == "--f" || strings.HasPrefix(a, "-f=") || strings.HasPrefix(a, "--f=") {
+			return runExplainOffline(ctx, args, stdin, stdout, stderr)
+		}
 	}
+	return runExplain(ctx, args, stdin, stdout, stderr)
 }
 
 // routerFlags are shared by the online commands.

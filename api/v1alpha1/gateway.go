@@ -1,0 +1,127 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// GatewayBackendSpec is what a gateway serves and which policies apply.
+type GatewayBackendSpec struct {
+	// Models are the public model names, served models and aliases alike;
+	// the gateway lists them on /v1/models. Empty means every model some
+	// backend serves.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=256
+	Models []PublicModel `json:"models,omitempty"`
+	// Policies apply in this order: the first matching rule of a Route
+	// policy decides; every Guard policy's exclusions apply to all
+	// decisions. Empty means every InferencePolicy, by name, as Route.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=128
+	Policies []PolicyRef `json:"policies,omitempty"`
+	// Auth is how clients authenticate.
+	// +optional
+	Auth *AuthSpec `json:"auth,omitempty"`
+	// Tags configures request tags from clients and tenant defaults.
+	// +optional
+	Tags *TagsSpec `json:"tags,omitempty"`
+}
+
+// PublicModel is one public model name.
+type PublicModel struct {
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=256
+	Name string `json:"name"`
+	// Description is shown to clients.
+	// +optional
+	Description string `json:"description,omitempty"`
+}
+
+// PolicyRef names an InferencePolicy and how it applies.
+type PolicyRef struct {
+	// +kubebuilder:validation:MinLength=1
+	Name string `json:"name"`
+	// Mode is Route (its rules decide) or Guard (only its exclusions
+	// apply, to every decision, and its onEmpty: Reject fails closed).
+	// +kubebuilder:default=Route
+	// +optional
+	Mode PolicyMode `json:"mode,omitempty"`
+}
+
+// PolicyMode is how a policy applies.
+// +kubebuilder:validation:Enum=Route;Guard
+type PolicyMode string
+
+// Policy modes.
+const (
+	PolicyModeRoute PolicyMode = "Route"
+	PolicyModeGuard PolicyMode = "Guard"
+)
+
+// AuthSpec is how clients authenticate to the gateway.
+type AuthSpec struct {
+	// Mode: None or APIKey.
+	// +kubebuilder:default=None
+	Mode AuthMode `json:"mode"`
+}
+
+// AuthMode is the gateway's client authentication.
+// +kubebuilder:validation:Enum=None;APIKey
+type AuthMode string
+
+// Auth modes.
+const (
+	AuthNone   AuthMode = "None"
+	AuthAPIKey AuthMode = "APIKey"
+)
+
+// TagsSpec configures where request tags come from.
+type TagsSpec struct {
+	// Header carries comma-separated tags from clients; empty disables
+	// client tags.
+	// +optional
+	Header string `json:"header,omitempty"`
+	// Allowed lists the tags clients may set; empty means any.
+	// +optional
+	// +kubebuilder:validation:MaxItems=256
+	Allowed []string `json:"allowed,omitempty"`
+	// Tenants gives tenants default tags.
+	// +optional
+	// +listType=map
+	// +listMapKey=tenant
+	Tenants []TenantTags `json:"tenants,omitempty"`
+}
+
+// TenantTags are a tenant's default tags.
+type TenantTags struct {
+	// +kubebuilder:validation:MinLength=1
+	Tenant string `json:"tenant"`
+	// +kubebuilder:validation:MinItems=1
+	Tags []string `json:"tags"`
+}
+
+// GatewayBackend is what a gateway serves.
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=gwb,categories=switchyard
+// +kubebuilder:printcolumn:name="Policies",type=string,JSONPath=`.spec.policies[*].name`
+// +kubebuilder:printcolumn:name="Accepted",type=string,JSONPath=`.status.conditions[?(@.type=="Accepted")].status`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type GatewayBackend struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec   GatewayBackendSpec `json:"spec,omitempty"`
+	Status Status             `json:"status,omitempty"`
+}
+
+// GatewayBackendList is a list of GatewayBackends.
+// +kubebuilder:object:root=true
+type GatewayBackendList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []GatewayBackend `json:"items"`
+}

@@ -1,0 +1,305 @@
+package policy
+
+import (
+	"time"
+)
+
+// This file is the compiled form: what policyd serves (as
+// policy.v1.Snapshot) and the router evaluates. Names are resolved, enums
+// are small integers, and each rule, filter and tier carries its
+// precomputed label so that a decision records them without allocating.
+
+// BackendType is Local or Provider; TypeAny in a tier or filter means
+// both.
+type BackendType uint8
+
+// Backend types.
+const (
+	TypeAny BackendType = iota
+	TypeLocal
+	TypeProvider
+)
+
+func (t BackendType) String() string {
+	switch t {
+	case TypeLocal:
+		return "Local"
+	case TypeProvider:
+		return "Provider"
+	}
+	return "Any"
+}
+
+// Objective is what a tier minimizes.
+type Objective uint8
+
+// Objectives (the names are the YAML spellings).
+const (
+	PredictedTTFT Objective = iota
+	QueuedPrompts
+	RunningRequests
+	InFlight
+	KVCacheUsage
+	Price
+)
+
+var objectiveNames = []string{"PredictedTTFT", "QueuedPrompts", "RunningRequests", "InFlight", "KVCacheUsage", "Price"}
+
+func (o Objective) String() string {
+	if int(o) < len(objectiveNames) {
+		return objectiveNames[o]
+	}
+	return "Unknown"
+}
+
+// ObjectiveNames lists the objectives a tier may minimize.
+func ObjectiveNames() []string { return append([]string(nil), objectiveNames...) }
+
+func parseObjective(s string) (Objective, bool) {
+	for i, n := range objectiveNames {
+		if n == s {
+			return Objective(i), true
+		}
+	}
+	return 0, false
+}
+
+// Metric is a live quantity a filter predicate tests.
+type Metric uint8
+
+// Metrics (the names are the YAML keys).
+const (
+	MetricQueuedPrompts Metric = iota
+	MetricRunningRequests
+	MetricInFlight
+	MetricKVCacheUsage
+	MetricPredictedTTFT
+	MetricCachedTokens
+)
+
+var metricNames = []string{"queuedPrompts", "runningRequests", "inFlight", "kvCacheUsage", "predictedTTFT", "cachedTokens"}
+
+func (m Metric) String() string {
+	if int(m) < len(metricNames) {
+		return metricNames[m]
+	}
+	return "unknown"
+}
+
+// Op is a comparison.
+type Op uint8
+
+// Comparisons.
+const (
+	GreaterThan Op = iota
+	GreaterThanOrEqual
+	LessThan
+	LessThanOrEqual
+)
+
+var opNames = []string{">", ">=", "<", "<="}
+
+func (o Op) String() string {
+	if int(o) < len(opNames) {
+		return opNames[o]
+	}
+	return "?"
+}
+
+// OnEmpty is what a rule does when every tier is empty.
+type OnEmpty uint8
+
+// OnEmpty actions.
+const (
+	// Fallback lets the next matching rule decide, and after the last one
+	// default routing (every backend serving the requested model, lowest
+	// predicted TTFT), guards still applying.
+	Fallback OnEmpty = iota
+	// Reject fails closed: the request is rejected.
+	Reject
+)
+
+func (o OnEmpty) String() string {
+	if o == Reject {
+		return "Reject"
+	}
+	return "Fallback"
+}
+
+// Mode is how a GatewayBackend applies a policy.
+type Mode uint8
+
+// Policy modes.
+const (
+	// ModeRoute: the policy's rules decide, first match wins.
+	ModeRoute Mode = iota
+	// ModeGuard: the first matching rule's exclusions apply to every
+	// decision, and its onEmpty: Reject fails closed; it never picks.
+	ModeGuard
+)
+
+func (m Mode) String() string {
+	if m == ModeGuard {
+		return "Guard"
+	}
+	return "Route"
+}
+
+// Match matches a request when every non-empty field matches.
+type Match struct {
+	Model, Tenant, Tag string
+}
+
+// Predicate is metric op value.
+type Predicate struct {
+	Metric Metric
+	Op     Op
+	Value  float64
+}
+
+// Filter drops backends matching every set selector, when If (if any)
+// matches the request.
+type Filter struct {
+	Name       string
+	If         *Match
+	Type       BackendType
+	Names      []string // provider or worker-set names
+	Models     []string
+	Pool       string
+	Predicates []Predicate
+
+	ref string // "policy/rule/filter"
+}
+
+// Ref is the filter's "policy/rule/filter" label.
+func (f *Filter) Ref() string { return f.ref }
+
+// Tier filters by Type and picks by Order (first name with a candidate)
+// or by the lowest Minimize.
+type Tier struct {
+	Type     BackendType
+	Minimize Objective
+	Order    []string
+
+	label string
+}
+
+// Label renders the tier, e.g. "select[1] Provider order [bedrock databricks]".
+func (t *Tier) Label() string { return t.label }
+
+// Rule is one compiled routing rule.
+type Rule struct {
+	Policy   string
+	Name     string
+	Matches  []Match
+	Consider []string // models; empty means the requested model
+	Filters  []Filter
+	Tiers    []Tier
+	OnEmpty  OnEmpty
+
+	label string // "policy/rule"
+}
+
+// Label is "policy/rule".
+func (r *Rule) Label() string { return r.label }
+
+// Policy is a compiled InferencePolicy.
+type Policy struct {
+	Namespace, Name string
+	Rules           []*Rule
+}
+
+// PolicyRef is a policy as a GatewayBackend applies it.
+type PolicyRef struct {
+	Name string
+	Mode Mode
+}
+
+// TenantTags are a tenant's default tags.
+type TenantTags struct {
+	Tenant string
+	Tags   []string
+}
+
+// Program is one GatewayBackend's routing: its policies in order and its
+// tag settings. The implicit program (no GatewayBackend in the snapshot)
+// has an empty Name and applies every policy, by name, as Route.
+type Program struct {
+	Namespace, Name string
+	Models          []string // public model names; empty means any
+	Policies        []PolicyRef
+	AuthMode        string
+	TagsHeader      string
+	AllowedTags     []string
+	Tenants         []TenantTags
+
+	route    []*Rule   // Route rules, evaluation order
+	guards   [][]*Rule // each Guard policy's rules
+	byModel  map[string][]int32
+	anyModel []int32
+	tenants  map[string][]string
+}
+
+// WorkerSet is a compiled InferenceWorkerSet.
+type WorkerSet struct {
+	Namespace, Name string
+	Model           string
+	Pool            string
+	Service         string
+	Port            int32
+	MetricsPath     string
+	BlockSize       int32
+	KVEventsPort    int32
+	KVReplayPort    int32
+	KVTopic         string
+	Static          []StaticWorker
+}
+
+// StaticWorker is a worker at a fixed address.
+type StaticWorker struct {
+	ID, URL                            string
+	KVEventsEndpoint, KVReplayEndpoint string
+}
+
+// Pool is a compiled InferencePool.
+type Pool struct {
+	Namespace, Name         string
+	ScrapeInterval          time.Duration
+	PrefillTokensPerSecond  float64
+	SecondsPerQueuedRequest float64
+	MaxQueuedPrompts        int32
+	MaxKVCacheUsage         float64
+}
+
+// Provider is a compiled InferenceProvider. Credentials are a reference;
+// the key itself is never in a snapshot.
+type Provider struct {
+	Namespace, Name string
+	Type            string // OpenAICompatible or Anthropic
+	BaseURL         string
+	Models          []ProviderModel
+	Credentials     Credentials
+	// Prices per million tokens.
+	InputPrice, OutputPrice float64
+	Currency                string
+}
+
+// ProviderModel maps a public model name to the provider's.
+type ProviderModel struct{ Name, ServedName string }
+
+// Credentials says where the gateway finds a provider's API key.
+type Credentials struct {
+	SecretName, SecretKey string
+	Env, File             string
+}
+
+// ServedName is the provider's name for a public model, and whether the
+// provider serves it.
+func (p *Provider) ServedName(model string) (string, bool) {
+	for _, m := range p.Models {
+		if m.Name == model {
+			return m.ServedName, true
+		}
+	}
+	return "", false
+}

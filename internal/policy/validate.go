@@ -1,0 +1,442 @@
+package policy
+
+import (
+	"fmt"
+	"net/url"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"github.com/switchyard-dev/switchyard/api/v1alpha1"
+)
+
+// checker accumulates diagnostics.
+type checker struct {
+	diags Diagnostics
+}
+
+func (c *checker) err(o *Object, path, format string, args ...any) {
+	c.diags = append(c.diags, o.diag(SeverityError, path, format, args...))
+}
+
+func (c *checker) warn(o *Object, path, format string, args ...any) {
+	c.diags = append(c.diags, o.diag(SeverityWarning, path, format, args...))
+}
+
+func idx(path string, i int) string { return path + "[" + strconv.Itoa(i) + "]" }
+
+var (
+	// Kubernetes object names: DNS-1123 subdomains.
+	nameRE = regexp.MustCompile(`^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$`)
+	// Tags and rule/filter names: what the gateway accepts in its tags
+	// header, and safe as metric labels.
+	tagRE = regexp.MustCompile(`^[A-Za-z0-9._:/-]{1,64}$`)
+	// Endpoint ids: as the router's endpoints package accepts.
+	endpointIDRE = regexp.MustCompile(`^[A-Za-z0-9._:/-]{1,128}$`)
+	headerRE     = regexp.MustCompile("^[A-Za-z0-9!#$%&'*+.^_`|~-]+$")
+)
+
+var (
+	backendTypes  = []string{string(v1alpha1.BackendLocal), string(v1alpha1.BackendProvider)}
+	onEmptyNames  = []string{string(v1alpha1.OnEmptyReject), string(v1alpha1.OnEmptyFallback)}
+	providerTypes = []string{string(v1alpha1.ProviderOpenAICompatible), string(v1alpha1.ProviderAnthropic)}
+	modeNames     = []string{string(v1alpha1.PolicyModeRoute), string(v1alpha1.PolicyModeGuard)}
+	authModes     = []string{string(v1alpha1.AuthNone), string(v1alpha1.AuthAPIKey)}
+)
+
+// validateObject runs the checks that need only the object itself.
+func (c *checker) validateObject(o *Object) {
+	switch {
+	case o.Name == "":
+		c.err(o, "metadata.name", "name is required")
+	case len(o.Name) > 253 || !nameRE.MatchString(o.Name):
+		c.err(o, "metadata.name", "%q is not a valid name (lowercase letters, digits, '-' and '.')", o.Name)
+	}
+	switch {
+	case o.WorkerSet != nil:
+		c.validateWorkerSet(o, &o.WorkerSet.Spec)
+	case o.Pool != nil:
+		c.validatePool(o, &o.Pool.Spec)
+	case o.Provider != nil:
+		c.validateProvider(o, &o.Provider.Spec)
+	case o.Policy != nil:
+		c.validatePolicy(o, &o.Policy.Spec)
+	case o.Backend != nil:
+		c.validateBackend(o, &o.Backend.Spec)
+	}
+}
+
+func (c *checker) validateWorkerSet(o *Object, s *v1alpha1.InferenceWorkerSetSpec) {
+	if strings.TrimSpace(s.Model) == "" {
+		c.err(o, "spec.model", "model is required")
+	}
+	if s.Service == "" && len(s.Static) == 0 {
+		c.err(o, "spec", "set service (Kubernetes) or static (fixed addresses)")
+	}
+	if s.Port != 0 && (s.Port < 1 || s.Port > 65535) {
+		c.err(o, "spec.port", "port %d out of range 1-65535", s.Port)
+	}
+	if s.BlockSize < 0 || s.BlockSize > 1024 {
+		c.err(o, "spec.blockSize", "block size %d out of range 1-1024", s.BlockSize)
+	}
+	if s.MetricsPath != "" && !strings.HasPrefix(s.MetricsPath, "/") {
+		c.err(o, "spec.metricsPath", "must start with /")
+	}
+	if k := s.KVEvents; k != nil {
+		if k.Port < 1 || k.Port > 65535 {
+			c.err(o, "spec.kvEvents.port", "port %d out of range 1-65535", k.Port)
+		}
+		if k.ReplayPort < 0 || k.ReplayPort > 65535 {
+			c.err(o, "spec.kvEvents.replayPort", "port %d out of range 0-65535", k.ReplayPort)
+		}
+	}
+	seen := map[string]bool{}
+	for i, w := range s.Static {
+		p := idx("spec.static", i)
+		if !endpointIDRE.MatchString(w.ID) {
+			c.err(o, p+".id", "%q is not a valid endpoint id (1-128 of letters, digits and . _ - / :)", w.ID)
+		} else if seen[w.ID] {
+			c.err(o, p+".id", "endpoint id %q listed twice", w.ID)
+		}
+		seen[w.ID] = true
+		if err := checkBaseURL(w.URL); err != nil {
+			c.err(o, p+".url", "%v", err)
+		}
+		for _, e := range []struct{ field, v string }{{"kvEventsEndpoint", w.KVEventsEndpoint}, {"kvReplayEndpoint", w.KVReplayEndpoint}} {
+			if e.v != "" && !strings.HasPrefix(e.v, "tcp://") && !strings.HasPrefix(e.v, "ipc://") {
+				c.err(o, p+"."+e.field, "%q: want tcp://host:port or ipc://path", e.v)
+			}
+		}
+	}
+}
+
+func (c *checker) validatePool(o *Object, s *v1alpha1.InferencePoolSpec) {
+	if s.ScrapeInterval != nil && s.ScrapeInterval.Duration <= 0 {
+		c.err(o, "spec.scrapeInterval", "must be positive")
+	}
+	if p := s.Predictor; p != nil {
+		if p.PrefillTokensPerSecond < 0 {
+			c.err(o, "spec.predictor.prefillTokensPerSecond", "must not be negative")
+		}
+		if p.SecondsPerQueuedRequest < 0 {
+			c.err(o, "spec.predictor.secondsPerQueuedRequest", "must not be negative")
+		}
+	}
+	if sat := s.Saturation; sat != nil {
+		if sat.MaxQueuedPrompts < 0 {
+			c.err(o, "spec.saturation.maxQueuedPrompts", "must not be negative")
+		}
+		if sat.MaxKVCacheUsage < 0 || sat.MaxKVCacheUsage > 1 {
+			c.err(o, "spec.saturation.maxKVCacheUsage", "%g: KV cache usage is a fraction in 0..1", sat.MaxKVCacheUsage)
+		}
+	}
+}
+
+func (c *checker) validateProvider(o *Object, s *v1alpha1.InferenceProviderSpec) {
+	c.enum(o, "spec.type", string(s.Type), providerTypes, "provider type", true)
+	if err := checkBaseURL(s.BaseURL); err != nil {
+		c.err(o, "spec.baseURL", "%v", err)
+	}
+	if cr := s.Credentials; cr != nil {
+		n := 0
+		if cr.SecretRef != nil {
+			n++
+			if cr.SecretRef.Name == "" {
+				c.err(o, "spec.credentials.secretRef.name", "secret name is required")
+			}
+		}
+		if cr.Env != "" {
+			n++
+		}
+		if cr.File != "" {
+			n++
+		}
+		if n != 1 {
+			c.err(o, "spec.credentials", "set exactly one of secretRef, env and file")
+		}
+	}
+	if len(s.Models) == 0 {
+		c.err(o, "spec.models", "a provider must serve at least one model")
+	}
+	seen := map[string]bool{}
+	for i, m := range s.Models {
+		p := idx("spec.models", i)
+		if strings.TrimSpace(m.Name) == "" {
+			c.err(o, p+".name", "model name is required")
+			continue
+		}
+		if seen[m.Name] {
+			c.err(o, p+".name", "model %q listed twice", m.Name)
+		}
+		seen[m.Name] = true
+	}
+	if pr := s.Pricing; pr != nil && (pr.InputPerMillionTokens < 0 || pr.OutputPerMillionTokens < 0) {
+		c.err(o, "spec.pricing", "prices must not be negative")
+	}
+}
+
+func checkBaseURL(raw string) error {
+	if raw == "" {
+		return fmt.Errorf("url is required")
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		return fmt.Errorf("invalid url %q: %w", raw, err)
+	}
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return fmt.Errorf("url %q: scheme must be http or https", raw)
+	}
+	if u.Hostname() == "" {
+		return fmt.Errorf("url %q: no host", raw)
+	}
+	if u.User != nil {
+		return fmt.Errorf("url %q: credentials in the url are not allowed (use credentials)", u.Redacted())
+	}
+	if u.RawQuery != "" || u.Fragment != "" {
+		return fmt.Errorf("url %q: query and fragment are not allowed in a base url", raw)
+	}
+	return nil
+}
+
+// enum checks an enumerated value; empty is allowed unless required.
+func (c *checker) enum(o *Object, path, v string, allowed []string, what string, required bool) bool {
+	if v == "" {
+		if required {
+			c.err(o, path, "%s is required%s", what, didYouMean("", allowed))
+			return false
+		}
+		return true
+	}
+	for _, a := range allowed {
+		if v == a {
+			return true
+		}
+	}
+	c.err(o, path, "unknown %s %q%s", what, v, didYouMean(v, allowed))
+	return false
+}
+
+func (c *checker) validateMatch(o *Object, path string, m *v1alpha1.Match) {
+	if m.Model == "" && m.Tenant == "" && m.Tag == "" {
+		c.err(o, path, "empty match: set model, tenant or tag (omit matches to match every request)")
+	}
+	if m.Tag != "" && !tagRE.MatchString(m.Tag) {
+		c.err(o, path+".tag", "%q is not a valid tag (1-64 of letters, digits and . _ : / -)", m.Tag)
+	}
+}
+
+func (c *checker) validatePolicy(o *Object, s *v1alpha1.InferencePolicySpec) {
+	if len(s.Rules) == 0 {
+		c.err(o, "spec.rules", "a policy needs at least one rule")
+	}
+	names := map[string]int{}
+	for i := range s.Rules {
+		r := &s.Rules[i]
+		p := idx("spec.rules", i)
+		switch {
+		case r.Name == "":
+			c.err(o, p+".name", "rule name is required")
+		case !tagRE.MatchString(r.Name):
+			c.err(o, p+".name", "%q is not a valid rule name (1-64 of letters, digits and . _ : / -)", r.Name)
+		default:
+			if j, dup := names[r.Name]; dup {
+				c.err(o, p+".name", "rule name %q already used by spec.rules[%d]", r.Name, j)
+			}
+			names[r.Name] = i
+		}
+		for j := range r.Matches {
+			c.validateMatch(o, idx(p+".matches", j), &r.Matches[j])
+		}
+		c.validateRoute(o, p+".route", &r.Route)
+	}
+}
+
+func (c *checker) validateRoute(o *Object, p string, rt *v1alpha1.Route) {
+	for i, ce := range rt.Consider {
+		cp := idx(p+".consider", i)
+		if ce.Models == nil {
+			c.err(o, cp, "empty consider entry: set models")
+			continue
+		}
+		if len(ce.Models.Names) == 0 {
+			c.err(o, cp+".models.names", "list at least one model")
+		}
+		seen := map[string]bool{}
+		for j, n := range ce.Models.Names {
+			if strings.TrimSpace(n) == "" {
+				c.err(o, idx(cp+".models.names", j), "empty model name")
+			} else if seen[n] {
+				c.err(o, idx(cp+".models.names", j), "model %q listed twice", n)
+			}
+			seen[n] = true
+		}
+	}
+	filters := map[string]bool{}
+	for i := range rt.Exclude {
+		f := &rt.Exclude[i]
+		fp := idx(p+".exclude", i)
+		switch {
+		case f.Name == "":
+			c.err(o, fp+".name", "filter name is required")
+		case !tagRE.MatchString(f.Name):
+			c.err(o, fp+".name", "%q is not a valid filter name (1-64 of letters, digits and . _ : / -)", f.Name)
+		case filters[f.Name]:
+			c.err(o, fp+".name", "filter name %q used twice in this rule", f.Name)
+		}
+		filters[f.Name] = true
+		if f.If != nil {
+			c.validateMatch(o, fp+".if", f.If)
+		}
+		c.validateSelector(o, fp+".drop", &f.Drop)
+	}
+	for i := range rt.Select {
+		t := &rt.Select[i]
+		tp := idx(p+".select", i)
+		c.enum(o, tp+".type", string(t.Type), backendTypes, "backend type", false)
+		if t.Minimize != "" {
+			if _, ok := parseObjective(string(t.Minimize)); !ok {
+				c.err(o, tp+".minimize", "unknown objective %q%s", t.Minimize, didYouMean(string(t.Minimize), objectiveNames))
+			}
+		}
+		if t.Minimize != "" && len(t.Order) > 0 {
+			c.err(o, tp, "set minimize or order, not both")
+		}
+		seen := map[string]bool{}
+		for j, n := range t.Order {
+			if strings.TrimSpace(n) == "" {
+				c.err(o, idx(tp+".order", j), "empty name")
+			} else if seen[n] {
+				c.err(o, idx(tp+".order", j), "%q listed twice", n)
+			}
+			seen[n] = true
+		}
+	}
+	c.enum(o, p+".onEmpty", string(rt.OnEmpty), onEmptyNames, "onEmpty action", false)
+}
+
+func (c *checker) validateSelector(o *Object, p string, s *v1alpha1.BackendSelector) {
+	if *s == (v1alpha1.BackendSelector{}) {
+		c.err(o, p, "empty selector would drop every backend: set backend or a state such as queuedPrompts")
+		return
+	}
+	if b := s.Backend; b != nil {
+		if b.Type == "" && len(b.Names) == 0 && len(b.Models) == 0 && b.Pool == "" {
+			c.err(o, p+".backend", "empty backend selector: set type, names, models or pool")
+		}
+		c.enum(o, p+".backend.type", string(b.Type), backendTypes, "backend type", false)
+	}
+	for _, r := range []struct {
+		field string
+		r     *v1alpha1.NumberRange
+		unit  bool
+	}{
+		{"queuedPrompts", s.QueuedPrompts, false},
+		{"runningRequests", s.RunningRequests, false},
+		{"inFlight", s.InFlight, false},
+		{"kvCacheUsage", s.KVCacheUsage, true},
+		{"predictedTTFT", s.PredictedTTFT, false},
+		{"cachedTokens", s.CachedTokens, false},
+	} {
+		if r.r != nil {
+			c.validateRange(o, p+"."+r.field, r.r, r.unit)
+		}
+	}
+}
+
+// validateRange rejects empty ranges and ones no value can satisfy.
+func (c *checker) validateRange(o *Object, p string, r *v1alpha1.NumberRange, unit bool) {
+	if r.GreaterThan == nil && r.GreaterThanOrEqual == nil && r.LessThan == nil && r.LessThanOrEqual == nil {
+		c.err(o, p, "set greaterThan, greaterThanOrEqual, lessThan or lessThanOrEqual")
+		return
+	}
+	lo, loIncl, hasLo := bound(r.GreaterThan, r.GreaterThanOrEqual, true)
+	hi, hiIncl, hasHi := bound(r.LessThan, r.LessThanOrEqual, false)
+	if hasLo && hasHi && (lo > hi || (lo == hi && !(loIncl && hiIncl))) {
+		c.err(o, p, "no value satisfies this range: it can never match")
+	}
+	if unit {
+		for _, v := range []*float64{r.GreaterThan, r.GreaterThanOrEqual, r.LessThan, r.LessThanOrEqual} {
+			if v != nil && (*v < 0 || *v > 1) {
+				c.err(o, p, "%g: KV cache usage is a fraction in 0..1 (write 0.7, not 70)", *v)
+				break
+			}
+		}
+	}
+}
+
+// bound merges a strict and an inclusive bound into the tighter one.
+func bound(strict, incl *float64, lower bool) (v float64, inclusive, ok bool) {
+	switch {
+	case strict == nil && incl == nil:
+		return 0, false, false
+	case strict == nil:
+		return *incl, true, true
+	case incl == nil:
+		return *strict, false, true
+	}
+	if lower {
+		if *incl > *strict {
+			return *incl, true, true
+		}
+		return *strict, false, true
+	}
+	if *incl < *strict {
+		return *incl, true, true
+	}
+	return *strict, false, true
+}
+
+func (c *checker) validateBackend(o *Object, s *v1alpha1.GatewayBackendSpec) {
+	seen := map[string]bool{}
+	for i, m := range s.Models {
+		p := idx("spec.models", i)
+		if strings.TrimSpace(m.Name) == "" {
+			c.err(o, p+".name", "model name is required")
+		} else if seen[m.Name] {
+			c.err(o, p+".name", "model %q listed twice", m.Name)
+		}
+		seen[m.Name] = true
+	}
+	seen = map[string]bool{}
+	for i, r := range s.Policies {
+		p := idx("spec.policies", i)
+		if r.Name == "" {
+			c.err(o, p+".name", "policy name is required")
+		} else if seen[r.Name] {
+			c.err(o, p+".name", "policy %q listed twice", r.Name)
+		}
+		seen[r.Name] = true
+		c.enum(o, p+".mode", string(r.Mode), modeNames, "policy mode", false)
+	}
+	if s.Auth != nil {
+		c.enum(o, "spec.auth.mode", string(s.Auth.Mode), authModes, "auth mode", false)
+	}
+	if t := s.Tags; t != nil {
+		if t.Header != "" && !headerRE.MatchString(t.Header) {
+			c.err(o, "spec.tags.header", "%q is not a valid HTTP header name", t.Header)
+		}
+		for i, tag := range t.Allowed {
+			if !tagRE.MatchString(tag) {
+				c.err(o, idx("spec.tags.allowed", i), "%q is not a valid tag (1-64 of letters, digits and . _ : / -)", tag)
+			}
+		}
+		tenants := map[string]bool{}
+		for i, tt := range t.Tenants {
+			p := idx("spec.tags.tenants", i)
+			if tt.Tenant == "" {
+				c.err(o, p+".tenant", "tenant is required")
+			} else if tenants[tt.Tenant] {
+				c.err(o, p+".tenant", "tenant %q listed twice", tt.Tenant)
+			}
+			tenants[tt.Tenant] = true
+			if len(tt.Tags) == 0 {
+				c.err(o, p+".tags", "list at least one tag")
+			}
+			for j, tag := range tt.Tags {
+				if !tagRE.MatchString(tag) {
+					c.err(o, idx(p+".tags", j), "%q is not a valid tag (1-64 of letters, digits and . _ : / -)", tag)
+				}
+			}
+		}
+	}
+}

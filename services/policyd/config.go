@@ -1,0 +1,125 @@
+package policyd
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"time"
+
+	"k8s.io/client-go/dynamic"
+)
+
+// Source modes.
+const (
+	SourceFiles      = "files"
+	SourceKubernetes = "kubernetes"
+)
+
+// Config is policyd's configuration.
+type Config struct {
+	// GRPCAddr serves PolicyService and grpc health.
+	GRPCAddr string
+	// HTTPAddr serves REST (grpc-gateway), /metrics, /healthz, /readyz.
+	HTTPAddr string
+	// Source is "files" (a directory of YAML, reloaded on change) or
+	// "kubernetes" (the five CRDs through client-go informers).
+	Source string
+	// Paths are the YAML files and directories read in files mode.
+	Paths []string
+	// PollInterval is how often files mode checks the files for changes.
+	PollInterval time.Duration
+	// Kubeconfig for kubernetes mode; empty uses the in-cluster config.
+	Kubeconfig string
+	// Namespace watched in kubernetes mode; empty watches all.
+	Namespace string
+	// WriteStatus writes status.conditions back in kubernetes mode.
+	WriteStatus bool
+	// Debounce coalesces bursts of resource events into one compile.
+	Debounce        time.Duration
+	ShutdownTimeout time.Duration
+
+	// Dynamic, when set, is the Kubernetes client used instead of one
+	// built from Kubeconfig (tests, embedding).
+	Dynamic dynamic.Interface
+}
+
+// DefaultConfig returns the flag defaults.
+func DefaultConfig() Config {
+	return Config{
+		GRPCAddr:        ":9092",
+		HTTPAddr:        ":9093",
+		Source:          SourceFiles,
+		PollInterval:    500 * time.Millisecond,
+		WriteStatus:     true,
+		Debounce:        100 * time.Millisecond,
+		ShutdownTimeout: 10 * time.Second,
+	}
+}
+
+// pathList is a repeatable, comma-separated flag.
+type pathList []string
+
+func (p *pathList) String() string { return fmt.Sprint(*p) }
+func (p *pathList) Set(v string) error {
+	for _, s := range splitComma(v) {
+		*p = append(*p, s)
+	}
+	return nil
+}
+
+func splitComma(v string) []string {
+	var out []string
+	start := 0
+	for i := 0; i <= len(v); i++ {
+		if i == len(v) || v[i] == ',' {
+			if s := v[start:i]; s != "" {
+				out = append(out, s)
+			}
+			start = i + 1
+		}
+	}
+	return out
+}
+
+// RegisterFlags registers the service's flags on fs.
+func (c *Config) RegisterFlags(fs *flag.FlagSet) {
+	d := DefaultConfig()
+	*c = d
+	fs.StringVar(&c.GRPCAddr, "grpc-addr", d.GRPCAddr, "gRPC listen address (PolicyService, health)")
+	fs.StringVar(&c.HTTPAddr, "http-addr", d.HTTPAddr, "HTTP listen address (REST, /metrics, /healthz, /readyz)")
+	fs.StringVar(&c.Source, "source", d.Source, "where resources come from: files or kubernetes")
+	fs.Var((*pathList)(&c.Paths), "path", "files mode: YAML file or directory to load (repeatable, comma-separated)")
+	fs.DurationVar(&c.PollInterval, "poll-interval", d.PollInterval, "files mode: how often to check the files for changes")
+	fs.StringVar(&c.Kubeconfig, "kubeconfig", "", "kubernetes mode: kubeconfig file (empty: in-cluster config)")
+	fs.StringVar(&c.Namespace, "namespace", "", "kubernetes mode: namespace to watch (empty: all)")
+	fs.BoolVar(&c.WriteStatus, "write-status", d.WriteStatus, "kubernetes mode: write status.conditions back to the resources")
+	fs.DurationVar(&c.Debounce, "debounce", d.Debounce, "kubernetes mode: coalesce resource events for this long before compiling")
+	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", d.ShutdownTimeout, "bound on graceful shutdown")
+}
+
+// Validate checks the configuration.
+func (c *Config) Validate() error {
+	var errs []error
+	switch c.Source {
+	case SourceFiles:
+		if len(c.Paths) == 0 {
+			errs = append(errs, errors.New("path: files mode needs at least one file or directory"))
+		}
+		if c.PollInterval <= 0 {
+			errs = append(errs, errors.New("poll-interval: must be positive"))
+		}
+	case SourceKubernetes:
+	default:
+		errs = append(errs, fmt.Errorf("source: %q: want %s or %s", c.Source, SourceFiles, SourceKubernetes))
+	}
+	if c.GRPCAddr == "" || c.HTTPAddr == "" {
+		errs = append(errs, errors.New("grpc-addr and http-addr are required"))
+	}
+	if c.Debounce < 0 {
+		errs = append(errs, errors.New("debounce: must not be negative"))
+	}
+	if c.ShutdownTimeout <= 0 {
+		errs = append(errs, errors.New("shutdown-timeout: must be positive"))
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,374 @@
+package policyd
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"net"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/rs/zerolog"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/dynamic/dynamicinformer"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/switchyard-dev/switchyard/api/v1alpha1"
+	"github.com/switchyard-dev/switchyard/internal/policy"
+)
+
+// ReasonBlocked is the Accepted condition's reason for a valid resource
+// that is not served because other resources are invalid: snapshots are
+// all or nothing, so one broken policy holds back every change.
+const ReasonBlocked = "BlockedByOtherErrors"
+
+// maxConditionMessage bounds a condition message (the API allows 32 KiB;
+// kubectl output does not need that much).
+const maxConditionMessage = 2048
+
+// kubeSource follows the five CRDs through dynamic informers and writes
+// each resource's Accepted condition back.
+type kubeSource struct {
+	client      dynamic.Interface
+	namespace   string
+	debounce    time.Duration
+	writeStatus bool
+	st          *state
+	metrics     *metrics
+	log         zerolog.Logger
+	slices      cache.GenericLister
+}
+
+// endpointSlicesGVR is discovery.k8s.io/v1 EndpointSlices.
+var endpointSlicesGVR = schema.GroupVersionResource{Group: "discovery.k8s.io", Version: "v1", Resource: "endpointslices"}
+
+func newDynamic(kubeconfig string) (dynamic.Interface, error) {
+	rc, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes config: %w", err)
+	}
+	rc.UserAgent = "switchyard-policyd"
+	c, err := dynamic.NewForConfig(rc)
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes client: %w", err)
+	}
+	return c, nil
+}
+
+// Run starts the informers and compiles after every burst of changes
+// until ctx ends.
+func (k *kubeSource) Run(ctx context.Context, apply func([]*policy.Object, policy.Diagnostics) result) error {
+	factory := dynamicinformer.NewFilteredDynamicSharedInformerFactory(k.client, 0, k.namespace, nil)
+	trigger := make(chan struct{}, 1)
+	notify := func() {
+		select {
+		case trigger <- struct{}{}:
+		default:
+		}
+	}
+	handler := cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(any) { notify() },
+		UpdateFunc: func(any, any) { notify() },
+		DeleteFunc: func(any) { notify() },
+	}
+	listers := make(map[string]cache.GenericLister, len(v1alpha1.Kinds))
+	for _, kind := range v1alpha1.Kinds {
+		inf := factory.ForResource(v1alpha1.Resources[kind])
+		if _, err := inf.Informer().AddEventHandler(handler); err != nil {
+			return fmt.Errorf("watch %s: %w", kind, err)
+		}
+		listers[kind] = inf.Lister()
+	}
+	// Worker addresses of worker sets that name a Service come from its
+	// EndpointSlices. Slices carry no label saying they are ours, so this
+	// follows every slice in the namespace(s) watched.
+	esInf := factory.ForResource(endpointSlicesGVR)
+	if _, err := esInf.Informer().AddEventHandler(handler); err != nil {
+		return fmt.Errorf("watch endpointslices: %w", err)
+	}
+	k.slices = esInf.Lister()
+	factory.Start(ctx.Done())
+	defer factory.Shutdown()
+	for gvr, ok := range factory.WaitForCacheSync(ctx.Done()) {
+		if !ok {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return fmt.Errorf("sync informer for %s", gvr.Resource)
+		}
+	}
+	k.log.Info().Str("namespace", k.namespace).Msg("kubernetes informers synced")
+	notify()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-trigger:
+		}
+		if k.debounce > 0 {
+			t := time.NewTimer(k.debounce)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return nil
+			case <-t.C:
+			}
+		}
+		select { // events during the debounce are covered by this read
+		case <-trigger:
+		default:
+		}
+		objs, raws, diags := k.read(listers)
+		res := apply(objs, diags)
+		if k.writeStatus {
+			k.writeStatuses(ctx, raws, res)
+		}
+	}
+}
+
+// read converts every cached resource to its typed form, in a fixed order.
+func (k *kubeSource) read(listers map[string]cache.GenericLister) ([]*policy.Object, []*unstructured.Unstructured, policy.Diagnostics) {
+	var raws []*unstructured.Unstructured
+	for _, kind := range v1alpha1.Kinds {
+		list, err := listers[kind].List(labels.Everything())
+		if err != nil {
+			continue
+		}
+		for _, ro := range list {
+			if u, ok := ro.(*unstructured.Unstructured); ok {
+				raws = append(raws, u)
+			}
+		}
+	}
+	slices.SortFunc(raws, func(a, b *unstructured.Unstructured) int {
+		return cmp.Or(cmp.Compare(kindOrder(a.GetKind()), kindOrder(b.GetKind())), cmp.Compare(a.GetNamespace(), b.GetNamespace()), cmp.Compare(a.GetName(), b.GetName()))
+	})
+	var objs []*policy.Object
+	var diags policy.Diagnostics
+	for _, u := range raws {
+		o, err := typedObject(u)
+		if err != nil {
+			diags = append(diags, policy.Diagnostic{Kind: u.GetKind(), Namespace: u.GetNamespace(), Name: u.GetName(), Message: err.Error()})
+			continue
+		}
+		if ws := o.WorkerSet; ws != nil && ws.Spec.Service != "" {
+			ws.Spec.Static = append(ws.Spec.Static, k.discover(ws)...)
+		}
+		objs = append(objs, o)
+	}
+	return objs, raws, diags
+}
+
+// discover lists the ready endpoints of a worker set's Service, as static
+// workers named after their pods, in a fixed order.
+func (k *kubeSource) discover(ws *v1alpha1.InferenceWorkerSet) []v1alpha1.StaticWorker {
+	if k.slices == nil {
+		return nil
+	}
+	sel := labels.SelectorFromSet(labels.Set{"kubernetes.io/service-name": ws.Spec.Service})
+	list, err := k.slices.ByNamespace(ws.Namespace).List(sel)
+	if err != nil {
+		return nil
+	}
+	port := cmp.Or(ws.Spec.Port, 8000)
+	seen := map[string]bool{}
+	var out []v1alpha1.StaticWorker
+	for _, ro := range list {
+		u, ok := ro.(*unstructured.Unstructured)
+		if !ok {
+			continue
+		}
+		eps, _, _ := unstructured.NestedSlice(u.Object, "endpoints")
+		for _, e := range eps {
+			ep, ok := e.(map[string]any)
+			if !ok {
+				continue
+			}
+			if ready, found, _ := unstructured.NestedBool(ep, "conditions", "ready"); found && !ready {
+				continue // nil means ready, per the EndpointSlice API
+			}
+			addrs, _, _ := unstructured.NestedStringSlice(ep, "addresses")
+			if len(addrs) == 0 {
+				continue
+			}
+			id, _, _ := unstructured.NestedString(ep, "targetRef", "name")
+			if id == "" {
+				id = addrs[0]
+			}
+			if seen[id] {
+				continue
+			}
+			seen[id] = true
+			w := v1alpha1.StaticWorker{ID: id, URL: "http://" + net.JoinHostPort(addrs[0], strconv.Itoa(int(port)))}
+			if kv := ws.Spec.KVEvents; kv != nil {
+				w.KVEventsEndpoint = "tcp://" + net.JoinHostPort(addrs[0], strconv.Itoa(int(kv.Port)))
+				if kv.ReplayPort > 0 {
+					w.KVReplayEndpoint = "tcp://" + net.JoinHostPort(addrs[0], strconv.Itoa(int(kv.ReplayPort)))
+				}
+			}
+			out = append(out, w)
+		}
+	}
+	slices.SortFunc(out, func(a, b v1alpha1.StaticWorker) int { return cmp.Compare(a.ID, b.ID) })
+	return out
+}
+
+func kindOrder(kind string) int { return slices.Index(v1alpha1.Kinds, kind) }
+
+// typedObject converts an unstructured resource to its API type.
+func typedObject(u *unstructured.Unstructured) (*policy.Object, error) {
+	var typed any
+	switch u.GetKind() {
+	case v1alpha1.KindInferenceWorkerSet:
+		typed = &v1alpha1.InferenceWorkerSet{}
+	case v1alpha1.KindInferencePool:
+		typed = &v1alpha1.InferencePool{}
+	case v1alpha1.KindInferenceProvider:
+		typed = &v1alpha1.InferenceProvider{}
+	case v1alpha1.KindInferencePolicy:
+		typed = &v1alpha1.InferencePolicy{}
+	case v1alpha1.KindGatewayBackend:
+		typed = &v1alpha1.GatewayBackend{}
+	default:
+		return nil, fmt.Errorf("unexpected kind %q", u.GetKind())
+	}
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.UnstructuredContent(), typed); err != nil {
+		return nil, fmt.Errorf("decode: %w", err)
+	}
+	return policy.ObjectOf(typed)
+}
+
+// condition is the Accepted condition a resource should carry after res.
+func (k *kubeSource) condition(u *unstructured.Unstructured, res result) metav1.Condition {
+	c := metav1.Condition{Type: v1alpha1.ConditionAccepted, ObservedGeneration: u.GetGeneration()}
+	mine := res.diags.For(u.GetKind(), u.GetNamespace(), u.GetName())
+	if errs := mine.Errors(); len(errs) > 0 {
+		c.Status, c.Reason, c.Message = metav1.ConditionFalse, v1alpha1.ReasonInvalid, errs.Summary(5)
+		return clip(c)
+	}
+	cur, _ := k.st.current()
+	served := cur != nil && (res.applied || res.unchanged)
+	if !served && cur != nil {
+		gen, ok := cur.generations[refOf(u)]
+		served = ok && gen == u.GetGeneration()
+	}
+	if !served {
+		c.Status, c.Reason = metav1.ConditionFalse, ReasonBlocked
+		c.Message = "valid, but not served: other resources have errors: " + res.diags.Errors().Summary(3)
+		return clip(c)
+	}
+	c.Status, c.Reason = metav1.ConditionTrue, v1alpha1.ReasonAccepted
+	// No revision in the message: replicas number revisions apart, and
+	// their writes would never settle.
+	c.Message = "served"
+	if !res.applied && !res.unchanged {
+		c.Message += " (other resources have errors; their changes are not served)"
+	}
+	if w := mine.Warnings(); len(w) > 0 {
+		c.Message += "; warnings: " + w.Summary(3)
+	}
+	return clip(c)
+}
+
+func clip(c metav1.Condition) metav1.Condition {
+	if len(c.Message) > maxConditionMessage {
+		c.Message = c.Message[:maxConditionMessage-3] + "..."
+	}
+	return c
+}
+
+func refOf(u *unstructured.Unstructured) string {
+	o := policy.Object{Kind: u.GetKind(), Namespace: u.GetNamespace(), Name: u.GetName()}
+	return o.Ref()
+}
+
+// writeStatuses updates the Accepted condition of every resource whose
+// condition changed. Unchanged conditions are not written, so the update
+// events the writes cause settle after one round.
+func (k *kubeSource) writeStatuses(ctx context.Context, raws []*unstructured.Unstructured, res result) {
+	now := metav1.NewTime(time.Now())
+	for _, u := range raws {
+		want := k.condition(u, res)
+		var st v1alpha1.Status
+		if m, ok, _ := unstructured.NestedMap(u.Object, "status"); ok {
+			_ = runtime.DefaultUnstructuredConverter.FromUnstructured(m, &st)
+		}
+		extra := k.extraStatus(u, want.Status == metav1.ConditionTrue)
+		if have := meta.FindStatusCondition(st.Conditions, want.Type); have != nil &&
+			have.Status == want.Status && have.Reason == want.Reason && have.Message == want.Message &&
+			have.ObservedGeneration == want.ObservedGeneration && st.ObservedGeneration == u.GetGeneration() &&
+			sameExtra(u, extra) {
+			continue
+		}
+		want.LastTransitionTime = now
+		meta.SetStatusCondition(&st.Conditions, want)
+		st.ObservedGeneration = u.GetGeneration()
+		conds, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&st)
+		if err != nil {
+			continue
+		}
+		out := u.DeepCopy()
+		status, _, _ := unstructured.NestedMap(out.Object, "status")
+		if status == nil {
+			status = map[string]any{}
+		}
+		status["conditions"] = conds["conditions"]
+		status["observedGeneration"] = conds["observedGeneration"]
+		for f, v := range extra {
+			status[f] = v
+		}
+		if err := unstructured.SetNestedMap(out.Object, status, "status"); err != nil {
+			continue
+		}
+		gvr := v1alpha1.Resources[u.GetKind()]
+		_, err = k.client.Resource(gvr).Namespace(u.GetNamespace()).UpdateStatus(ctx, out, metav1.UpdateOptions{})
+		if err != nil {
+			// A conflict means a newer version exists: its update event
+			// triggers another round, which writes again.
+			k.metrics.statusWrite.WithLabelValues("error").Inc()
+			k.log.Debug().Err(err).Str("kind", u.GetKind()).Str("namespace", u.GetNamespace()).Str("name", u.GetName()).Msg("write status")
+			continue
+		}
+		k.metrics.statusWrite.WithLabelValues("ok").Inc()
+	}
+}
+
+// extraStatus returns the kind-specific status counters.
+func (k *kubeSource) extraStatus(u *unstructured.Unstructured, accepted bool) map[string]int64 {
+	switch u.GetKind() {
+	case v1alpha1.KindInferencePolicy:
+		n := int64(0)
+		if accepted {
+			rules, _, _ := unstructured.NestedSlice(u.Object, "spec", "rules")
+			n = int64(len(rules))
+		}
+		return map[string]int64{"rules": n}
+	case v1alpha1.KindInferenceWorkerSet:
+		n := int64(0)
+		if cur, _ := k.st.current(); accepted && cur != nil {
+			if ws := cur.snap.WorkerSet(u.GetName()); ws != nil {
+				n = int64(len(ws.Static)) // static and discovered
+			}
+		}
+		return map[string]int64{"endpoints": n}
+	}
+	return nil
+}
+
+func sameExtra(u *unstructured.Unstructured, extra map[string]int64) bool {
+	for f, v := range extra {
+		have, _, _ := unstructured.NestedInt64(u.Object, "status", f)
+		if have != v {
+			return false
+		}
+	}
+	return true
+}

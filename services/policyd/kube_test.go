@@ -1,0 +1,280 @@
+package policyd
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	dynamicfake "k8s.io/client-go/dynamic/fake"
+
+	"github.com/switchyard-dev/switchyard/api/v1alpha1"
+)
+
+// readManifests decodes every document of the dev catalog's files.
+func readManifests(t *testing.T) []*unstructured.Unstructured {
+	t.Helper()
+	var out []*unstructured.Unstructured
+	err := filepath.WalkDir(examplesDir, func(p string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() || !strings.HasSuffix(p, ".yaml") {
+			return err
+		}
+		f, err := os.Open(p)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		dec := utilyaml.NewYAMLOrJSONDecoder(f, 4096)
+		for {
+			u := &unstructured.Unstructured{}
+			if err := dec.Decode(&u.Object); err == io.EOF {
+				return nil
+			} else if err != nil {
+				return err
+			}
+			if len(u.Object) > 0 {
+				u.SetGeneration(1)
+				out = append(out, u)
+			}
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func listKinds() map[schema.GroupVersionResource]string {
+	m := map[schema.GroupVersionResource]string{}
+	for kind, gvr := range v1alpha1.Resources {
+		m[gvr] = kind + "List"
+	}
+	m[endpointSlicesGVR] = "EndpointSliceList"
+	return m
+}
+
+// kubeEnv is policyd in Kubernetes mode over client-go's fake dynamic
+// client.
+type kubeEnv struct {
+	t      *testing.T
+	client *dynamicfake.FakeDynamicClient
+	srv    *Server
+}
+
+func (e *kubeEnv) get(kind, name string) *unstructured.Unstructured {
+	e.t.Helper()
+	u, err := e.client.Resource(v1alpha1.Resources[kind]).Namespace("inference").Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return u
+}
+
+// accepted returns the Accepted condition of a resource, nil when absent.
+func (e *kubeEnv) accepted(kind, name string) *metav1.Condition {
+	u := e.get(kind, name)
+	m, ok, _ := unstructured.NestedMap(u.Object, "status")
+	if !ok {
+		return nil
+	}
+	var st v1alpha1.Status
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(m, &st); err != nil {
+		e.t.Fatal(err)
+	}
+	return meta.FindStatusCondition(st.Conditions, v1alpha1.ConditionAccepted)
+}
+
+func (e *kubeEnv) waitCondition(kind, name string, status metav1.ConditionStatus, reason string, generation int64) *metav1.Condition {
+	e.t.Helper()
+	var c *metav1.Condition
+	eventually(e.t, 10*time.Second, kind+" "+name+" "+reason, func() bool {
+		c = e.accepted(kind, name)
+		return c != nil && c.Status == status && c.Reason == reason && c.ObservedGeneration == generation
+	})
+	return c
+}
+
+// edit applies f to a resource's spec and bumps its generation, as the
+// API server would.
+func (e *kubeEnv) edit(kind, name string, f func(u *unstructured.Unstructured)) {
+	e.t.Helper()
+	u := e.get(kind, name)
+	f(u)
+	u.SetGeneration(u.GetGeneration() + 1)
+	if _, err := e.client.Resource(v1alpha1.Resources[kind]).Namespace("inference").Update(context.Background(), u, metav1.UpdateOptions{}); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+func setObjective(obj string) func(u *unstructured.Unstructured) {
+	return func(u *unstructured.Unstructured) {
+		rules, _, _ := unstructured.NestedSlice(u.Object, "spec", "rules")
+		route := rules[0].(map[string]any)["route"].(map[string]any)
+		route["select"].([]any)[0].(map[string]any)["minimize"] = obj
+		_ = unstructured.SetNestedSlice(u.Object, rules, "spec", "rules")
+	}
+}
+
+func startKube(t *testing.T, objs []*unstructured.Unstructured) *kubeEnv {
+	ro := make([]runtime.Object, len(objs))
+	for i, o := range objs {
+		ro[i] = o
+	}
+	client := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), listKinds(), ro...)
+	cfg := DefaultConfig()
+	cfg.GRPCAddr, cfg.HTTPAddr = "127.0.0.1:0", "127.0.0.1:0"
+	cfg.Source, cfg.Dynamic, cfg.Debounce = SourceKubernetes, client, 5*time.Millisecond
+	cfg.Namespace = "inference"
+	return &kubeEnv{t: t, client: client, srv: startServer(t, cfg)}
+}
+
+// Statuses are written back: Invalid with the message on the broken
+// resource, blocked or accepted on the others, and they settle.
+func TestKubernetesModeStatus(t *testing.T) {
+	objs := readManifests(t)
+	if len(objs) != 11 {
+		t.Fatalf("%d manifests in the dev catalog, want 11", len(objs))
+	}
+	for _, o := range objs {
+		if o.GetName() == "burst-policy" {
+			setObjective("PredictedTTTF")(o)
+		}
+	}
+	e := startKube(t, objs)
+
+	// Broken from the start: nothing served, the policy says why, the
+	// others say they wait on it.
+	c := e.waitCondition(v1alpha1.KindInferencePolicy, "burst-policy", metav1.ConditionFalse, v1alpha1.ReasonInvalid, 1)
+	if !strings.Contains(c.Message, `spec.rules[0].route.select[0].minimize: unknown objective "PredictedTTTF" (did you mean PredictedTTFT?)`) {
+		t.Errorf("message %q", c.Message)
+	}
+	c = e.waitCondition(v1alpha1.KindInferenceWorkerSet, "qwen-workers", metav1.ConditionFalse, ReasonBlocked, 1)
+	if !strings.Contains(c.Message, "PredictedTTTF") {
+		t.Errorf("blocked message %q", c.Message)
+	}
+	if _, rev := e.srv.Snapshot(); rev != 0 {
+		t.Errorf("revision %d served from invalid resources", rev)
+	}
+	if code := httpStatus(t, "http://"+e.srv.HTTPAddr()+"/readyz"); code != http.StatusServiceUnavailable {
+		t.Errorf("readyz %d", code)
+	}
+
+	// Fixed: everything accepted, with the counters.
+	e.edit(v1alpha1.KindInferencePolicy, "burst-policy", setObjective("PredictedTTFT"))
+	e.waitCondition(v1alpha1.KindInferencePolicy, "burst-policy", metav1.ConditionTrue, v1alpha1.ReasonAccepted, 2)
+	for _, o := range objs {
+		gen := int64(1)
+		if o.GetName() == "burst-policy" {
+			gen = 2
+		}
+		e.waitCondition(o.GetKind(), o.GetName(), metav1.ConditionTrue, v1alpha1.ReasonAccepted, gen)
+	}
+	snap, rev := e.srv.Snapshot()
+	if rev == 0 || snap.Program("dev") == nil {
+		t.Fatalf("no snapshot after the fix")
+	}
+	if n, _, _ := unstructured.NestedInt64(e.get(v1alpha1.KindInferencePolicy, "burst-policy").Object, "status", "rules"); n != 1 {
+		t.Errorf("status.rules %d", n)
+	}
+	if n, _, _ := unstructured.NestedInt64(e.get(v1alpha1.KindInferenceWorkerSet, "qwen-workers").Object, "status", "endpoints"); n != 2 {
+		t.Errorf("status.endpoints %d", n)
+	}
+
+	// A later invalid edit: that policy turns Invalid, the rest stay
+	// accepted and the last good snapshot keeps serving.
+	e.edit(v1alpha1.KindInferencePolicy, "pii-stays-local", setObjective("Fastest"))
+	e.waitCondition(v1alpha1.KindInferencePolicy, "pii-stays-local", metav1.ConditionFalse, v1alpha1.ReasonInvalid, 2)
+	if c := e.accepted(v1alpha1.KindInferencePolicy, "burst-policy"); c.Status != metav1.ConditionTrue {
+		t.Errorf("burst-policy %s %s: %s", c.Status, c.Reason, c.Message)
+	}
+	if _, now := e.srv.Snapshot(); now != rev {
+		t.Errorf("revision moved from %d to %d on an invalid edit", rev, now)
+	}
+
+	// Writes settle: our own status updates do not cause more writes.
+	count := func() int {
+		n := 0
+		for _, a := range e.client.Actions() {
+			if a.GetVerb() == "update" && a.GetSubresource() == "status" {
+				n++
+			}
+		}
+		return n
+	}
+	last, stable := count(), 0
+	eventually(t, 10*time.Second, "status writes to settle", func() bool {
+		if n := count(); n != last {
+			last, stable = n, 0
+			return false
+		}
+		stable++
+		return stable >= 20 // 200ms without a write
+	})
+}
+
+func endpointSlice(name, service string, eps ...map[string]any) *unstructured.Unstructured {
+	list := make([]any, len(eps))
+	for i, e := range eps {
+		list[i] = e
+	}
+	return &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+		"metadata": map[string]any{"name": name, "namespace": "inference",
+			"labels": map[string]any{"kubernetes.io/service-name": service}},
+		"addressType": "IPv4",
+		"endpoints":   list,
+	}}
+}
+
+func podEndpoint(pod, addr string, ready bool) map[string]any {
+	return map[string]any{"addresses": []any{addr}, "conditions": map[string]any{"ready": ready},
+		"targetRef": map[string]any{"kind": "Pod", "name": pod}}
+}
+
+// Worker addresses of a worker set with a Service come from its ready
+// EndpointSlice endpoints, and follow them.
+func TestKubernetesEndpointSlices(t *testing.T) {
+	objs := readManifests(t)
+	for _, o := range objs {
+		if o.GetName() == "qwen-workers" {
+			unstructured.RemoveNestedField(o.Object, "spec", "static")
+			_ = unstructured.SetNestedField(o.Object, "qwen", "spec", "service")
+			_ = unstructured.SetNestedField(o.Object, map[string]any{"port": int64(5557), "replayPort": int64(5567)}, "spec", "kvEvents")
+		}
+	}
+	objs = append(objs,
+		endpointSlice("qwen-a", "qwen", podEndpoint("qwen-1", "127.0.0.12", false), podEndpoint("qwen-0", "127.0.0.11", true)),
+		endpointSlice("other", "unrelated", podEndpoint("x", "127.0.0.99", true)))
+	e := startKube(t, objs)
+	e.waitCondition(v1alpha1.KindInferenceWorkerSet, "qwen-workers", metav1.ConditionTrue, v1alpha1.ReasonAccepted, 1)
+	snap, rev := e.srv.Snapshot()
+	ws := snap.WorkerSet("qwen-workers")
+	if len(ws.Static) != 1 || ws.Static[0].ID != "qwen-0" || ws.Static[0].URL != "http://127.0.0.11:8000" ||
+		ws.Static[0].KVEventsEndpoint != "tcp://127.0.0.11:5557" || ws.Static[0].KVReplayEndpoint != "tcp://127.0.0.11:5567" {
+		t.Fatalf("discovered %+v", ws.Static)
+	}
+
+	// The second pod turns ready: a new revision carries it.
+	slice := endpointSlice("qwen-a", "qwen", podEndpoint("qwen-1", "127.0.0.12", true), podEndpoint("qwen-0", "127.0.0.11", true))
+	if _, err := e.client.Resource(endpointSlicesGVR).Namespace("inference").Update(context.Background(), slice, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, "the new endpoint", func() bool {
+		s, r := e.srv.Snapshot()
+		return r > rev && len(s.WorkerSet("qwen-workers").Static) == 2
+	})
+	eventually(t, 10*time.Second, "status.endpoints", func() bool {
+		n, _, _ := unstructured.NestedInt64(e.get(v1alpha1.KindInferenceWorkerSet, "qwen-workers").Object, "status", "endpoints")
+		return n == 2
+	})
+}
