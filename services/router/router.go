@@ -16,6 +16,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"net/http"
 	"sync"
@@ -106,7 +107,7 @@ func New(cfg Config, log zerolog.Logger) (*Server, error) {
 	}
 	s.metrics = newMetrics(table, s.kv, s.kvStats)
 	table.OnLearn(func(_ string, predicted, observed float64) {
-		s.metrics.predictionError.Observe(abs(observed - predicted))
+		s.metrics.predictionError.Observe(math.Abs(observed - predicted))
 	})
 	s.svc = &service{
 		table: table, pub: noPublisher{}, metrics: s.metrics,
@@ -180,13 +181,6 @@ func (s *Server) httpHandler() (http.Handler, error) {
 		}
 	})
 	return mux, nil
-}
-
-func abs(v float64) float64 {
-	if v < 0 {
-		return -v
-	}
-	return v
 }
 
 // kvStats reads the KV replica's counters for metrics; zero without one.
@@ -265,11 +259,11 @@ func (s *Server) Serve(ctx context.Context) error {
 		s.kvMu.Unlock()
 		s.svc.sizes = kvr
 		rs, err = replica.New(replica.Config{
-			Conn:         nc,
-			RouterID:     s.cfg.RouterID,
-			Tracker:      tableTracker{s.table},
-			MaxAge:       s.cfg.InflightTTL,
-			OnDecision:   func() { s.metrics.syncEvents.WithLabelValues("peer_decision").Inc() },
+			Conn:       nc,
+			RouterID:   s.cfg.RouterID,
+			Tracker:    tableTracker{s.table},
+			MaxAge:     s.cfg.InflightTTL,
+			OnDecision: func() { s.metrics.syncEvents.WithLabelValues("peer_decision").Inc() },
 			OnCompletion: func(released bool) {
 				if released {
 					s.metrics.syncEvents.WithLabelValues("completion_released").Inc()

@@ -1,0 +1,643 @@
+package kvblock
+
+import (
+	"math/bits"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Index maps block hashes to the workers whose prefix cache holds them. It
+// answers the router's question — how many leading blocks of this prompt
+// does each candidate already hold — in time proportional to the prompt's
+// block count: one map probe per block, shared by every candidate, and the
+// walk stops as soon as no candidate holds the next block.
+//
+// Two kinds of holdings live side by side:
+//
+//   - confirmed blocks, reported by the kvtracker (Store, Remove, Clear,
+//     Replace), kept until removed;
+//   - speculative blocks (Speculate), the router's own guess right after a
+//     decision, each with an expiry. A burst of requests sharing a new
+//     prefix then sticks to one worker before the worker's first BlockStored
+//     arrives. Lookups treat an unexpired speculative block as held; Sweep
+//     frees expired ones.
+//
+// # Memory
+//
+// Workers get a small slot number. Each distinct hash costs one map entry
+// (8-byte key, 8-byte bitmask) whatever the number of workers holding it, as
+// long as those workers have one of the first 63 slots; later slots spill
+// into a side list per hash (the top bit of the mask says so). About 24 bytes
+// per distinct cached block in practice, map overhead included (see
+// TestIndexMemoryPerBlock).
+//
+// # Concurrency
+//
+// The hashes are spread over shards, each behind its own RWMutex, so readers
+// never take a global lock and a writer only blocks readers of the shard it
+// is touching. All methods are safe for concurrent use.
+type Index struct {
+	shards [numShards]shard
+
+	regMu sync.RWMutex
+	slots map[string]int // worker -> slot
+	info  []*slotInfo    // slot -> worker; nil when free
+	free  []int          // released slots, reused first
+}
+
+const (
+	shardBits   = 6
+	numShards   = 1 << shardBits
+	inlineSlots = 63
+	overflowBit = uint64(1) << 63
+	maxSlots    = 1 << 16
+	// cacheLine pads shards apart so readers of one do not invalidate
+	// another's lock word.
+	cacheLine = 64
+)
+
+type slotInfo struct {
+	name   string
+	blocks atomic.Int64 // confirmed blocks
+}
+
+type shard struct {
+	mu   sync.RWMutex
+	held map[Hash]uint64   // bit s (s < 63): slot s holds the block; overflowBit: see over
+	over map[Hash][]uint16 // slots >= 63 holding the block, sorted
+	spec map[Hash][]specHold
+	_    [cacheLine]byte
+}
+
+type specHold struct {
+	slot  uint16
+	until int64 // unix nanoseconds
+}
+
+// NewIndex returns an empty index.
+func NewIndex() *Index {
+	x := &Index{slots: map[string]int{}}
+	for i := range x.shards {
+		x.shards[i].held = map[Hash]uint64{}
+	}
+	return x
+}
+
+func (x *Index) shardOf(h Hash) *shard {
+	// The hashes are xxhash outputs, so their high bits are as good as
+	// any; the map's own hashing uses all of them again.
+	return &x.shards[uint64(h)>>(64-shardBits)]
+}
+
+// slot returns worker's slot, or -1 when the index has never seen it.
+func (x *Index) slot(worker string) int {
+	x.regMu.RLock()
+	s, ok := x.slots[worker]
+	x.regMu.RUnlock()
+	if !ok {
+		return -1
+	}
+	return s
+}
+
+// slotFor returns worker's slot, assigning one on first sight. It returns
+// -1 only when every slot is taken.
+func (x *Index) slotFor(worker string) int {
+	if s := x.slot(worker); s >= 0 {
+		return s
+	}
+	x.regMu.Lock()
+	defer x.regMu.Unlock()
+	if s, ok := x.slots[worker]; ok {
+		return s
+	}
+	var s int
+	switch {
+	case len(x.free) > 0:
+		// Lowest free slot first keeps workers in the inline bitmask.
+		best := 0
+		for i, f := range x.free {
+			if f < x.free[best] {
+				best = i
+			}
+		}
+		s = x.free[best]
+		x.free = append(x.free[:best], x.free[best+1:]...)
+		x.info[s] = &slotInfo{name: worker}
+	case len(x.info) < maxSlots:
+		s = len(x.info)
+		x.info = append(x.info, &slotInfo{name: worker})
+	default:
+		return -1
+	}
+	x.slots[worker] = s
+	return s
+}
+
+func (x *Index) slotInfo(s int) *slotInfo {
+	x.regMu.RLock()
+	defer x.regMu.RUnlock()
+	return x.info[s]
+}
+
+// Store records that worker holds hashes.
+func (x *Index) Store(worker string, hashes []Hash) {
+	if len(hashes) == 0 {
+		return
+	}
+	s := x.slotFor(worker)
+	if s < 0 {
+		return
+	}
+	added := 0
+	x.byShard(hashes, func(sh *shard, hs []Hash) {
+		sh.mu.Lock()
+		for _, h := range hs {
+			if sh.add(h, s) {
+				added++
+			}
+		}
+		sh.mu.Unlock()
+	})
+	x.slotInfo(s).blocks.Add(int64(added))
+}
+
+// sortScratch holds the per-call buffer byShard sorts hashes into.
+type sortScratch struct{ buf []Hash }
+
+var sortPool = sync.Pool{New: func() any { return new(sortScratch) }}
+
+// byShard calls f once per shard that some of hashes fall in, with those
+// hashes, so a batch takes each shard's lock once instead of once per hash.
+func (x *Index) byShard(hashes []Hash, f func(sh *shard, hs []Hash)) {
+	if len(hashes) <= 4 {
+		for i := range hashes {
+			f(x.shardOf(hashes[i]), hashes[i:i+1])
+		}
+		return
+	}
+	var count [numShards + 1]int
+	for _, h := range hashes {
+		count[uint64(h)>>(64-shardBits)+1]++
+	}
+	for i := 1; i <= numShards; i++ {
+		count[i] += count[i-1]
+	}
+	sc := sortPool.Get().(*sortScratch)
+	if cap(sc.buf) < len(hashes) {
+		sc.buf = make([]Hash, len(hashes))
+	}
+	buf := sc.buf[:len(hashes)]
+	next := count
+	for _, h := range hashes {
+		i := uint64(h) >> (64 - shardBits)
+		buf[next[i]] = h
+		next[i]++
+	}
+	for i := range numShards {
+		if count[i] < count[i+1] {
+			f(&x.shards[i], buf[count[i]:count[i+1]])
+		}
+	}
+	sortPool.Put(sc)
+}
+
+// Remove records that worker no longer holds hashes. Hashes it did not hold
+// are ignored.
+func (x *Index) Remove(worker string, hashes []Hash) {
+	s := x.slot(worker)
+	if s < 0 || len(hashes) == 0 {
+		return
+	}
+	removed := 0
+	x.byShard(hashes, func(sh *shard, hs []Hash) {
+		sh.mu.Lock()
+		for _, h := range hs {
+			if sh.remove(h, s) {
+				removed++
+			}
+		}
+		sh.mu.Unlock()
+	})
+	x.slotInfo(s).blocks.Add(-int64(removed))
+}
+
+// Clear drops every confirmed block of worker (its speculative ones expire
+// on their own). It scans the whole index: workers restart rarely.
+func (x *Index) Clear(worker string) {
+	x.Replace(worker, nil)
+}
+
+// Replace makes hashes the whole confirmed content of worker, as after
+// loading a snapshot. Blocks in both the old and the new content stay
+// visible throughout, so lookups during a resynchronisation never see the
+// worker emptied.
+func (x *Index) Replace(worker string, hashes []Hash) {
+	var s int
+	if len(hashes) == 0 {
+		if s = x.slot(worker); s < 0 {
+			return
+		}
+	} else if s = x.slotFor(worker); s < 0 {
+		return
+	}
+	var byShard [numShards][]Hash
+	for _, h := range hashes {
+		i := uint64(h) >> (64 - shardBits)
+		byShard[i] = append(byShard[i], h)
+	}
+	var delta int64
+	keep := map[Hash]struct{}{}
+	for i := range x.shards {
+		sh := &x.shards[i]
+		clear(keep)
+		for _, h := range byShard[i] {
+			keep[h] = struct{}{}
+		}
+		sh.mu.Lock()
+		for h := range sh.held {
+			if _, ok := keep[h]; ok {
+				continue
+			}
+			if sh.remove(h, s) {
+				delta--
+			}
+		}
+		for _, h := range byShard[i] {
+			if sh.add(h, s) {
+				delta++
+			}
+		}
+		sh.mu.Unlock()
+	}
+	x.slotInfo(s).blocks.Add(delta)
+}
+
+// Speculate records that worker is assumed to hold hashes until the given
+// time. A later call extends an entry, never shortens it.
+func (x *Index) Speculate(worker string, hashes []Hash, until time.Time) {
+	if len(hashes) == 0 {
+		return
+	}
+	s := x.slotFor(worker)
+	if s < 0 {
+		return
+	}
+	u := until.UnixNano()
+	x.byShard(hashes, func(sh *shard, hs []Hash) {
+		sh.mu.Lock()
+		if sh.spec == nil {
+			sh.spec = map[Hash][]specHold{}
+		}
+		for _, h := range hs {
+			sh.speculate(h, s, u)
+		}
+		sh.mu.Unlock()
+	})
+}
+
+func (sh *shard) speculate(h Hash, s int, until int64) {
+	list := sh.spec[h]
+	for i := range list {
+		if int(list[i].slot) == s {
+			list[i].until = max(list[i].until, until)
+			return
+		}
+	}
+	sh.spec[h] = append(list, specHold{slot: uint16(s), until: until})
+}
+
+// Sweep frees speculative entries expired at now and returns how many it
+// freed.
+func (x *Index) Sweep(now time.Time) int {
+	n := now.UnixNano()
+	freed := 0
+	for i := range x.shards {
+		sh := &x.shards[i]
+		sh.mu.Lock()
+		for h, list := range sh.spec {
+			kept := list[:0]
+			for _, e := range list {
+				if e.until > n {
+					kept = append(kept, e)
+				} else {
+					freed++
+				}
+			}
+			if len(kept) == 0 {
+				delete(sh.spec, h)
+			} else {
+				sh.spec[h] = kept
+			}
+		}
+		sh.mu.Unlock()
+	}
+	return freed
+}
+
+// Forget drops everything about worker, confirmed and speculative, and frees
+// its slot for another worker.
+func (x *Index) Forget(worker string) {
+	s := x.slot(worker)
+	if s < 0 {
+		return
+	}
+	x.Clear(worker)
+	for i := range x.shards {
+		sh := &x.shards[i]
+		sh.mu.Lock()
+		for h, list := range sh.spec {
+			kept := list[:0]
+			for _, e := range list {
+				if int(e.slot) != s {
+					kept = append(kept, e)
+				}
+			}
+			if len(kept) == 0 {
+				delete(sh.spec, h)
+			} else {
+				sh.spec[h] = kept
+			}
+		}
+		sh.mu.Unlock()
+	}
+	x.regMu.Lock()
+	delete(x.slots, worker)
+	x.info[s] = nil
+	x.free = append(x.free, s)
+	x.regMu.Unlock()
+}
+
+// Blocks is the number of confirmed blocks worker holds.
+func (x *Index) Blocks(worker string) int {
+	s := x.slot(worker)
+	if s < 0 {
+		return 0
+	}
+	return int(x.slotInfo(s).blocks.Load())
+}
+
+// Len is the number of distinct confirmed hashes.
+func (x *Index) Len() int {
+	n := 0
+	for i := range x.shards {
+		sh := &x.shards[i]
+		sh.mu.RLock()
+		n += len(sh.held)
+		sh.mu.RUnlock()
+	}
+	return n
+}
+
+// Workers lists the workers the index has a slot for.
+func (x *Index) Workers() []string {
+	x.regMu.RLock()
+	defer x.regMu.RUnlock()
+	out := make([]string, 0, len(x.slots))
+	for _, in := range x.info {
+		if in != nil {
+			out = append(out, in.name)
+		}
+	}
+	return out
+}
+
+// Prefixes reports, for each of workers, how many leading hashes it holds
+// (confirmed, or speculatively at now): out[i] is the length of workers[i]'s
+// cached prefix in blocks. Because hashes are chained, a held block implies
+// the prefix before it, so the first missing block ends the count. out is
+// reused when large enough.
+func (x *Index) Prefixes(hashes []Hash, workers []string, now time.Time, out []int) []int {
+	out = append(out[:0], make([]int, len(workers))...)
+	if len(hashes) == 0 || len(workers) == 0 {
+		return out
+	}
+	// Resolve slots once. first[k] is where candidate k's prefix ended
+	// (-1: still going).
+	var slotBuf, firstBuf [32]int
+	slots, first := slotBuf[:0], firstBuf[:0]
+	var alive uint64 // inline slots still matching
+	var spill []int  // candidate indexes with slots >= 63 still matching
+	x.regMu.RLock()
+	for k, w := range workers {
+		s, ok := x.slots[w]
+		if !ok {
+			s = -1
+		}
+		slots = append(slots, s)
+		first = append(first, -1)
+		switch {
+		case s < 0:
+			first[k] = 0
+		case s < inlineSlots:
+			alive |= 1 << uint(s)
+		default:
+			spill = append(spill, k)
+		}
+	}
+	x.regMu.RUnlock()
+	var endAt [inlineSlots]int32 // inline slot -> block index where it stopped matching
+	for i := range endAt {
+		endAt[i] = -1
+	}
+	nowNs := now.UnixNano()
+	n := len(hashes)
+	if len(spill) == 0 {
+		x.walkInline(hashes, alive, nowNs, &endAt)
+		alive = 0
+	}
+	// Candidates past the inline slots: one probe per hash, checking their
+	// side lists under the shard's lock.
+	for i := 0; i < n && (alive != 0 || len(spill) > 0); i++ {
+		h := hashes[i]
+		sh := x.shardOf(h)
+		sh.mu.RLock()
+		m := sh.held[h]
+		var specList []specHold
+		if len(sh.spec) > 0 {
+			specList = sh.spec[h]
+			for _, e := range specList {
+				if e.until > nowNs && e.slot < inlineSlots {
+					m |= 1 << e.slot
+				}
+			}
+		}
+		if len(spill) > 0 {
+			var ov []uint16
+			if m&overflowBit != 0 {
+				ov = sh.over[h]
+			}
+			kept := spill[:0]
+			for _, k := range spill {
+				if containsSlot(ov, slots[k]) || specHolds(specList, slots[k], nowNs) {
+					kept = append(kept, k)
+				} else {
+					first[k] = i
+				}
+			}
+			spill = kept
+		}
+		sh.mu.RUnlock()
+		for gone := alive &^ m; gone != 0; gone &= gone - 1 {
+			endAt[bits.TrailingZeros64(gone)] = int32(i)
+		}
+		alive &= m
+	}
+	for k, s := range slots {
+		switch {
+		case first[k] >= 0:
+			out[k] = first[k]
+		case s >= 0 && s < inlineSlots && endAt[s] >= 0:
+			out[k] = int(endAt[s])
+		default:
+			out[k] = n
+		}
+	}
+	return out
+}
+
+// walkInline is Prefixes' walk when every candidate has an inline slot. It
+// reads the hashes in windows, taking each shard's read lock once per
+// window rather than once per hash; windows grow from 32 to 256 hashes, so
+// a prompt cached nowhere stops after a few probes while a long cached
+// prefix pays few lock operations.
+func (x *Index) walkInline(hashes []Hash, alive uint64, nowNs int64, endAt *[inlineSlots]int32) {
+	const maxWin = 256
+	var masks [maxWin]uint64
+	var order [maxWin]uint16
+	n := len(hashes)
+	for base, win := 0, 32; base < n && alive != 0; base, win = base+win, min(2*win, maxWin) {
+		w := min(win, n-base)
+		var count [numShards + 1]uint16
+		for i := range w {
+			count[uint64(hashes[base+i])>>(64-shardBits)+1]++
+		}
+		for i := 1; i <= numShards; i++ {
+			count[i] += count[i-1]
+		}
+		next := count
+		for i := range w {
+			sh := uint64(hashes[base+i]) >> (64 - shardBits)
+			order[next[sh]] = uint16(i)
+			next[sh]++
+		}
+		for si := range numShards {
+			lo, hi := count[si], count[si+1]
+			if lo == hi {
+				continue
+			}
+			sh := &x.shards[si]
+			sh.mu.RLock()
+			spec := len(sh.spec) > 0
+			for _, pos := range order[lo:hi] {
+				h := hashes[base+int(pos)]
+				m := sh.held[h]
+				if spec {
+					for _, e := range sh.spec[h] {
+						if e.until > nowNs && e.slot < inlineSlots {
+							m |= 1 << e.slot
+						}
+					}
+				}
+				masks[pos] = m
+			}
+			sh.mu.RUnlock()
+		}
+		for i := 0; i < w && alive != 0; i++ {
+			m := masks[i]
+			for gone := alive &^ m; gone != 0; gone &= gone - 1 {
+				endAt[bits.TrailingZeros64(gone)] = int32(base + i)
+			}
+			alive &= m
+		}
+	}
+}
+
+func containsSlot(list []uint16, s int) bool {
+	for _, v := range list {
+		if int(v) == s {
+			return true
+		}
+	}
+	return false
+}
+
+func specHolds(list []specHold, s int, nowNs int64) bool {
+	for _, e := range list {
+		if int(e.slot) == s && e.until > nowNs {
+			return true
+		}
+	}
+	return false
+}
+
+// add sets slot s on h and reports whether it was not set before.
+func (sh *shard) add(h Hash, s int) bool {
+	m := sh.held[h]
+	if s < inlineSlots {
+		bit := uint64(1) << uint(s)
+		if m&bit != 0 {
+			return false
+		}
+		sh.held[h] = m | bit
+		return true
+	}
+	if sh.over == nil {
+		sh.over = map[Hash][]uint16{}
+	}
+	list := sh.over[h]
+	i := 0
+	for i < len(list) && int(list[i]) < s {
+		i++
+	}
+	if i < len(list) && int(list[i]) == s {
+		return false
+	}
+	list = append(list, 0)
+	copy(list[i+1:], list[i:])
+	list[i] = uint16(s)
+	sh.over[h] = list
+	sh.held[h] = m | overflowBit
+	return true
+}
+
+// remove clears slot s on h and reports whether it was set.
+func (sh *shard) remove(h Hash, s int) bool {
+	m, ok := sh.held[h]
+	if !ok {
+		return false
+	}
+	if s < inlineSlots {
+		bit := uint64(1) << uint(s)
+		if m&bit == 0 {
+			return false
+		}
+		m &^= bit
+	} else {
+		if m&overflowBit == 0 {
+			return false
+		}
+		list := sh.over[h]
+		i := 0
+		for i < len(list) && int(list[i]) != s {
+			i++
+		}
+		if i == len(list) {
+			return false
+		}
+		list = append(list[:i], list[i+1:]...)
+		if len(list) == 0 {
+			delete(sh.over, h)
+			m &^= overflowBit
+		} else {
+			sh.over[h] = list
+		}
+	}
+	if m == 0 {
+		delete(sh.held, h)
+	} else {
+		sh.held[h] = m
+	}
+	return true
+}

@@ -1,0 +1,469 @@
+package kvblock
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"runtime"
+	"slices"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+)
+
+var now0 = time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+
+// prompt returns the chained hashes of n blocks of a prompt identified by
+// seed; prompts with the same seed share every block, and shared(seedA,
+// seedB, k) builds one whose first k blocks equal seedA's.
+func prompt(seed uint32, n int) []Hash {
+	toks := make([]uint32, 16*n)
+	for i := range toks {
+		toks[i] = seed*100000 + uint32(i)
+	}
+	return Chain(nil, Root, toks, 16, "")
+}
+
+func shared(a, b uint32, k, n int) []Hash {
+	toks := make([]uint32, 16*n)
+	for i := range toks {
+		if i < 16*k {
+			toks[i] = a*100000 + uint32(i)
+		} else {
+			toks[i] = b*100000 + uint32(i)
+		}
+	}
+	return Chain(nil, Root, toks, 16, "")
+}
+
+func TestIndexPrefixes(t *testing.T) {
+	p := prompt(1, 8)
+	type op struct {
+		kind   string // store, remove, clear, replace, spec, forget
+		worker string
+		blocks []Hash
+		until  time.Duration
+	}
+	tests := []struct {
+		name    string
+		ops     []op
+		query   []Hash
+		workers []string
+		at      time.Duration
+		want    []int
+	}{
+		{name: "empty index", query: p, workers: []string{"a", "b"}, want: []int{0, 0}},
+		{name: "whole prompt on one worker",
+			ops:   []op{{kind: "store", worker: "a", blocks: p}},
+			query: p, workers: []string{"a", "b"}, want: []int{8, 0}},
+		{name: "partial prefixes",
+			ops: []op{
+				{kind: "store", worker: "a", blocks: p[:3]},
+				{kind: "store", worker: "b", blocks: p[:6]},
+				{kind: "store", worker: "c", blocks: p[1:]}, // no first block: nothing counts
+			},
+			query: p, workers: []string{"a", "b", "c"}, want: []int{3, 6, 0}},
+		{name: "a hole ends the prefix",
+			ops: []op{
+				{kind: "store", worker: "a", blocks: p},
+				{kind: "remove", worker: "a", blocks: p[4:5]},
+			},
+			query: p, workers: []string{"a"}, want: []int{4}},
+		{name: "a different branch shares only the common prefix",
+			ops:   []op{{kind: "store", worker: "a", blocks: shared(1, 2, 5, 8)}},
+			query: p, workers: []string{"a"}, want: []int{5}},
+		{name: "clear drops one worker only",
+			ops: []op{
+				{kind: "store", worker: "a", blocks: p},
+				{kind: "store", worker: "b", blocks: p},
+				{kind: "clear", worker: "a"},
+			},
+			query: p, workers: []string{"a", "b"}, want: []int{0, 8}},
+		{name: "replace swaps content",
+			ops: []op{
+				{kind: "store", worker: "a", blocks: prompt(7, 4)},
+				{kind: "replace", worker: "a", blocks: p[:5]},
+			},
+			query: p, workers: []string{"a"}, want: []int{5}},
+		{name: "speculative blocks count until they expire",
+			ops: []op{
+				{kind: "store", worker: "a", blocks: p[:2]},
+				{kind: "spec", worker: "a", blocks: p, until: 2 * time.Second},
+				{kind: "spec", worker: "b", blocks: p[:3], until: time.Second},
+			},
+			query: p, workers: []string{"a", "b"}, at: 1500 * time.Millisecond, want: []int{8, 0}},
+		{name: "speculative and confirmed combine",
+			ops: []op{
+				{kind: "store", worker: "a", blocks: p[:2]},
+				{kind: "spec", worker: "a", blocks: p[2:5], until: time.Minute},
+			},
+			query: p, workers: []string{"a"}, want: []int{5}},
+		{name: "forgotten worker holds nothing",
+			ops: []op{
+				{kind: "store", worker: "a", blocks: p},
+				{kind: "spec", worker: "a", blocks: p, until: time.Minute},
+				{kind: "forget", worker: "a"},
+				{kind: "store", worker: "b", blocks: p[:1]}, // reuses a's slot
+			},
+			query: p, workers: []string{"a", "b"}, want: []int{0, 1}},
+		{name: "duplicate and unknown candidates",
+			ops:   []op{{kind: "store", worker: "a", blocks: p[:4]}},
+			query: p, workers: []string{"a", "zz", "a"}, want: []int{4, 0, 4}},
+		{name: "empty query", ops: []op{{kind: "store", worker: "a", blocks: p}},
+			query: nil, workers: []string{"a"}, want: []int{0}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			x := NewIndex()
+			for _, o := range tt.ops {
+				switch o.kind {
+				case "store":
+					x.Store(o.worker, o.blocks)
+				case "remove":
+					x.Remove(o.worker, o.blocks)
+				case "clear":
+					x.Clear(o.worker)
+				case "replace":
+					x.Replace(o.worker, o.blocks)
+				case "spec":
+					x.Speculate(o.worker, o.blocks, now0.Add(o.until))
+				case "forget":
+					x.Forget(o.worker)
+				}
+			}
+			got := x.Prefixes(tt.query, tt.workers, now0.Add(tt.at), nil)
+			if !slices.Equal(got, tt.want) {
+				t.Fatalf("Prefixes = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestIndexCounts(t *testing.T) {
+	x := NewIndex()
+	p := prompt(1, 10)
+	x.Store("a", p)
+	x.Store("a", p[:5]) // already held
+	x.Store("b", p[:4])
+	if got := x.Blocks("a"); got != 10 {
+		t.Fatalf("Blocks(a) = %d, want 10", got)
+	}
+	if got := x.Len(); got != 10 {
+		t.Fatalf("Len = %d, want 10 distinct hashes", got)
+	}
+	x.Remove("a", p[8:])
+	x.Remove("a", prompt(9, 3)) // never held
+	if got := x.Blocks("a"); got != 8 {
+		t.Fatalf("Blocks(a) after remove = %d, want 8", got)
+	}
+	x.Replace("a", p[:3])
+	if got := x.Blocks("a"); got != 3 {
+		t.Fatalf("Blocks(a) after replace = %d, want 3", got)
+	}
+	x.Clear("b")
+	if got, l := x.Blocks("b"), x.Len(); got != 0 || l != 3 {
+		t.Fatalf("after clear: Blocks(b) = %d, Len = %d; want 0, 3", got, l)
+	}
+	if w := x.Workers(); !slices.Equal(sortCopy(w), []string{"a", "b"}) {
+		t.Fatalf("Workers = %v", w)
+	}
+	x.Forget("b")
+	if w := x.Workers(); !slices.Equal(w, []string{"a"}) {
+		t.Fatalf("Workers after forget = %v", w)
+	}
+}
+
+func sortCopy(s []string) []string {
+	c := slices.Clone(s)
+	slices.Sort(c)
+	return c
+}
+
+// TestIndexManyWorkers exercises the overflow path: slots past the inline
+// bitmask must behave exactly like the first 63.
+func TestIndexManyWorkers(t *testing.T) {
+	x := NewIndex()
+	p := prompt(3, 6)
+	var workers []string
+	want := make([]int, 0, 100)
+	for i := range 100 {
+		w := "w" + strconv.Itoa(i)
+		workers = append(workers, w)
+		k := i % 7
+		if k > len(p) {
+			k = len(p)
+		}
+		x.Store(w, p[:min(k, len(p))])
+		want = append(want, min(k, len(p)))
+	}
+	got := x.Prefixes(p, workers, now0, nil)
+	if !slices.Equal(got, want) {
+		t.Fatalf("Prefixes = %v\nwant %v", got, want)
+	}
+	// Speculation on an overflow slot, then removal on one.
+	x.Speculate("w90", p, now0.Add(time.Second))
+	x.Remove("w99", p[:1])
+	got = x.Prefixes(p, []string{"w90", "w99", "w70"}, now0, nil)
+	if !slices.Equal(got, []int{6, 0, 0}) {
+		t.Fatalf("after spec/remove: %v", got)
+	}
+	x.Clear("w97")
+	if x.Blocks("w97") != 0 || x.Blocks("w96") != 5 {
+		t.Fatalf("blocks w97=%d w96=%d", x.Blocks("w97"), x.Blocks("w96"))
+	}
+}
+
+func TestIndexSweep(t *testing.T) {
+	x := NewIndex()
+	p := prompt(1, 4)
+	x.Speculate("a", p, now0.Add(time.Second))
+	x.Speculate("b", p[:2], now0.Add(3*time.Second))
+	x.Speculate("a", p[:1], now0.Add(5*time.Second)) // extends a's first block
+	if n := x.Sweep(now0.Add(2 * time.Second)); n != 3 {
+		t.Fatalf("Sweep freed %d, want 3", n)
+	}
+	if got := x.Prefixes(p, []string{"a", "b"}, now0.Add(2*time.Second), nil); !slices.Equal(got, []int{1, 2}) {
+		t.Fatalf("after sweep: %v", got)
+	}
+	if n := x.Sweep(now0.Add(time.Hour)); n != 3 {
+		t.Fatalf("final Sweep freed %d, want 3", n)
+	}
+}
+
+// TestIndexConcurrentReaders runs many lookups while a writer churns other
+// workers' blocks and one worker's content is stable; the stable worker's
+// answer must never change. Run with -race.
+func TestIndexConcurrentReaders(t *testing.T) {
+	x := NewIndex()
+	p := prompt(1, 64)
+	x.Store("stable", p)
+	stop := make(chan struct{})
+	writerDone := make(chan struct{})
+	go func() { // the single writer: the KV replica applying deltas
+		defer close(writerDone)
+		r := rand.New(rand.NewPCG(1, 2))
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			w := "churn" + strconv.Itoa(i%8)
+			k := r.IntN(len(p))
+			switch i % 4 {
+			case 0:
+				x.Store(w, p[:k])
+			case 1:
+				x.Remove(w, p[k:])
+			case 2:
+				x.Speculate(w, p[:k], now0.Add(time.Second))
+			case 3:
+				x.Replace(w, shared(1, 5, k, 64))
+			}
+		}
+	}()
+	var readers sync.WaitGroup
+	errs := make(chan error, 4)
+	for g := range 4 {
+		readers.Add(1)
+		go func() {
+			defer readers.Done()
+			workers := []string{"stable", "churn0", "churn1", "churn2", "churn3", "churn4", "churn5", "churn6", "churn7"}
+			var out []int
+			for range 2000 {
+				out = x.Prefixes(p, workers, now0, out)
+				if out[0] != len(p) {
+					errs <- fmt.Errorf("reader %d: stable worker prefix %d, want %d", g, out[0], len(p))
+					return
+				}
+				for _, v := range out[1:] {
+					if v < 0 || v > len(p) {
+						errs <- fmt.Errorf("reader %d: prefix %d out of range", g, v)
+						return
+					}
+				}
+			}
+		}()
+	}
+	readers.Wait()
+	close(stop)
+	<-writerDone
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	if got := x.Blocks("stable"); got != len(p) {
+		t.Fatalf("stable worker has %d blocks, want %d", got, len(p))
+	}
+}
+
+// TestIndexMemoryPerBlock measures the heap cost of one cached block on a
+// fleet where each block is held by one or two workers, and holds it to a
+// ceiling so a regression in the layout is noticed.
+func TestIndexMemoryPerBlock(t *testing.T) {
+	const blocks = 200_000
+	perBlock := measureBytesPerBlock(blocks)
+	t.Logf("%.1f bytes per cached block (%d distinct blocks)", perBlock, blocks)
+	if perBlock > 64 {
+		t.Fatalf("%.1f bytes per cached block, want <= 64", perBlock)
+	}
+}
+
+func measureBytesPerBlock(blocks int) float64 {
+	hashes := make([]Hash, blocks)
+	r := rand.New(rand.NewPCG(7, 7))
+	for i := range hashes {
+		hashes[i] = Hash(r.Uint64())
+	}
+	runtime.GC()
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	x := NewIndex()
+	const batch = 32
+	for i := 0; i < blocks; i += batch {
+		w := "w" + strconv.Itoa((i/batch)%16)
+		x.Store(w, hashes[i:min(i+batch, blocks)])
+		if i%(3*batch) == 0 { // a third of the blocks on a second worker too
+			x.Store("w"+strconv.Itoa((i/batch+1)%16), hashes[i:min(i+batch, blocks)])
+		}
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	runtime.KeepAlive(x)
+	runtime.KeepAlive(hashes)
+	return float64(after.HeapAlloc-before.HeapAlloc) / float64(blocks)
+}
+
+func TestTextChain(t *testing.T) {
+	a := TextChain(nil, Root, "0123456789abcdefXYZ", 4)
+	b := TextChain(nil, Root, "0123456789abZZZZ", 4)
+	if len(a) != 4 || len(b) != 4 {
+		t.Fatalf("lens %d %d, want 4 full chunks each", len(a), len(b))
+	}
+	if a[0] != b[0] || a[1] != b[1] || a[2] != b[2] || a[3] == b[3] {
+		t.Fatalf("chunks: %v vs %v", a, b)
+	}
+	if c := TextChain(nil, Root, "0123", 0); c != nil {
+		t.Fatalf("chunk size 0: %v", c)
+	}
+	if TextChain(nil, Root, "abcd", 4)[0] == TextChain(nil, Hash(1), "abcd", 4)[0] {
+		t.Fatal("parent ignored")
+	}
+}
+
+// FuzzIndexOps applies an arbitrary sequence of operations to the index and
+// to a plain map-of-sets model and checks that every lookup agrees.
+func FuzzIndexOps(f *testing.F) {
+	f.Add([]byte{0, 1, 5, 1, 2, 3, 4, 0, 5, 8})
+	f.Add([]byte{0, 70, 9, 3, 70, 2, 0, 1, 2, 5, 1, 0})
+	f.Fuzz(func(t *testing.T, ops []byte) {
+		p := prompt(1, 12)
+		x := NewIndex()
+		model := map[string]map[Hash]bool{}
+		spec := map[string]map[Hash]int64{}
+		now := now0.UnixNano()
+		for i := 0; i+2 < len(ops); i += 3 {
+			w := "w" + strconv.Itoa(int(ops[i+1])%80)
+			k := int(ops[i+2]) % (len(p) + 1)
+			if model[w] == nil {
+				model[w], spec[w] = map[Hash]bool{}, map[Hash]int64{}
+			}
+			switch ops[i] % 6 {
+			case 0:
+				x.Store(w, p[:k])
+				for _, h := range p[:k] {
+					model[w][h] = true
+				}
+			case 1:
+				x.Remove(w, p[k:])
+				for _, h := range p[k:] {
+					delete(model[w], h)
+				}
+			case 2:
+				x.Clear(w)
+				clear(model[w])
+			case 3:
+				x.Replace(w, p[:k])
+				clear(model[w])
+				for _, h := range p[:k] {
+					model[w][h] = true
+				}
+			case 4:
+				until := now0.Add(time.Duration(int(ops[i+2])-128) * time.Millisecond)
+				x.Speculate(w, p[:k], until)
+				for _, h := range p[:k] {
+					spec[w][h] = max(spec[w][h], until.UnixNano())
+				}
+			case 5:
+				x.Forget(w)
+				clear(model[w])
+				clear(spec[w])
+			}
+		}
+		var workers []string
+		for w := range model {
+			workers = append(workers, w)
+		}
+		got := x.Prefixes(p, workers, now0, nil)
+		for k, w := range workers {
+			want := 0
+			for want < len(p) && (model[w][p[want]] || spec[w][p[want]] > now) {
+				want++
+			}
+			if got[k] != want {
+				t.Fatalf("worker %s: prefix %d, model says %d", w, got[k], want)
+			}
+			if b := x.Blocks(w); b != len(model[w]) {
+				t.Fatalf("worker %s: Blocks %d, model %d", w, b, len(model[w]))
+			}
+		}
+	})
+}
+
+// BenchmarkPrefixes is the router's lookup: an 8k-token prompt (512 blocks of
+// 16) against 16 candidates, one holding the whole prompt, the others
+// holding shorter prefixes of it, in an index with other traffic.
+func BenchmarkPrefixes(b *testing.B) {
+	x := NewIndex()
+	p := prompt(1, 512)
+	workers := make([]string, 16)
+	for i := range workers {
+		workers[i] = "w" + strconv.Itoa(i)
+		x.Store(workers[i], p[:len(p)*i/15])
+		x.Store(workers[i], prompt(uint32(100+i), 1500)) // unrelated cached blocks
+	}
+	var out []int
+	for b.Loop() {
+		out = x.Prefixes(p, workers, now0, out)
+	}
+	if out[15] != len(p) {
+		b.Fatalf("prefix %d", out[15])
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(len(p)), "ns/block")
+}
+
+// BenchmarkStore is the replica's ingest: blocks stored in batches of 32
+// across 16 workers.
+func BenchmarkStore(b *testing.B) {
+	x := NewIndex()
+	hashes := make([]Hash, 1<<20)
+	r := rand.New(rand.NewPCG(3, 4))
+	for i := range hashes {
+		hashes[i] = Hash(r.Uint64())
+	}
+	i := 0
+	for b.Loop() {
+		off := (i * 32) % len(hashes)
+		x.Store("w"+strconv.Itoa(i%16), hashes[off:off+32])
+		i++
+	}
+	b.ReportMetric(float64(i*32)/b.Elapsed().Seconds(), "blocks/s")
+}
+
+func BenchmarkMemoryPerBlock(b *testing.B) {
+	var v float64
+	for b.Loop() {
+		v = measureBytesPerBlock(100_000)
+	}
+	b.ReportMetric(v, "B/block")
+}
