@@ -182,6 +182,7 @@ func Start(ctx context.Context, cfg Config, log zerolog.Logger) (_ *Stack, err e
 	rc := router.DefaultConfig()
 	rc.GRPCAddr, rc.HTTPAddr = cfg.RouterGRPCAddr, cfg.RouterHTTPAddr
 	rc.NATSURL = s.natsURL
+	rc.RedisURL = cfg.RedisURL
 	rc.RouterID = "dev-router"
 	rc.Endpoints = strings.Join(eps, ",")
 	// Simulated workers answer in microseconds; scrape them often so the
