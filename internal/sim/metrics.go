@@ -27,7 +27,6 @@ var finishReasons = []string{"stop", "length", "abort"}
 // names carry it here.
 type metrics struct {
 	reg                                           *prometheus.Registry
-	running, waiting, kvUsage                     prometheus.Gauge
 	prefixQueries, prefixHits, preemptions        prometheus.Counter
 	promptTokens, generationTokens                prometheus.Counter
 	ttft, e2e, queueTime, prefillTime, interToken prometheus.Observer

@@ -156,10 +156,6 @@ func equalSets(a, b map[uint64]bool) bool {
 }
 
 func TestSequenceHandling(t *testing.T) {
-	type step struct {
-		live   int // engine seq delivered live; -1 ends
-		action func(t *testing.T, e *engine)
-	}
 	tests := []struct {
 		name       string
 		noReplay   bool
