@@ -77,35 +77,60 @@ func chatOfTokens(b *testing.B, tok *Tokenizer, n int) []any {
 }
 
 // BenchmarkChatPrompt measures render + tokenize of a whole chat prompt, the
-// router's per-request tokenizer cost, with latency percentiles.
+// router's per-request tokenizer cost, with latency percentiles:
+//   - cold: nothing cached (the segment cache off), the first sight of a
+//     conversation;
+//   - multi-turn: the history was seen before (the previous turn's request)
+//     and a new user message is appended every time — what a router sees
+//     turn after turn.
 func BenchmarkChatPrompt(b *testing.B) {
 	for _, model := range []string{"qwen3", "llama3_1"} {
 		for _, n := range []int{1000, 8000, 32000} {
-			b.Run(fmt.Sprintf("%s/%dk", model, n/1000), func(b *testing.B) {
-				tok := fixture(b, model)
-				msgs := chatOfTokens(b, tok, n)
-				opts := chattemplate.Options{AddGenerationPrompt: true}
-				lat := make([]time.Duration, 0, b.N)
-				var tokens int
-				b.ReportAllocs()
-				b.ResetTimer()
-				for i := 0; i < b.N; i++ {
-					start := time.Now()
-					text, err := tok.Chat().Render(msgs, opts)
-					if err != nil {
-						b.Fatal(err)
+			for _, mode := range []string{"cold", "multi-turn"} {
+				b.Run(fmt.Sprintf("%s/%dk/%s", model, n/1000, mode), func(b *testing.B) {
+					tok := fixture(b, model)
+					history := chatOfTokens(b, tok, n)
+					if mode == "cold" {
+						cold := *tok
+						cold.segments = nil
+						tok = &cold
 					}
-					tokens = len(tok.Encode(text))
-					lat = append(lat, time.Since(start))
-				}
-				b.StopTimer()
-				slices.Sort(lat)
-				b.ReportMetric(float64(tokens), "tokens")
-				b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "p50-µs")
-				b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds()), "p99-µs")
-			})
+					opts := chattemplate.Options{AddGenerationPrompt: true}
+					lat := make([]time.Duration, 0, b.N)
+					var tokens int
+					b.ReportAllocs()
+					b.ResetTimer()
+					for i := 0; i < b.N; i++ {
+						msgs := history
+						if mode == "multi-turn" {
+							msgs = append(history[:len(history):len(history)],
+								chatMsg("assistant", fmt.Sprintf("Noted, entry %d.", i)),
+								chatMsg("user", fmt.Sprintf("Question %d: what did the harbour master record about the storm of %d, and who signed the ledger afterwards?", i, 1800+i%200)))
+						}
+						start := time.Now()
+						text, err := tok.Chat().Render(msgs, opts)
+						if err != nil {
+							b.Fatal(err)
+						}
+						tokens = len(tok.Encode(text))
+						lat = append(lat, time.Since(start))
+					}
+					b.StopTimer()
+					slices.Sort(lat)
+					b.ReportMetric(float64(tokens), "tokens")
+					b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "p50-µs")
+					b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds()), "p99-µs")
+				})
+			}
 		}
 	}
+}
+
+func chatMsg(role, content string) any {
+	d := chattemplate.NewDict()
+	d.Set("role", role)
+	d.Set("content", content)
+	return d
 }
 
 func BenchmarkLoad(b *testing.B) {

@@ -94,7 +94,7 @@ func parse(data []byte) (*Tokenizer, error) {
 	if err := json.Unmarshal(data, &f); err != nil {
 		return nil, fmt.Errorf("parse tokenizer.json: %w", err)
 	}
-	t := &Tokenizer{}
+	t := &Tokenizer{segments: newSegmentCache()}
 	if err := t.loadNormalizer(f.Normalizer); err != nil {
 		return nil, err
 	}

@@ -40,6 +40,7 @@ type Tokenizer struct {
 	pieces          []string // id → decoded bytes
 	known           []bool   // id → has a piece
 	chat            *chattemplate.Chat
+	segments        *segmentCache
 }
 
 var _ tokenizer.Tokenizer = (*Tokenizer)(nil)
@@ -107,8 +108,24 @@ func (t *Tokenizer) AppendEncode(dst []uint32, text string) []uint32 {
 	return dst
 }
 
-// appendSegment encodes text that holds no raw-matched added token.
+// appendSegment encodes text that holds no raw-matched added token, through
+// the segment cache for long segments.
 func (t *Tokenizer) appendSegment(dst []uint32, s string) []uint32 {
+	if len(s) < segCacheMin || t.segments == nil {
+		return t.encodeSegment(dst, s)
+	}
+	if ids, ok := t.segments.get(s); ok {
+		return append(dst, ids...)
+	}
+	n := len(dst)
+	dst = t.encodeSegment(dst, s)
+	t.segments.put(s, dst[n:])
+	return dst
+}
+
+// encodeSegment tokenizes one segment: normalize, split on normalized added
+// tokens, pre-tokenize, BPE.
+func (t *Tokenizer) encodeSegment(dst []uint32, s string) []uint32 {
 	if s == "" {
 		return dst
 	}
