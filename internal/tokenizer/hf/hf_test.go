@@ -379,3 +379,45 @@ func FuzzRoundTrip(f *testing.F) {
 		}
 	})
 }
+
+// TestSegmentCacheIsExact: with the segment cache, a second and third
+// encoding of every golden text (and of the texts glued around special
+// tokens, as a chat template writes them) equal the uncached encoding.
+func TestSegmentCacheIsExact(t *testing.T) {
+	for _, model := range []string{"qwen3", "llama3_1"} {
+		t.Run(model, func(t *testing.T) {
+			fresh, err := LoadDir(fixtureDir(t, model))
+			if err != nil {
+				t.Fatal(err)
+			}
+			cold := *fresh
+			cold.segments = nil
+			data, err := os.ReadFile(filepath.Join("testdata", "golden", model+".json"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var g golden
+			if err := json.Unmarshal(data, &g); err != nil {
+				t.Fatal(err)
+			}
+			sep := "<|im_end|>\n<|im_start|>"
+			if model == "llama3_1" {
+				sep = "<|eot_id|><|start_header_id|>"
+			}
+			var texts []string
+			for i, c := range g.Cases {
+				texts = append(texts, c.Text)
+				if i > 0 {
+					texts = append(texts, g.Cases[i-1].Text+sep+c.Text)
+				}
+			}
+			for pass := range 3 {
+				for _, s := range texts {
+					if got, want := fresh.Encode(s), cold.Encode(s); !slices.Equal(got, want) {
+						t.Fatalf("pass %d: cached Encode(%q) = %v, uncached %v", pass, trunc(s), trunc(got), trunc(want))
+					}
+				}
+			}
+		})
+	}
+}
