@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"unicode/utf8"
 )
 
 // Chat message roles accepted in requests.
@@ -80,6 +81,14 @@ func (c *MessageContent) UnmarshalJSON(b []byte) error {
 	case bytes.Equal(b, []byte("null")):
 		return nil
 	case len(b) > 0 && b[0] == '"':
+		// The enclosing decoder has already validated b as a JSON string;
+		// without escapes and with valid UTF-8 its text is the bytes
+		// between the quotes. Prompts are long, and decoding them a second
+		// time is most of a router's body-reading cost.
+		if s, ok := plainJSONString(b); ok {
+			c.Text = &s
+			return nil
+		}
 		var s string
 		if err := json.Unmarshal(b, &s); err != nil {
 			return err
@@ -98,6 +107,24 @@ func (c *MessageContent) UnmarshalJSON(b []byte) error {
 		return nil
 	}
 	return errors.New("content must be a string, an array of content parts or null")
+}
+
+// plainJSONString returns the text of a JSON string literal that needs no
+// unescaping: no backslash, quote or control byte inside, valid UTF-8.
+func plainJSONString(b []byte) (string, bool) {
+	if len(b) < 2 || b[0] != '"' || b[len(b)-1] != '"' {
+		return "", false
+	}
+	inner := b[1 : len(b)-1]
+	for _, ch := range inner {
+		if ch == '\\' || ch == '"' || ch < 0x20 {
+			return "", false
+		}
+	}
+	if !utf8.Valid(inner) {
+		return "", false
+	}
+	return string(inner), true
 }
 
 // MarshalJSON writes the form that was read.

@@ -182,3 +182,29 @@ func FuzzParseCompletionRequest(f *testing.F) {
 		}
 	})
 }
+
+func TestMessageContentStringFastPathAgreesWithEncodingJSON(t *testing.T) {
+	for _, lit := range []string{
+		`""`, `"plain text"`, `"日本語 ✓"`, `"esc\"aped"`, `"tab\there"`, `"\u00e9\ud83d\ude00"`,
+		"\"bad \xff utf8\"", `"slash\/"`, `"line\nbreak"`,
+	} {
+		var got MessageContent
+		if err := got.UnmarshalJSON([]byte(lit)); err != nil {
+			t.Errorf("%s: %v", lit, err)
+			continue
+		}
+		var want string
+		if err := json.Unmarshal([]byte(lit), &want); err != nil {
+			t.Fatalf("%s: %v", lit, err)
+		}
+		if got.Text == nil || *got.Text != want {
+			t.Errorf("%s: got %v, want %q", lit, got.Text, want)
+		}
+	}
+	for _, bad := range []string{`"`, `"unterminated`, "\"raw\ncontrol\""} {
+		var c MessageContent
+		if err := c.UnmarshalJSON([]byte(bad)); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+}
