@@ -1,6 +1,9 @@
 package bus
 
-import "time"
+import (
+	"strings"
+	"time"
+)
 
 // KV cache state, from kvtracker to routers.
 const (
@@ -45,7 +48,45 @@ func KVSummarySubject(pool, worker string) string {
 	return kvSummaryPrefix + Token(pool) + "." + Token(worker)
 }
 
-// KVLeaseKey is the lease key of a worker in BucketKVLeases.
+// KVLeaseKey is the lease key of a worker in BucketKVLeases:
+// <pool>.<worker>, each escaped by kvKeyToken so that any names give a valid
+// and distinct key.
 func KVLeaseKey(pool, worker string) string {
-	return Token(pool) + "." + Token(worker)
+	return kvKeyToken(pool) + "." + kvKeyToken(worker)
+}
+
+// kvReplicaPrefix starts the presence keys kvtracker replicas keep in
+// BucketKVLeases ('=' never starts a lease key); each replica aims for its
+// share of the workers among those present.
+const kvReplicaPrefix = "=replicas."
+
+// KVReplicaKey is a kvtracker replica's presence key in BucketKVLeases.
+func KVReplicaKey(replica string) string { return kvReplicaPrefix + kvKeyToken(replica) }
+
+// KVReplicaKeyFilter matches every replica presence key.
+const KVReplicaKeyFilter = kvReplicaPrefix + "*"
+
+// kvKeyToken escapes a name into the characters NATS KV keys allow, without
+// dots: letters, digits, '-' and '_' stay; every other byte becomes '/' and
+// two hex digits. The mapping is injective ('/' is never kept), so two names
+// never share a key.
+func kvKeyToken(s string) string {
+	if s == "" {
+		return "/"
+	}
+	const hex = "0123456789abcdef"
+	var b strings.Builder
+	b.Grow(len(s))
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', c == '-', c == '_':
+			b.WriteByte(c)
+		default:
+			b.WriteByte('/')
+			b.WriteByte(hex[c>>4])
+			b.WriteByte(hex[c&15])
+		}
+	}
+	return b.String()
 }

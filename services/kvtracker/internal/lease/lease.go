@@ -15,7 +15,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"sync/atomic"
 	"time"
 
@@ -26,10 +25,6 @@ import (
 
 // ErrHeld is returned by Acquire when another replica holds the key.
 var ErrHeld = errors.New("lease held by another replica")
-
-// presencePrefix starts the keys replicas announce themselves with. '='
-// never appears in a lease key (pool and worker names exclude it).
-const presencePrefix = "=replicas."
 
 // Manager acquires, renews and releases leases for one replica.
 type Manager struct {
@@ -62,7 +57,7 @@ func Open(ctx context.Context, js jetstream.JetStream, owner string) (*Manager, 
 		ttl:      bus.KVLeaseTTL,
 		margin:   min(time.Second, bus.KVLeaseTTL/4),
 		epoch:    time.Now(),
-		presence: presencePrefix + keyToken(owner),
+		presence: bus.KVReplicaKey(owner),
 	}, nil
 }
 
@@ -153,7 +148,7 @@ func (m *Manager) Leave(ctx context.Context) error {
 // Replicas counts the replicas that announced themselves within TTL
 // (including this one once Heartbeat ran).
 func (m *Manager) Replicas(ctx context.Context) (int, error) {
-	lister, err := m.kv.ListKeysFiltered(ctx, presencePrefix+"*")
+	lister, err := m.kv.ListKeysFiltered(ctx, bus.KVReplicaKeyFilter)
 	if err != nil {
 		if errors.Is(err, jetstream.ErrNoKeysFound) {
 			return 0, nil
@@ -177,22 +172,4 @@ func (m *Manager) Holder(ctx context.Context, key string) (string, error) {
 		return "", fmt.Errorf("get lease %s: %w", key, err)
 	}
 	return string(e.Value()), nil
-}
-
-// keyToken maps a replica id to one NATS KV key token.
-func keyToken(s string) string {
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', c == '-', c == '_':
-			b.WriteByte(c)
-		default:
-			b.WriteByte('_')
-		}
-	}
-	if b.Len() == 0 {
-		return "_"
-	}
-	return b.String()
 }

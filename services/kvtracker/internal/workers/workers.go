@@ -148,8 +148,8 @@ func checkUnique(specs []Spec) error {
 	topics := map[string]string{}
 	for _, s := range specs {
 		// bus.Token folds '.' into '_', so "a.b" and "a_b" would share a
-		// subject: compare what the bus sees.
-		k := bus.KVLeaseKey(s.Pool, s.ID)
+		// delta subject: compare what the bus sees.
+		k := bus.KVDeltaSubject(s.Pool, s.ID)
 		if prev, dup := keys[k]; dup {
 			return fmt.Errorf("workers %q and %q collide (same pool and id once dots become underscores)", prev, s.Key())
 		}
