@@ -23,6 +23,7 @@ import (
 	"github.com/switchyard-dev/switchyard/internal/sim"
 	"github.com/switchyard-dev/switchyard/services/gateway"
 	"github.com/switchyard-dev/switchyard/services/kvtracker"
+	"github.com/switchyard-dev/switchyard/services/policyd"
 	"github.com/switchyard-dev/switchyard/services/router"
 )
 
@@ -51,6 +52,14 @@ type Config struct {
 	Endpoints string
 	// ReadyTimeout bounds the wait for every component to become ready.
 	ReadyTimeout time.Duration
+	// Policies is a catalog directory (deploy/examples): when set and
+	// Endpoints is not, dev runs policyd on it in files mode and simulates
+	// what it describes (each worker set's workers, each provider's
+	// endpoint) instead of Sim.Workers anonymous workers.
+	Policies string
+	// PolicydGRPCAddr and PolicydHTTPAddr are policyd's listen addresses.
+	PolicydGRPCAddr string
+	PolicydHTTPAddr string
 }
 
 // DefaultKVEventsConfig makes each simulated worker publish KV events like a
@@ -71,7 +80,18 @@ func DefaultConfig() Config {
 		RedisURL:          os.Getenv("REDIS_URL"),
 		Sim:               s,
 		ReadyTimeout:      30 * time.Second,
+		Policies:          defaultPolicies(),
+		PolicydGRPCAddr:   "127.0.0.1:9092",
+		PolicydHTTPAddr:   "127.0.0.1:9093",
 	}
+}
+
+// defaultPolicies is DefaultPolicies when it exists here, else none.
+func defaultPolicies() string {
+	if st, err := os.Stat(DefaultPolicies); err == nil && st.IsDir() {
+		return DefaultPolicies
+	}
+	return ""
 }
 
 // RegisterFlags registers dev's own flags and the few simulator flags worth
@@ -92,6 +112,9 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.Float64Var(&c.Sim.TimeScale, "time-scale", d.Sim.TimeScale, "run the simulated GPUs this many times faster than real time")
 	fs.StringVar(&c.Sim.KVEventsConfig, "kv-events-config", d.Sim.KVEventsConfig, "vLLM KV events config of the workers (ports offset per worker); empty disables")
 	fs.StringVar(&c.Endpoints, "endpoints", "", "use running workers (id=url,id=url) instead of starting simulated ones")
+	fs.StringVar(&c.Policies, "policies", d.Policies, "catalog directory run by an in-process policyd, whose worker sets and providers are simulated (default "+DefaultPolicies+" when it exists; empty: --workers anonymous workers, no policies)")
+	fs.StringVar(&c.PolicydGRPCAddr, "policyd-grpc-addr", d.PolicydGRPCAddr, "policyd gRPC listen address")
+	fs.StringVar(&c.PolicydHTTPAddr, "policyd-http-addr", d.PolicydHTTPAddr, "policyd REST listen address")
 	fs.DurationVar(&c.ReadyTimeout, "ready-timeout", d.ReadyTimeout, "how long to wait for every component to become ready")
 }
 
@@ -119,15 +142,19 @@ func (c *Config) Validate() error {
 type Stack struct {
 	nats    *natsembed.Server
 	natsURL string
-	fleet   *sim.Fleet
-	tracker *kvtracker.Tracker
-	router  *router.Server
-	gateway *gateway.Gateway
+	fleets  []*sim.Fleet
+	policyd *policyd.Server
+	catalog *catalogFleet
+	// tempDirs are removed by Stop.
+	tempDirs []string
+	tracker  *kvtracker.Tracker
+	router   *router.Server
+	gateway  *gateway.Gateway
 
-	stopGateway, stopRouter, stopTracker context.CancelFunc
-	gatewayDone, routerDone, trackerDone chan error
-	stopOnce                             sync.Once
-	stopErr                              error
+	stopGateway, stopRouter, stopTracker, stopPolicyd context.CancelFunc
+	gatewayDone, routerDone, trackerDone, policydDone chan error
+	stopOnce                                          sync.Once
+	stopErr                                           error
 }
 
 // Start brings the system up and returns once the gateway is ready to serve
@@ -154,12 +181,28 @@ func Start(ctx context.Context, cfg Config, log zerolog.Logger) (_ *Stack, err e
 	}
 
 	eps := []string{cfg.Endpoints}
-	if cfg.Endpoints == "" {
+	switch {
+	case cfg.Endpoints == "" && cfg.Policies != "":
+		eps = nil
+		cf, err := s.startCatalog(ctx, cfg, log)
+		if err != nil {
+			return nil, err
+		}
+		s.catalog = cf
+		if len(cf.workers) > 0 {
+			if err := s.startTracker(ctx, cfg, cf.workers, log); err != nil {
+				return nil, err
+			}
+		}
+		if err := s.startPolicyd(ctx, cfg, cf.dir, log); err != nil {
+			return nil, err
+		}
+	case cfg.Endpoints == "":
 		fleet, err := sim.StartFleet(context.WithoutCancel(ctx), cfg.Sim, log.With().Str("service", "sim").Logger())
 		if err != nil {
 			return nil, fmt.Errorf("start simulated workers: %w", err)
 		}
-		s.fleet = fleet
+		s.fleets = append(s.fleets, fleet)
 		eps = eps[:0]
 		var specs []kvtracker.WorkerSpec
 		for _, w := range fleet.Workers() {
@@ -185,6 +228,9 @@ func Start(ctx context.Context, cfg Config, log zerolog.Logger) (_ *Stack, err e
 	rc.RedisURL = cfg.RedisURL
 	rc.RouterID = "dev-router"
 	rc.Endpoints = strings.Join(eps, ",")
+	if s.policyd != nil {
+		rc.PolicydAddr = s.policyd.GRPCAddr()
+	}
 	// Simulated workers answer in microseconds; scrape them often so the
 	// load the router sees is fresh even at high time scales.
 	rc.ScrapeInterval = 250 * time.Millisecond
@@ -203,6 +249,9 @@ func Start(ctx context.Context, cfg Config, log zerolog.Logger) (_ *Stack, err e
 	gc.RouterAddr = rs.GRPCAddr()
 	gc.NATSURL = s.natsURL
 	gc.AllowTagsHeader = true
+	if s.policyd != nil {
+		gc.PolicydAddr = s.policyd.GRPCAddr()
+	}
 	gw, err := gateway.New(gc, log.With().Str("service", "gateway").Logger())
 	if err != nil {
 		return nil, fmt.Errorf("start gateway: %w", err)
@@ -218,6 +267,9 @@ func Start(ctx context.Context, cfg Config, log zerolog.Logger) (_ *Stack, err e
 	ready := []string{s.RouterURL() + "/readyz", s.GatewayURL() + "/readyz"}
 	if s.tracker != nil {
 		ready = append(ready, "http://"+s.tracker.HTTPAddr()+"/readyz")
+	}
+	if s.policyd != nil {
+		ready = append(ready, "http://"+s.policyd.HTTPAddr()+"/readyz")
 	}
 	for _, u := range ready {
 		if err := waitReady(readyCtx, u); err != nil {
@@ -285,10 +337,19 @@ func (s *Stack) NATSURL() string { return s.natsURL }
 // Workers describes the simulated workers; none when the stack uses
 // external endpoints.
 func (s *Stack) Workers() []sim.WorkerInfo {
-	if s.fleet == nil {
-		return nil
+	var out []sim.WorkerInfo
+	for _, f := range s.fleets {
+		out = append(out, f.Workers()...)
 	}
-	return s.fleet.Workers()
+	return out
+}
+
+// PolicydAddr is policyd's gRPC address; empty without a catalog.
+func (s *Stack) PolicydAddr() string {
+	if s.policyd == nil {
+		return ""
+	}
+	return s.policyd.GRPCAddr()
 }
 
 // Stop shuts everything down in dependency order and returns the first
@@ -306,12 +367,19 @@ func (s *Stack) Stop() error {
 			s.stopRouter()
 			errs = append(errs, <-s.routerDone)
 		}
+		if s.stopPolicyd != nil {
+			s.stopPolicyd()
+			errs = append(errs, <-s.policydDone)
+		}
 		if s.stopTracker != nil {
 			s.stopTracker()
 			errs = append(errs, <-s.trackerDone)
 		}
-		if s.fleet != nil {
-			errs = append(errs, s.fleet.Close())
+		for _, f := range s.fleets {
+			errs = append(errs, f.Close())
+		}
+		for _, d := range s.tempDirs {
+			_ = os.RemoveAll(d)
 		}
 		if s.nats != nil {
 			s.nats.Shutdown()
@@ -327,12 +395,15 @@ func Run(ctx context.Context, cfg Config, log zerolog.Logger, out io.Writer) err
 	if err != nil {
 		return err
 	}
-	model := cfg.Sim.Models()[0]
-	fleet := fmt.Sprintf("%d simulated vLLM workers, time scale %gx", len(s.Workers()), cfg.Sim.TimeScale)
-	if cfg.Endpoints != "" {
-		fleet = "workers " + cfg.Endpoints
-	}
-	fmt.Fprintf(out, `
+	if s.catalog != nil {
+		printCatalogBanner(out, s, cfg)
+	} else {
+		model := cfg.Sim.Models()[0]
+		fleet := fmt.Sprintf("%d simulated vLLM workers, time scale %gx", len(s.Workers()), cfg.Sim.TimeScale)
+		if cfg.Endpoints != "" {
+			fleet = "workers " + cfg.Endpoints
+		}
+		fmt.Fprintf(out, `
 Switchyard is running (%s).
 
   gateway (OpenAI API)  %s/v1
@@ -346,7 +417,55 @@ Try:
 
 Ctrl-C stops everything.
 `, fleet, s.GatewayURL(), s.RouterURL(), s.NATSURL(), s.GatewayURL(), model)
+	}
 	<-ctx.Done()
 	log.Info().Msg("shutting down")
 	return s.Stop()
+}
+
+func printCatalogBanner(out io.Writer, s *Stack, cfg Config) {
+	cf := s.catalog
+	alias := "standard-model"
+	if len(cf.aliases) > 0 {
+		alias = cf.aliases[0]
+	}
+	model := "qwen-3.6-27b"
+	if len(cf.models) > 0 {
+		model = cf.models[0]
+	}
+	fmt.Fprintf(out, `
+Switchyard is running the catalog %s (%d simulated workers and providers, time scale %gx).
+
+  gateway (OpenAI API)  %s/v1
+  router REST           %s   (GET /v1/endpoints, POST /v1/route:explain)
+  policyd REST          http://%s   (GET /v1/policy/snapshot)
+  NATS                  %s
+  local models          %s
+  aliases               %s
+
+An alias resolves to the backing model predicted fastest:
+
+  curl -s %s/v1/chat/completions -H 'Content-Type: application/json' \
+    -d '{"model":"%s","messages":[{"role":"user","content":"Hello!"}],"max_tokens":16}'
+
+Burst routing: once every local worker of a model has more than 2 queued
+prompts, burst-policy sends requests to the providers (bedrock, then
+databricks); the response's "model" then carries the provider's name.
+Queue up a few hundred long requests and watch where they go:
+
+  for i in $(seq 300); do curl -s %s/v1/chat/completions -H 'Content-Type: application/json' \
+    -d '{"model":"%s","messages":[{"role":"user","content":"Hi"}],"max_tokens":2000}' -o /dev/null & done
+  curl -s %s/v1/endpoints
+
+Prompts tagged pii-detected never leave the cluster (fail closed when no
+local worker can take them):
+
+  curl -s %s/v1/chat/completions -H 'Content-Type: application/json' -H 'x-switchyard-tags: pii-detected' \
+    -d '{"model":"%s","messages":[{"role":"user","content":"My IBAN is ..."}],"max_tokens":16}'
+
+Edit the YAML under %s and policyd reloads it. Ctrl-C stops everything.
+`, cfg.Policies, len(s.Workers()), cfg.Sim.TimeScale,
+		s.GatewayURL(), s.RouterURL(), s.policyd.HTTPAddr(), s.NATSURL(),
+		strings.Join(cf.models, ", "), strings.Join(cf.aliases, ", "),
+		s.GatewayURL(), alias, s.GatewayURL(), model, s.RouterURL(), s.GatewayURL(), model, cf.dir)
 }

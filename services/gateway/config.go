@@ -38,8 +38,20 @@ type Config struct {
 	ShutdownTimeout time.Duration
 	// AllowTagsHeader accepts routing tags from clients in TagsHeader.
 	// Policies match on tags, so only enable it when clients are trusted to
-	// choose them.
+	// choose them. A GatewayBackend that names a tags header (seen through
+	// PolicydAddr) turns the header on by itself, under its own name; the
+	// router keeps only its allowed tags and adds the tenant's defaults.
 	AllowTagsHeader bool
+	// PolicydAddr is policyd's gRPC address. Set, the gateway follows the
+	// policy snapshot for providers' credentials (it can then forward to
+	// provider targets) and the GatewayBackend's tags header.
+	PolicydAddr string
+	// GatewayBackend names the GatewayBackend this gateway serves; empty
+	// takes the snapshot's only (or first) one.
+	GatewayBackend string
+	// ProviderSecretsDir is where Kubernetes Secrets named by providers'
+	// credentials.secretRef are mounted, one directory per Secret.
+	ProviderSecretsDir string
 }
 
 // DefaultConfig returns the configuration the flags default to.
@@ -52,6 +64,7 @@ func DefaultConfig() Config {
 		RouteTimeout:          2 * time.Second,
 		UpstreamHeaderTimeout: 30 * time.Second,
 		ShutdownTimeout:       30 * time.Second,
+		ProviderSecretsDir:    "/var/run/secrets/switchyard/providers",
 	}
 }
 
@@ -67,6 +80,9 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.UpstreamHeaderTimeout, "upstream-header-timeout", d.UpstreamHeaderTimeout,
 		"how long to wait for a streaming response's headers before retrying elsewhere")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", d.ShutdownTimeout, "how long in-flight requests may finish after shutdown starts")
+	fs.StringVar(&c.PolicydAddr, "policyd-addr", "", "policyd gRPC address (host:port) for provider credentials and the tags header; empty: local workers only")
+	fs.StringVar(&c.GatewayBackend, "gateway-backend", "", "GatewayBackend this gateway serves (default: the snapshot's only or first one)")
+	fs.StringVar(&c.ProviderSecretsDir, "provider-secrets-dir", d.ProviderSecretsDir, "where the Secrets named by providers' credentials.secretRef are mounted (<dir>/<secret>/<key>)")
 	fs.BoolVar(&c.AllowTagsHeader, "allow-tags-header", d.AllowTagsHeader, "accept routing tags from clients in the "+TagsHeader+" header")
 }
 

@@ -109,6 +109,8 @@ type Gateway struct {
 	metrics   *metrics
 	sink      eventSink
 	tenant    tenantFunc
+	// catalog follows policyd; nil without --policyd-addr (no providers).
+	catalog *catalog
 
 	inflight     atomic.Int64
 	shuttingDown atomic.Bool
@@ -151,6 +153,14 @@ func New(cfg Config, log zerolog.Logger) (*Gateway, error) {
 		sink:      discardSink{},
 		tenant:    defaultTenant,
 	}
+	if cfg.PolicydAddr != "" {
+		g.catalog, err = newCatalog(cfg, log)
+		if err != nil {
+			_ = ln.Close()
+			_ = conn.Close()
+			return nil, err
+		}
+	}
 	reg := prometheus.NewRegistry()
 	g.metrics = newMetrics(reg, func() float64 { return float64(g.inflight.Load()) })
 
@@ -185,7 +195,11 @@ func (g *Gateway) Close() error {
 	if g.started.Load() {
 		return errors.New("gateway: Close after Serve; cancel Serve's context instead")
 	}
-	return errors.Join(g.ln.Close(), g.conn.Close())
+	err := errors.Join(g.ln.Close(), g.conn.Close())
+	if g.catalog != nil {
+		err = errors.Join(err, g.catalog.conn.Close())
+	}
+	return err
 }
 
 // Run builds a gateway from cfg and serves until ctx is cancelled.
@@ -225,6 +239,12 @@ func (g *Gateway) Serve(ctx context.Context) error {
 	g.log.Info().Str("addr", g.Addr()).Str("router", g.cfg.RouterAddr).Msg("gateway listening")
 
 	eg, egctx := errgroup.WithContext(ctx)
+	if g.catalog != nil {
+		eg.Go(func() error {
+			defer g.catalog.conn.Close()
+			return g.catalog.run(egctx)
+		})
+	}
 	eg.Go(func() error {
 		if err := g.srv.Serve(g.ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			return fmt.Errorf("serve http %s: %w", g.Addr(), err)

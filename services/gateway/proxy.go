@@ -142,8 +142,15 @@ func (c *call) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	c.req, c.parsed = req, true
-	if c.g.cfg.AllowTagsHeader {
-		tags, apiErr := parseTags(r.Header.Values(TagsHeader))
+	header := ""
+	if c.g.catalog != nil {
+		header = c.g.catalog.tagsHeader()
+	}
+	if header == "" && c.g.cfg.AllowTagsHeader {
+		header = TagsHeader
+	}
+	if header != "" {
+		tags, apiErr := parseTags(header, r.Header.Values(header))
 		if apiErr != nil {
 			c.fail(w, apiErr)
 			return
@@ -191,7 +198,7 @@ func tooLarge(limit int64) *openaiapi.APIError {
 
 // parseTags reads comma-separated tags from every TagsHeader line,
 // de-duplicated in order.
-func parseTags(values []string) ([]string, *openaiapi.APIError) {
+func parseTags(header string, values []string) ([]string, *openaiapi.APIError) {
 	var tags []string
 	for _, v := range values {
 		for t := range strings.SplitSeq(v, ",") {
@@ -200,7 +207,7 @@ func parseTags(values []string) ([]string, *openaiapi.APIError) {
 				continue
 			}
 			if len(t) > maxTagLen || !validTag(t) {
-				return nil, openaiapi.InvalidRequest("", fmt.Sprintf("%s: invalid tag %q: want up to %d of [A-Za-z0-9._:/-]", TagsHeader, truncate(t, maxTagLen), maxTagLen))
+				return nil, openaiapi.InvalidRequest("", fmt.Sprintf("%s: invalid tag %q: want up to %d of [A-Za-z0-9._:/-]", header, truncate(t, maxTagLen), maxTagLen))
 			}
 			dup := false
 			for _, have := range tags {
@@ -210,7 +217,7 @@ func parseTags(values []string) ([]string, *openaiapi.APIError) {
 				continue
 			}
 			if len(tags) == maxTags {
-				return nil, openaiapi.InvalidRequest("", fmt.Sprintf("%s: more than %d tags", TagsHeader, maxTags))
+				return nil, openaiapi.InvalidRequest("", fmt.Sprintf("%s: more than %d tags", header, maxTags))
 			}
 			tags = append(tags, t)
 		}
@@ -339,11 +346,33 @@ func (c *call) attempt(w http.ResponseWriter, r *http.Request, body []byte, inje
 	sent := time.Now()
 	ctx, cancel := context.WithCancelCause(r.Context())
 	defer cancel(nil)
-	ureq, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimSuffix(c.target.GetUrl(), "/")+c.path, bytes.NewReader(body))
+	url := strings.TrimSuffix(c.target.GetUrl(), "/") + c.path
+	var apiKey string
+	if c.target.GetKind() == routerv1.TargetKind_TARGET_KIND_PROVIDER {
+		// A provider's base URL ends in its API version (…/v1), as the
+		// OpenAI clients take it.
+		url = strings.TrimSuffix(c.target.GetUrl(), "/") + strings.TrimPrefix(c.path, "/v1")
+		var err error
+		if c.g.catalog == nil {
+			err = fmt.Errorf("provider %s: %w (the gateway has no --policyd-addr)", c.target.GetProvider(), errNoCredentials)
+		} else {
+			apiKey, err = c.g.catalog.apiKey(c.target.GetProvider())
+		}
+		if err != nil {
+			c.completed(ep, sent, false, 0)
+			c.g.metrics.attempts.WithLabelValues(ep, outcomeConnectError).Inc()
+			c.log.Error().Str("endpoint", ep).Err(err).Msg("provider api key unavailable")
+			return &failure{err: err, endpoint: ep}
+		}
+	}
+	ureq, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
 	if err != nil {
 		c.completed(ep, sent, false, 0)
 		c.g.metrics.attempts.WithLabelValues(ep, outcomeConnectError).Inc()
 		return &failure{err: fmt.Errorf("build upstream request: %w", err), endpoint: ep}
+	}
+	if apiKey != "" {
+		ureq.Header.Set("Authorization", "Bearer "+apiKey)
 	}
 	ureq.Header.Set("Content-Type", "application/json")
 	ureq.Header.Set(RequestIDHeader, c.id)

@@ -31,7 +31,16 @@ type Config struct {
 	// Endpoints is the shorthand "id=url,id=url"; models are discovered.
 	Endpoints string
 	// EndpointsFile is a YAML list of {id, url, models, kind}.
-	EndpointsFile  string
+	EndpointsFile string
+	// PolicydAddr is policyd's gRPC address. Empty routes without
+	// policies, on the static endpoints alone; set, the router follows
+	// policyd's snapshot: its worker sets and providers join the static
+	// endpoints, and its policies decide.
+	PolicydAddr string
+	// GatewayBackend names the GatewayBackend whose policies apply; empty
+	// takes the snapshot's only (or first) one.
+	GatewayBackend string
+
 	ScrapeInterval time.Duration
 	ScrapeTimeout  time.Duration
 	// InflightTTL expires an in-flight entry whose completion never came.
@@ -114,6 +123,8 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.RouterID, "router-id", d.RouterID, "this replica's id in published decisions (default: hostname)")
 	fs.StringVar(&c.Endpoints, "endpoints", "", "static endpoints as id=url,id=url (models discovered from each worker's /v1/models)")
 	fs.StringVar(&c.EndpointsFile, "endpoints-file", "", "YAML file listing endpoints: [{id, url, models (optional), kind: local}]")
+	fs.StringVar(&c.PolicydAddr, "policyd-addr", "", "policyd gRPC address (host:port); empty routes without policies on the static endpoints")
+	fs.StringVar(&c.GatewayBackend, "gateway-backend", "", "GatewayBackend whose policies apply (default: the snapshot's only or first one)")
 	fs.DurationVar(&c.ScrapeInterval, "scrape-interval", d.ScrapeInterval, "how often each worker's /metrics is scraped")
 	fs.DurationVar(&c.ScrapeTimeout, "scrape-timeout", d.ScrapeTimeout, "deadline for one scrape; a worker that misses it is unhealthy until it answers")
 	fs.DurationVar(&c.InflightTTL, "inflight-ttl", d.InflightTTL, "an in-flight request whose completion never arrives stops counting after this long")
@@ -165,6 +176,11 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxRecvMsgBytes < 1<<20 {
 		errs = append(errs, fmt.Errorf("max-recv-msg-bytes: %d is below 1 MiB", c.MaxRecvMsgBytes))
+	}
+	if c.PolicydAddr != "" {
+		if _, _, err := net.SplitHostPort(c.PolicydAddr); err != nil {
+			errs = append(errs, fmt.Errorf("policyd-addr: %q: want host:port: %w", c.PolicydAddr, err))
+		}
 	}
 	if _, err := c.endpointSpecs(); err != nil {
 		errs = append(errs, err)
@@ -223,8 +239,8 @@ func (c *Config) endpointSpecs() ([]endpoints.Spec, error) {
 	if err != nil {
 		return nil, fmt.Errorf("endpoints and endpoints-file: %w", err)
 	}
-	if len(all) == 0 {
-		return nil, errors.New("no endpoints: set --endpoints id=url,... or --endpoints-file")
+	if len(all) == 0 && c.PolicydAddr == "" {
+		return nil, errors.New("no endpoints: set --endpoints id=url,... or --endpoints-file, or --policyd-addr")
 	}
 	return all, nil
 }

@@ -9,7 +9,9 @@
 // (kvblock.Index) kept by a replica of the kvtracker's deltas and
 // snapshots (kvsync), an approximate index of the router's own decisions,
 // and the prompt reader that tokenizes requests like the workers do.
-// Policies come later.
+// With --policyd-addr it follows policyd's snapshot: the catalog's worker
+// sets and providers become endpoints, and the GatewayBackend's compiled
+// policies decide among the (endpoint, model) pairs, scored as above.
 package router
 
 import (
@@ -30,12 +32,14 @@ import (
 	"github.com/rs/zerolog"
 	"golang.org/x/sync/errgroup"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/reflection"
 	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/switchyard-dev/switchyard/internal/kvblock"
+	policyv1 "github.com/switchyard-dev/switchyard/proto/switchyard/policy/v1"
 	routerv1 "github.com/switchyard-dev/switchyard/proto/switchyard/router/v1"
 	"github.com/switchyard-dev/switchyard/services/router/internal/endpoints"
 	"github.com/switchyard-dev/switchyard/services/router/internal/kvsync"
@@ -56,23 +60,25 @@ type endpointSource interface {
 
 // Server is one router replica. New binds the listeners; Serve runs it.
 type Server struct {
-	cfg      Config
-	log      zerolog.Logger
-	source   endpointSource
-	table    *load.Table
-	kv       *kvblock.Index
-	approx   *kvblock.Index
-	kvMu     sync.Mutex
-	kvRep    *kvsync.Replica // set in Serve when NATS is configured
-	metrics  *metrics
-	svc      *service
-	health   *health.Server
-	grpcSrv  *grpc.Server
-	httpSrv  *http.Server
-	grpcLn   net.Listener
-	httpLn   net.Listener
-	serving  atomic.Bool // set once the first scrape round is done
-	stopping atomic.Bool // set when shutdown begins; wins over serving
+	cfg     Config
+	log     zerolog.Logger
+	source  endpointSource
+	table   *load.Table
+	kv      *kvblock.Index
+	approx  *kvblock.Index
+	kvMu    sync.Mutex
+	kvRep   *kvsync.Replica // set in Serve when NATS is configured
+	metrics *metrics
+	svc     *service
+	health  *health.Server
+	grpcSrv *grpc.Server
+	httpSrv *http.Server
+	// policyConn is the client connection to policyd, nil without.
+	policyConn *grpc.ClientConn
+	grpcLn     net.Listener
+	httpLn     net.Listener
+	serving    atomic.Bool // set once the first scrape round is done
+	stopping   atomic.Bool // set when shutdown begins; wins over serving
 }
 
 // New validates cfg, binds the gRPC and HTTP listeners and builds the
@@ -99,7 +105,6 @@ func New(cfg Config, log zerolog.Logger) (*Server, error) {
 	s := &Server{
 		cfg:    cfg,
 		log:    log,
-		source: endpoints.Static(specs),
 		table:  table,
 		kv:     kvblock.NewIndex(),
 		approx: kvblock.NewIndex(),
@@ -115,6 +120,24 @@ func New(cfg Config, log zerolog.Logger) (*Server, error) {
 		specTTL: cfg.SpeculativeTTL, approxTTL: cfg.ApproxTTL,
 	}
 
+	s.source = endpoints.Static(specs)
+	if cfg.PolicydAddr != "" {
+		// grpc.NewClient does not dial: policyd may start after the router,
+		// and the watcher keeps retrying.
+		conn, err := grpc.NewClient(cfg.PolicydAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			return nil, fmt.Errorf("policyd client %s: %w", cfg.PolicydAddr, err)
+		}
+		s.policyConn = conn
+		s.source = &policySource{
+			client:  policyv1.NewPolicyServiceClient(conn),
+			static:  specs,
+			backend: cfg.GatewayBackend,
+			log:     log,
+			set:     func(st *policyState) { s.svc.pol.Store(st) },
+		}
+	}
+
 	s.grpcSrv = grpc.NewServer(grpc.MaxRecvMsgSize(cfg.MaxRecvMsgBytes))
 	routerv1.RegisterRouterServer(s.grpcSrv, s.svc)
 	healthpb.RegisterHealthServer(s.grpcSrv, s.health)
@@ -127,13 +150,20 @@ func New(cfg Config, log zerolog.Logger) (*Server, error) {
 	}
 	s.httpSrv = &http.Server{Handler: handler, ReadHeaderTimeout: 5 * time.Second}
 
+	closeConn := func() {
+		if s.policyConn != nil {
+			_ = s.policyConn.Close()
+		}
+	}
 	s.grpcLn, err = net.Listen("tcp", cfg.GRPCAddr)
 	if err != nil {
+		closeConn()
 		return nil, fmt.Errorf("listen grpc %s: %w", cfg.GRPCAddr, err)
 	}
 	s.httpLn, err = net.Listen("tcp", cfg.HTTPAddr)
 	if err != nil {
 		s.grpcLn.Close()
+		closeConn()
 		return nil, fmt.Errorf("listen http %s: %w", cfg.HTTPAddr, err)
 	}
 	return s, nil
@@ -215,6 +245,9 @@ func (a tableTracker) Complete(c replica.Completion) bool {
 func (s *Server) Serve(ctx context.Context) error {
 	defer s.grpcLn.Close()
 	defer s.httpLn.Close()
+	if s.policyConn != nil {
+		defer s.policyConn.Close()
+	}
 
 	// Background parts outlive the servers during shutdown: NATS must still
 	// publish decisions made by Routes that GracefulStop lets finish.
@@ -309,7 +342,7 @@ func (s *Server) Serve(ctx context.Context) error {
 	bgGo(func() error {
 		return s.source.Watch(bgCtx, func(specs []endpoints.Spec) {
 			s.table.SetEndpoints(specs)
-			mgr.Set(bgCtx, specs)
+			mgr.Set(bgCtx, scraped(specs))
 			s.log.Info().Int("endpoints", len(specs)).Msg("endpoint set updated")
 		})
 	})

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -116,6 +117,8 @@ type service struct {
 	specTTL   time.Duration
 	approxTTL time.Duration
 	scratch   sync.Pool // *lookup
+	// pol is the policy snapshot routed by; nil without policyd.
+	pol atomic.Pointer[policyState]
 }
 
 // lookup is one request's prompt and what each candidate caches of it.
@@ -196,6 +199,9 @@ func (s *service) route(req *routerv1.RouteRequest, now time.Time) (*routerv1.Ro
 	}
 	if req.GetRequestId() == "" {
 		return nil, errEmptyRequestID
+	}
+	if st := s.pol.Load(); st != nil && st.prog != nil {
+		return s.routePolicy(st, req, now)
 	}
 	l := s.getLookup()
 	defer s.scratch.Put(l)
@@ -431,6 +437,9 @@ func (s *service) Explain(ctx context.Context, req *routerv1.RouteRequest) (*rou
 		return nil, toStatus(err)
 	}
 	now := time.Now()
+	if st := s.pol.Load(); st != nil && st.prog != nil {
+		return s.explainPolicy(st, req, now), nil
+	}
 	l := s.getLookup()
 	defer s.scratch.Put(l)
 	s.prepare(l, req, now) // no candidates: the table explains why below
@@ -487,8 +496,11 @@ func endpointProto(v load.EndpointView) *routerv1.Endpoint {
 }
 
 func targetKind(kind string) routerv1.TargetKind {
-	if kind == endpoints.KindLocal || kind == "" {
+	switch kind {
+	case endpoints.KindLocal, "":
 		return routerv1.TargetKind_TARGET_KIND_LOCAL
+	case endpoints.KindProvider:
+		return routerv1.TargetKind_TARGET_KIND_PROVIDER
 	}
 	return routerv1.TargetKind_TARGET_KIND_UNSPECIFIED
 }

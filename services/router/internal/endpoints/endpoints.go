@@ -15,9 +15,13 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
-// KindLocal is the only endpoint kind static configuration knows: a vLLM
-// worker inside the cluster.
-const KindLocal = "local"
+// Endpoint kinds. Static configuration knows only KindLocal (a vLLM worker
+// inside the cluster); KindProvider endpoints come from policyd's
+// InferenceProviders and are never scraped.
+const (
+	KindLocal    = "local"
+	KindProvider = "provider"
+)
 
 // Spec is one configured endpoint.
 type Spec struct {
@@ -30,7 +34,12 @@ type Spec struct {
 	// Models the endpoint serves. Empty means: discover them from the
 	// worker's /v1/models.
 	Models []string `json:"models,omitempty"`
-	// Kind is "local" (the default when empty).
+	// Group is the InferenceWorkerSet or InferenceProvider the endpoint
+	// belongs to, and Pool its InferencePool; set by policyd's catalog,
+	// empty for static configuration.
+	Group string `json:"-"`
+	Pool  string `json:"-"`
+	// Kind is "local" (the default when empty) or "provider".
 	Kind string `json:"kind,omitempty"`
 }
 

@@ -310,6 +310,13 @@ type Config struct {
 	RecomputeWeight float64
 }
 
+// ProviderExtraBase is added to the prior's fixed TTFT for an external
+// provider (seconds): a round trip out of the cluster and a shared queue
+// nobody scrapes. Until its own completions teach otherwise, an idle
+// provider is predicted slower than an idle local worker, so ties between
+// them go to the cluster.
+const ProviderExtraBase = 0.25
+
 // fleetWeight is how many completions' worth the fleet's estimate counts
 // in an endpoint's prediction (predict.Blend): an endpoint that has served
 // a handful of requests is predicted mostly like its fleet.
@@ -413,6 +420,11 @@ const maxFleetModels = 1024
 // predictor is the model an endpoint is predicted with for a request of
 // model: its own, blended with the fleet's.
 func (t *Table) predictor(ep *endpoint, model string) predict.Model {
+	if ep.spec.Kind == endpoints.KindProvider {
+		// A provider's speed says nothing about the local fleet's, nor the
+		// fleet's about it: it is predicted from its own history alone.
+		return ep.model
+	}
 	return predict.Blend(&ep.model, t.fleetModel(model), fleetWeight)
 }
 
@@ -451,10 +463,19 @@ func (t *Table) SetEndpoints(specs []endpoints.Spec) {
 	next := make(map[string]*endpoint, len(specs))
 	for _, s := range specs {
 		ep, ok := t.byID[s.ID]
-		if !ok || ep.spec.URL != s.URL {
-			ep = &endpoint{entries: map[string]*entry{}, lastErr: "not scraped yet", model: predict.New(t.cfg.Prior)}
+		if !ok || ep.spec.URL != s.URL || ep.spec.Kind != s.Kind {
+			prior := t.cfg.Prior
+			if s.Kind == endpoints.KindProvider {
+				prior.Base += ProviderExtraBase
+			}
+			ep = &endpoint{entries: map[string]*entry{}, lastErr: "not scraped yet", model: predict.New(prior)}
 		}
 		ep.spec = s
+		if s.Kind == endpoints.KindProvider {
+			// Nothing to scrape: a provider is taken as healthy, and its
+			// TTFT estimate comes from its observed completions.
+			ep.attempted, ep.healthy, ep.lastErr = true, true, ""
+		}
 		if len(s.Models) > 0 {
 			ep.models = slices.Clone(s.Models)
 			ep.modelsConfigured = true

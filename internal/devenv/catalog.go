@@ -1,0 +1,237 @@
+package devenv
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/rs/zerolog"
+
+	"github.com/switchyard-dev/switchyard/internal/policy"
+	"github.com/switchyard-dev/switchyard/internal/sim"
+	"github.com/switchyard-dev/switchyard/services/kvtracker"
+	"github.com/switchyard-dev/switchyard/services/policyd"
+)
+
+// DefaultPolicies is the catalog `switchyard dev` loads when it exists
+// (run from the repository root).
+const DefaultPolicies = "deploy/examples"
+
+// catalogFleet is what startCatalog brought up for a policy catalog.
+type catalogFleet struct {
+	// dir is what policyd reads: the catalog itself, or a copy with the
+	// simulators' real addresses when they could not bind the catalog's.
+	dir     string
+	workers []kvtracker.WorkerSpec
+	// models served locally and by providers, for the banner.
+	models, aliases []string
+}
+
+// startCatalog starts the simulators a catalog describes: one fleet per
+// InferenceWorkerSet (its static workers, serving its model) and one
+// simulated OpenAI-compatible endpoint per InferenceProvider (serving the
+// provider's own model names). With cfg.Sim.Port 0 every simulator takes
+// a free port and policyd reads a copy of the catalog rewritten to them;
+// otherwise they bind the catalog's addresses and policyd reads the
+// catalog itself, reloading it on change.
+func (s *Stack) startCatalog(ctx context.Context, cfg Config, log zerolog.Logger) (*catalogFleet, error) {
+	snap, diags, err := policy.Load(cfg.Policies)
+	if err != nil {
+		return nil, fmt.Errorf("load policies %s: %w", cfg.Policies, err)
+	}
+	if snap == nil {
+		return nil, fmt.Errorf("policies %s: %w", cfg.Policies, diags.Err())
+	}
+	free := cfg.Sim.Port == 0
+	cf := &catalogFleet{dir: cfg.Policies}
+	moved := map[string]string{} // catalog URL → simulator URL
+	start := func(sc sim.Config, what string) ([]sim.WorkerInfo, error) {
+		f, err := sim.StartFleet(context.WithoutCancel(ctx), sc, log.With().Str("service", "sim").Str("fleet", what).Logger())
+		if err != nil {
+			return nil, fmt.Errorf("start simulated %s: %w", what, err)
+		}
+		s.fleets = append(s.fleets, f)
+		return f.Workers(), nil
+	}
+
+	for _, ws := range snap.WorkerSets {
+		if len(ws.Static) == 0 {
+			continue
+		}
+		sc := cfg.Sim
+		sc.Workers = len(ws.Static)
+		sc.ServedModelName = ws.Model
+		if ws.BlockSize > 0 {
+			sc.BlockSize = int(ws.BlockSize)
+		}
+		if !free {
+			if sc.Port, err = urlPort(ws.Static[0].URL); err != nil {
+				return nil, fmt.Errorf("worker set %s: %w", ws.Name, err)
+			}
+			if sc.KVEventsConfig != "" && ws.Static[0].KVEventsEndpoint != "" {
+				sc.KVEventsConfig = kvEventsConfig(ws.Static[0].KVEventsEndpoint, ws.Static[0].KVReplayEndpoint)
+			}
+		}
+		ws := ws
+		infos, err := start(sc, "worker set "+ws.Name)
+		if err != nil {
+			return nil, err
+		}
+		for i, w := range infos {
+			id := ws.Static[i].ID
+			if w.URL != strings.TrimRight(ws.Static[i].URL, "/") {
+				moved[ws.Static[i].URL] = w.URL
+			}
+			if w.KVEndpoint != "" {
+				cf.workers = append(cf.workers, kvtracker.WorkerSpec{
+					ID: id, Model: ws.Model, KVEndpoint: w.KVEndpoint, ReplayEndpoint: w.ReplayEndpoint, BlockSize: sc.BlockSize,
+				})
+			}
+		}
+		if !slices.Contains(cf.models, ws.Model) {
+			cf.models = append(cf.models, ws.Model)
+		}
+	}
+
+	for _, p := range snap.Providers {
+		if len(p.Models) == 0 {
+			continue
+		}
+		sc := cfg.Sim
+		sc.Workers = 1
+		sc.KVEventsConfig = ""
+		var names []string
+		for _, m := range p.Models {
+			if m.ServedName == "" {
+				m.ServedName = m.Name
+			}
+			names = append(names, m.ServedName)
+		}
+		sc.ServedModelName = strings.Join(names, ",")
+		u, err := url.Parse(p.BaseURL)
+		if err != nil {
+			return nil, fmt.Errorf("provider %s: base url: %w", p.Name, err)
+		}
+		if !free {
+			if sc.Port, err = urlPort(p.BaseURL); err != nil {
+				return nil, fmt.Errorf("provider %s: %w", p.Name, err)
+			}
+		}
+		infos, err := start(sc, "provider "+p.Name)
+		if err != nil {
+			return nil, err
+		}
+		if got := infos[0].URL + u.Path; got != p.BaseURL {
+			moved[p.BaseURL] = got
+		}
+		// The simulated provider takes any key; the gateway still needs one
+		// to send, as it would to a real provider.
+		if env := p.Credentials.Env; env != "" && os.Getenv(env) == "" {
+			if err := os.Setenv(env, "dev-key-"+p.Name); err != nil {
+				return nil, fmt.Errorf("provider %s: set %s: %w", p.Name, env, err)
+			}
+			log.Info().Str("provider", p.Name).Str("env", env).Msg("provider key not set: using a placeholder for the simulated provider")
+		}
+	}
+	for _, prog := range snap.Programs {
+		for _, m := range prog.Models {
+			if !slices.Contains(cf.models, m) && !slices.Contains(cf.aliases, m) && !servedLocally(snap, m) {
+				cf.aliases = append(cf.aliases, m)
+			}
+		}
+	}
+
+	if len(moved) > 0 {
+		dir, err := rewriteCatalog(cfg.Policies, moved)
+		if err != nil {
+			return nil, err
+		}
+		s.tempDirs = append(s.tempDirs, dir)
+		cf.dir = dir
+	}
+	return cf, nil
+}
+
+func servedLocally(snap *policy.Snapshot, model string) bool {
+	return slices.ContainsFunc(snap.WorkerSets, func(ws policy.WorkerSet) bool { return ws.Model == model })
+}
+
+func urlPort(raw string) (int, error) {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return 0, fmt.Errorf("url %q: %w", raw, err)
+	}
+	p, err := strconv.Atoi(u.Port())
+	if err != nil {
+		return 0, fmt.Errorf("url %q: no port to simulate on", raw)
+	}
+	return p, nil
+}
+
+func kvEventsConfig(endpoint, replay string) string {
+	c := `{"enable_kv_cache_events":true,"publisher":"zmq","endpoint":` + strconv.Quote(endpoint)
+	if replay != "" {
+		c += `,"replay_endpoint":` + strconv.Quote(replay)
+	}
+	return c + "}"
+}
+
+// rewriteCatalog copies the catalog's YAML files into a temporary
+// directory with every moved address replaced (longest first, so no
+// address is rewritten inside a longer one).
+func rewriteCatalog(src string, moved map[string]string) (string, error) {
+	files, err := policy.ListYAML(src)
+	if err != nil {
+		return "", fmt.Errorf("list %s: %w", src, err)
+	}
+	dir, err := os.MkdirTemp("", "switchyard-dev-catalog-")
+	if err != nil {
+		return "", fmt.Errorf("catalog copy: %w", err)
+	}
+	olds := make([]string, 0, len(moved))
+	for o := range moved {
+		olds = append(olds, o)
+	}
+	slices.SortFunc(olds, func(a, b string) int { return len(b) - len(a) })
+	pairs := make([]string, 0, 2*len(olds))
+	for _, o := range olds {
+		pairs = append(pairs, o, moved[o])
+	}
+	r := strings.NewReplacer(pairs...)
+	for i, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			_ = os.RemoveAll(dir)
+			return "", fmt.Errorf("catalog copy: %w", err)
+		}
+		name := fmt.Sprintf("%03d-%s", i, filepath.Base(f))
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(r.Replace(string(data))), 0o600); err != nil {
+			_ = os.RemoveAll(dir)
+			return "", fmt.Errorf("catalog copy: %w", err)
+		}
+	}
+	return dir, nil
+}
+
+// startPolicyd runs policyd in files mode on dir.
+func (s *Stack) startPolicyd(ctx context.Context, cfg Config, dir string, log zerolog.Logger) error {
+	pc := policyd.DefaultConfig()
+	pc.GRPCAddr, pc.HTTPAddr = cfg.PolicydGRPCAddr, cfg.PolicydHTTPAddr
+	pc.Source = policyd.SourceFiles
+	pc.Paths = []string{dir}
+	pd, err := policyd.New(pc, log.With().Str("service", "policyd").Logger())
+	if err != nil {
+		return fmt.Errorf("start policyd: %w", err)
+	}
+	s.policyd = pd
+	var pctx context.Context
+	pctx, s.stopPolicyd = context.WithCancel(context.WithoutCancel(ctx))
+	s.policydDone = make(chan error, 1)
+	go func() { s.policydDone <- pd.Serve(pctx) }()
+	return nil
+}

@@ -1,0 +1,120 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/rs/zerolog"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/switchyard-dev/switchyard/internal/policy"
+	"github.com/switchyard-dev/switchyard/internal/policy/watch"
+	policyv1 "github.com/switchyard-dev/switchyard/proto/switchyard/policy/v1"
+)
+
+// maxKeyBytes bounds an API key file.
+const maxKeyBytes = 16 << 10
+
+// catalog is the gateway's copy of policyd's snapshot. The gateway needs
+// it for two things only the gateway may do: find a provider's API key
+// (the router never sees keys) and read the GatewayBackend's tags header.
+// Which tags are allowed, and each tenant's default tags, the router
+// applies from its own copy of the same snapshot: the decision and the
+// filter stay in one place.
+type catalog struct {
+	conn       *grpc.ClientConn
+	w          *watch.Watcher
+	backend    string
+	secretsDir string
+}
+
+func newCatalog(cfg Config, log zerolog.Logger) (*catalog, error) {
+	conn, err := grpc.NewClient(cfg.PolicydAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return nil, fmt.Errorf("policyd client %s: %w", cfg.PolicydAddr, err)
+	}
+	return &catalog{
+		conn:       conn,
+		w:          watch.New(policyv1.NewPolicyServiceClient(conn), log, watch.Options{}),
+		backend:    cfg.GatewayBackend,
+		secretsDir: cfg.ProviderSecretsDir,
+	}, nil
+}
+
+func (c *catalog) run(ctx context.Context) error { return c.w.Run(ctx) }
+
+func (c *catalog) snapshot() *policy.Snapshot {
+	if cur := c.w.Current(); cur != nil {
+		return cur.Snapshot
+	}
+	return nil
+}
+
+// tagsHeader is the header the GatewayBackend reads tags from; "" when it
+// names none (or no snapshot arrived yet).
+func (c *catalog) tagsHeader() string {
+	if s := c.snapshot(); s != nil {
+		if p := s.Program(c.backend); p != nil {
+			return p.TagsHeader
+		}
+	}
+	return ""
+}
+
+var errNoCredentials = errors.New("no credentials")
+
+// apiKey reads a provider's key from where its credentials point: an
+// environment variable or a file (local mode), or a Kubernetes Secret
+// mounted under the secrets directory as <secret>/<key>. It is read on
+// every call so that a rotated Secret takes effect without a restart.
+// Errors never contain the key.
+func (c *catalog) apiKey(provider string) (string, error) {
+	s := c.snapshot()
+	if s == nil {
+		return "", fmt.Errorf("provider %s: no policy snapshot yet: %w", provider, errNoCredentials)
+	}
+	p := s.Provider(provider)
+	if p == nil {
+		return "", fmt.Errorf("provider %s: not in the policy snapshot: %w", provider, errNoCredentials)
+	}
+	cr := p.Credentials
+	switch {
+	case cr.Env != "":
+		if k := strings.TrimSpace(os.Getenv(cr.Env)); k != "" {
+			return k, nil
+		}
+		return "", fmt.Errorf("provider %s: environment variable %s is empty: %w", provider, cr.Env, errNoCredentials)
+	case cr.File != "":
+		return readKey(provider, cr.File)
+	case cr.SecretName != "":
+		key := cr.SecretKey
+		if key == "" {
+			key = "apiKey"
+		}
+		return readKey(provider, filepath.Join(c.secretsDir, cr.SecretName, key))
+	}
+	return "", fmt.Errorf("provider %s: %w configured", provider, errNoCredentials)
+}
+
+func readKey(provider, path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", fmt.Errorf("provider %s: key file: %w", provider, err)
+	}
+	defer f.Close()
+	buf := make([]byte, maxKeyBytes+1)
+	n, _ := f.Read(buf)
+	if n > maxKeyBytes {
+		return "", fmt.Errorf("provider %s: key file %s larger than %d bytes", provider, path, maxKeyBytes)
+	}
+	k := strings.TrimSpace(string(buf[:n]))
+	if k == "" {
+		return "", fmt.Errorf("provider %s: key file %s is empty: %w", provider, path, errNoCredentials)
+	}
+	return k, nil
+}
