@@ -93,7 +93,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "switchyard %s: invalid configuration: %v\n", cmd.name, err)
 		return 2
 	}
-	log = log.With().Str("service", cmd.name).Logger()
+	if cmd.name != "dev" { // dev names each service it runs itself
+		log = log.With().Str("service", cmd.name).Logger()
+	}
 	if err := runCmd(ctx, log); err != nil && !errors.Is(err, context.Canceled) {
 		log.Error().Err(err).Msg("exit")
 		return 1

@@ -124,7 +124,6 @@ func New(cfg Config, log zerolog.Logger) (*Gateway, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("gateway config: %w", err)
 	}
-	log = log.With().Str("service", "gateway").Logger()
 	conn, err := grpc.NewClient(cfg.RouterAddr,
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		// Router replicas are stateless; spread calls over all of them.
