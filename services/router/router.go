@@ -39,6 +39,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/switchyard-dev/switchyard/internal/kvblock"
+	"github.com/switchyard-dev/switchyard/internal/shutdown"
 	policyv1 "github.com/switchyard-dev/switchyard/proto/switchyard/policy/v1"
 	routerv1 "github.com/switchyard-dev/switchyard/proto/switchyard/router/v1"
 	"github.com/switchyard-dev/switchyard/services/router/internal/endpoints"
@@ -411,28 +412,8 @@ func (s *Server) shutdown() {
 	s.stopping.Store(true)
 	s.health.Shutdown() // NOT_SERVING for every service, and stays so
 	deadline := time.Now().Add(s.cfg.ShutdownTimeout)
-
-	stopped := make(chan struct{})
-	go func() {
-		s.grpcSrv.GracefulStop()
-		close(stopped)
-	}()
-	t := time.NewTimer(time.Until(deadline))
-	select {
-	case <-stopped:
-		t.Stop()
-	case <-t.C:
-		s.log.Warn().Dur("timeout", s.cfg.ShutdownTimeout).Msg("grpc graceful stop timed out, forcing")
-		s.grpcSrv.Stop()
-		<-stopped
-	}
-
-	ctx, cancel := context.WithDeadline(context.Background(), deadline)
-	defer cancel()
-	if err := s.httpSrv.Shutdown(ctx); err != nil {
-		s.log.Warn().Err(err).Msg("http shutdown")
-		_ = s.httpSrv.Close()
-	}
+	shutdown.GRPC(s.grpcSrv, deadline, s.log)
+	shutdown.HTTP(s.httpSrv, deadline, s.log)
 }
 
 // expireLoop drops in-flight entries older than the TTL. It sweeps at a
