@@ -42,7 +42,7 @@ func commands(stdout io.Writer) []command {
 	return []command{
 		{
 			name:    "dev",
-			summary: "everything in one process: embedded NATS, simulated vLLM workers, router, gateway",
+			summary: "everything in one process: embedded NATS, policyd on deploy/examples, simulated vLLM workers and providers, kvtracker, router, gateway",
 			setup: func(fs *flag.FlagSet) (func() error, runFunc) {
 				var cfg devenv.Config
 				cfg.RegisterFlags(fs)
