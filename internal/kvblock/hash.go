@@ -28,12 +28,16 @@ const maxStackTokens = 256
 // name, a cache salt); "" for none.
 func Of(parent Hash, tokens []uint32, extra string) Hash {
 	var stack [8 + 4*maxStackTokens]byte
-	var buf []byte
-	if n := 8 + 4*len(tokens); n <= len(stack) {
-		buf = stack[:n]
-	} else {
+	return of(stack[:0], parent, tokens, extra)
+}
+
+// of hashes one block using buf's capacity as scratch space.
+func of(buf []byte, parent Hash, tokens []uint32, extra string) Hash {
+	n := 8 + 4*len(tokens)
+	if cap(buf) < n {
 		buf = make([]byte, n)
 	}
+	buf = buf[:n]
 	binary.LittleEndian.PutUint64(buf, uint64(parent))
 	for i, t := range tokens {
 		binary.LittleEndian.PutUint32(buf[8+4*i:], t)
@@ -55,8 +59,15 @@ func Chain(dst []Hash, parent Hash, tokens []uint32, blockSize int, extra string
 	if blockSize <= 0 {
 		return dst
 	}
+	// One scratch buffer for the whole chain: zeroing a fresh one per block
+	// cost as much as hashing it.
+	var stack [8 + 4*maxStackTokens]byte
+	buf := stack[:0]
+	if n := 8 + 4*blockSize; n > cap(buf) {
+		buf = make([]byte, 0, n)
+	}
 	for off := 0; off+blockSize <= len(tokens); off += blockSize {
-		parent = Of(parent, tokens[off:off+blockSize], extra)
+		parent = of(buf, parent, tokens[off:off+blockSize], extra)
 		dst = append(dst, parent)
 	}
 	return dst
