@@ -53,6 +53,11 @@ func TestPartialBlocksAndExtraKeys(t *testing.T) {
 	if Of(Root, tok, "") == Of(Root, tok, "lora-a") || Of(Root, tok, "lora-a") == Of(Root, tok, "lora-b") {
 		t.Error("extra key ignored")
 	}
+	// Blocks larger than the stack scratch buffer chain the same way.
+	long := seq(1024, 9)
+	if got := Chain(nil, Root, long, 512, "x"); len(got) != 2 || got[0] != Of(Root, long[:512], "x") || got[1] != Of(got[0], long[512:], "x") {
+		t.Error("Chain with 512-token blocks disagrees with Of")
+	}
 	big := seq(1000, 3) // larger than the stack buffer
 	if Of(Root, big, "") != Of(Root, append([]uint32(nil), big...), "") {
 		t.Error("heap path not deterministic")
