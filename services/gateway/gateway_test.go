@@ -42,14 +42,14 @@ func TestStreamingPassThrough(t *testing.T) {
 			up := newVLLM(t, modeGateAfter1)
 			e.router.setTargets(testModel, up.target("w0"))
 
-			const id = "req-stream-1"
-			resp := e.post(t, tc.path, tc.body, map[string]string{RequestIDHeader: id})
+			resp := e.post(t, tc.path, tc.body, map[string]string{RequestIDHeader: "client-chosen-1"})
 			defer resp.Body.Close()
 			if resp.StatusCode != http.StatusOK {
 				t.Fatalf("status %d", resp.StatusCode)
 			}
-			if got := resp.Header.Get(RequestIDHeader); got != id {
-				t.Errorf("X-Request-Id = %q, want %q", got, id)
+			id := resp.Header.Get(RequestIDHeader)
+			if id == "" || id == "client-chosen-1" {
+				t.Errorf("X-Request-Id = %q, want the gateway's own id", id)
 			}
 			if ct := resp.Header.Get("Content-Type"); !strings.HasPrefix(ct, "text/event-stream") {
 				t.Errorf("Content-Type = %q", ct)
@@ -142,7 +142,8 @@ func TestRewrittenBody(t *testing.T) {
 	e.router.setTargets(testModel, tgt)
 	e.router.rewrite = []byte(`{"model":"real-model","messages":[{"role":"user","content":"hi"}],"stream":true}`)
 
-	resp := e.post(t, "/v1/chat/completions", chatStreamBody(false), map[string]string{RequestIDHeader: "rw-1"})
+	resp := e.post(t, "/v1/chat/completions", chatStreamBody(false), nil)
+	rwID := resp.Header.Get(RequestIDHeader)
 	all, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	if !strings.Contains(string(all), `"model":"real-model"`) {
@@ -152,7 +153,7 @@ func TestRewrittenBody(t *testing.T) {
 	if err := json.Unmarshal(up.lastBody(), &sent); err != nil || sent.Model != "real-model" || sent.StreamOptions == nil || !sent.StreamOptions.IncludeUsage {
 		t.Errorf("upstream body %s", up.lastBody())
 	}
-	if ev := e.usageEvent(t, "rw-1"); ev.GetServedModel() != "real-model" || ev.GetModel() != testModel {
+	if ev := e.usageEvent(t, rwID); ev.GetServedModel() != "real-model" || ev.GetModel() != testModel {
 		t.Errorf("usage event models %q/%q", ev.GetModel(), ev.GetServedModel())
 	}
 }
@@ -178,8 +179,8 @@ func TestRetryBeforeFirstByte(t *testing.T) {
 			if tc.stream {
 				body = chatStreamBody(false)
 			}
-			id := "retry-" + strings.ReplaceAll(tc.name, " ", "-")
-			resp := e.post(t, "/v1/chat/completions", body, map[string]string{RequestIDHeader: id})
+			resp := e.post(t, "/v1/chat/completions", body, nil)
+			id := resp.Header.Get(RequestIDHeader)
 			out, _ := io.ReadAll(resp.Body)
 			resp.Body.Close()
 			if resp.StatusCode != http.StatusOK {
@@ -271,7 +272,8 @@ func TestNoRetryAfterBytesSent(t *testing.T) {
 	spare := newVLLM(t, modeOK)
 	e.router.setTargets(testModel, broken.target("broken"), spare.target("spare"))
 
-	resp := e.post(t, "/v1/chat/completions", chatStreamBody(false), map[string]string{RequestIDHeader: "broken-1"})
+	resp := e.post(t, "/v1/chat/completions", chatStreamBody(false), nil)
+	brokenID := resp.Header.Get(RequestIDHeader)
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("status %d", resp.StatusCode)
@@ -290,11 +292,11 @@ func TestNoRetryAfterBytesSent(t *testing.T) {
 	if spare.hits.Load() != 0 {
 		t.Errorf("spare upstream was tried after bytes were sent")
 	}
-	ev := e.usageEvent(t, "broken-1")
+	ev := e.usageEvent(t, brokenID)
 	if ev.GetErrorType() == "" || ev.GetAttempts() != 1 {
 		t.Errorf("usage event of broken stream = %v", ev)
 	}
-	if c := e.completions(t, "broken-1", 1)[0]; c.GetSuccess() {
+	if c := e.completions(t, brokenID, 1)[0]; c.GetSuccess() {
 		t.Errorf("broken stream completion marked successful")
 	}
 }
@@ -317,7 +319,6 @@ func TestClientCancelReachesUpstream(t *testing.T) {
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
 			req, _ := http.NewRequestWithContext(ctx, http.MethodPost, e.url+"/v1/chat/completions", strings.NewReader(body))
-			req.Header.Set(RequestIDHeader, "cancel-"+name)
 			done := make(chan struct{})
 			go func() {
 				defer close(done)
@@ -344,11 +345,13 @@ func TestClientCancelReachesUpstream(t *testing.T) {
 				t.Fatal("upstream never saw its request cancelled")
 			}
 			<-done
-			ev := e.usageEvent(t, "cancel-"+name)
+			calls := e.router.calls()
+			cancelID := calls[len(calls)-1].GetRequestId()
+			ev := e.usageEvent(t, cancelID)
 			if ev.GetStatusCode() != statusClientClosed {
 				t.Errorf("usage status = %d, want %d", ev.GetStatusCode(), statusClientClosed)
 			}
-			if c := e.completions(t, "cancel-"+name, 1)[0]; c.GetSuccess() {
+			if c := e.completions(t, cancelID, 1)[0]; c.GetSuccess() {
 				t.Errorf("cancelled request completion marked successful")
 			}
 		})
@@ -474,16 +477,17 @@ func TestRequestID(t *testing.T) {
 	e := newEnv(t, envOpts{noNATS: true})
 	up := newVLLM(t, modeOK)
 	e.router.setTargets(testModel, up.target("w0"))
-	tests := []struct {
-		name, sent string
-		kept       bool
-	}{
-		{"uuid kept", "3f2c1a9e-7b4d-4c1e-9a2b-8d7e6f5a4b3c", true},
-		{"dots and colons kept", "client:abc.123_x", true},
-		{"spaces replaced", "has space", false},
-		{"too long replaced", strings.Repeat("a", maxRequestIDLen+1), false},
-		{"absent generated", "", false},
+	// The gateway's id is always its own, whatever the client sends: it is
+	// the usage event's de-duplication key, and a client reusing an id must
+	// not lose a later request's usage.
+	tests := []struct{ name, sent string }{
+		{"uuid", "3f2c1a9e-7b4d-4c1e-9a2b-8d7e6f5a4b3c"},
+		{"dots and colons", "client:abc.123_x"},
+		{"spaces", "has space"},
+		{"too long", strings.Repeat("a", maxRequestIDLen+1)},
+		{"absent", ""},
 	}
+	seen := map[string]bool{}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			hdr := map[string]string{}
@@ -494,9 +498,10 @@ func TestRequestID(t *testing.T) {
 			_, _ = io.Copy(io.Discard, resp.Body)
 			resp.Body.Close()
 			got := resp.Header.Get(RequestIDHeader)
-			if (got == tc.sent) != tc.kept || !saneRequestID(got) {
-				t.Errorf("sent %q, got %q (kept=%v)", tc.sent, got, tc.kept)
+			if got == tc.sent || !saneRequestID(got) || seen[got] {
+				t.Errorf("sent %q, got %q: want a fresh gateway id", tc.sent, got)
 			}
+			seen[got] = true
 			calls := e.router.calls()
 			if last := calls[len(calls)-1]; last.GetRequestId() != got {
 				t.Errorf("router saw id %q, client got %q", last.GetRequestId(), got)
@@ -583,7 +588,8 @@ func TestGracefulShutdownDrainsStream(t *testing.T) {
 	up := newVLLM(t, modeGateAfter1)
 	e.router.setTargets(testModel, up.target("w0"))
 
-	resp := e.post(t, "/v1/chat/completions", chatStreamBody(false), map[string]string{RequestIDHeader: "drain-1"})
+	resp := e.post(t, "/v1/chat/completions", chatStreamBody(false), nil)
+	drainID := resp.Header.Get(RequestIDHeader)
 	defer resp.Body.Close()
 	br := bufio.NewReader(resp.Body)
 	if _, err := readEvent(br); err != nil {
@@ -620,7 +626,7 @@ func TestGracefulShutdownDrainsStream(t *testing.T) {
 		t.Fatal("Serve did not return after the stream ended")
 	}
 	// The usage event was flushed before NATS was drained.
-	if ev := e.usageEvent(t, "drain-1"); ev.GetCompletionTokens() != completionTokens {
+	if ev := e.usageEvent(t, drainID); ev.GetCompletionTokens() != completionTokens {
 		t.Errorf("usage after drain = %v", ev)
 	}
 }
@@ -659,5 +665,29 @@ func TestConfigValidate(t *testing.T) {
 				t.Errorf("error leaks a credential: %v", err)
 			}
 		})
+	}
+}
+
+// TestReusedClientRequestIDKeepsUsage: two requests carrying the same
+// client X-Request-Id are two requests; JetStream's de-duplication must not
+// drop the second one's usage.
+func TestReusedClientRequestIDKeepsUsage(t *testing.T) {
+	e := newEnv(t, envOpts{})
+	up := newVLLM(t, modeOK)
+	e.router.setTargets(testModel, up.target("w0"))
+	var ids []string
+	for range 2 {
+		resp := e.post(t, "/v1/chat/completions", chatBody, map[string]string{RequestIDHeader: "same-id"})
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		ids = append(ids, resp.Header.Get(RequestIDHeader))
+	}
+	if ids[0] == ids[1] {
+		t.Fatalf("both requests got id %q", ids[0])
+	}
+	for _, id := range ids {
+		if ev := e.usageEvent(t, id); ev.GetCompletionTokens() != completionTokens {
+			t.Errorf("usage event %s = %v", id, ev)
+		}
 	}
 }

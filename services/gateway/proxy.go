@@ -85,8 +85,12 @@ func (g *Gateway) completions(api apibody.API, path string) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		g.inflight.Add(1)
 		defer g.inflight.Add(-1)
-		c := &call{g: g, api: api, path: path, start: time.Now(), id: requestID(r)}
-		c.log = g.log.With().Str("request_id", c.id).Logger()
+		c := &call{g: g, api: api, path: path, start: time.Now(), id: rand.Text()}
+		lc := g.log.With().Str("request_id", c.id)
+		if cid := r.Header.Get(RequestIDHeader); saneRequestID(cid) {
+			lc = lc.Str("client_request_id", cid)
+		}
+		c.log = lc.Logger()
 		w.Header().Set(RequestIDHeader, c.id)
 		c.serve(w, r)
 		c.finish()
@@ -98,15 +102,11 @@ func (g *Gateway) completions(api apibody.API, path string) http.Handler {
 	})
 }
 
-// requestID keeps a sane client-supplied id, so both sides can correlate
-// logs, and otherwise makes one up.
-func requestID(r *http.Request) string {
-	if id := r.Header.Get(RequestIDHeader); saneRequestID(id) {
-		return id
-	}
-	return rand.Text()
-}
-
+// The request id is always the gateway's own: it keys the router's in-flight
+// entries and is the usage event's Nats-Msg-Id, so a client reusing an id
+// must not make JetStream drop a later request's usage as a duplicate. A
+// sane client-supplied X-Request-Id is logged beside it for correlation;
+// the response's X-Request-Id is the gateway's id.
 func saneRequestID(id string) bool {
 	if id == "" || len(id) > maxRequestIDLen {
 		return false
