@@ -4,10 +4,10 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"net"
-	"net/url"
 	"strings"
 	"time"
+
+	"github.com/switchyard-dev/switchyard/internal/configcheck"
 )
 
 // Config is the gateway's configuration. Flags are registered by
@@ -89,74 +89,24 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 // Validate reports every invalid field at once.
 func (c *Config) Validate() error {
 	var errs []error
-	if _, _, err := net.SplitHostPort(c.Addr); err != nil {
-		errs = append(errs, fmt.Errorf("addr %q: %w", c.Addr, err))
+	if err := configcheck.ListenAddr(c.Addr); err != nil {
+		errs = append(errs, fmt.Errorf("addr: %w", err))
 	}
 	if strings.TrimSpace(c.RouterAddr) == "" || strings.ContainsAny(c.RouterAddr, " \t\n") {
 		errs = append(errs, fmt.Errorf("router-addr %q: want host:port or a gRPC target", c.RouterAddr))
 	}
 	if c.NATSURL != "" {
-		for _, u := range strings.Split(c.NATSURL, ",") {
-			if err := validateNATSURL(strings.TrimSpace(u)); err != nil {
-				errs = append(errs, err)
-			}
+		if err := configcheck.URLList(c.NATSURL, configcheck.NATSSchemes...); err != nil {
+			errs = append(errs, fmt.Errorf("nats-url: %w", err))
 		}
 	}
 	if c.MaxBodyBytes <= 0 || c.MaxBodyBytes > 1<<30 {
 		errs = append(errs, fmt.Errorf("max-body-bytes %d: want 1 byte to 1 GiB", c.MaxBodyBytes))
 	}
-	for _, d := range []struct {
-		name string
-		v    time.Duration
-	}{
-		{"route-timeout", c.RouteTimeout},
-		{"upstream-header-timeout", c.UpstreamHeaderTimeout},
-		{"shutdown-timeout", c.ShutdownTimeout},
-	} {
-		if d.v <= 0 {
-			errs = append(errs, fmt.Errorf("%s %v: want a positive duration", d.name, d.v))
-		}
-	}
+	errs = append(errs, configcheck.Positive(
+		configcheck.Duration{Name: "route-timeout", Value: c.RouteTimeout},
+		configcheck.Duration{Name: "upstream-header-timeout", Value: c.UpstreamHeaderTimeout},
+		configcheck.Duration{Name: "shutdown-timeout", Value: c.ShutdownTimeout},
+	)...)
 	return errors.Join(errs...)
-}
-
-func validateNATSURL(raw string) error {
-	u, err := url.Parse(raw)
-	if err != nil {
-		// url.Parse errors quote the input, which may hold a password.
-		return errors.New("nats-url: not a valid URL")
-	}
-	switch u.Scheme {
-	case "nats", "tls", "ws", "wss":
-	default:
-		return fmt.Errorf("nats-url %s: want scheme nats, tls, ws or wss", redactURL(u))
-	}
-	if u.Host == "" {
-		return fmt.Errorf("nats-url %s: missing host", redactURL(u))
-	}
-	return nil
-}
-
-// redactURL hides the whole user info: NATS puts tokens in the user part.
-func redactURL(u *url.URL) string {
-	if u.User == nil {
-		return u.String()
-	}
-	c := *u
-	c.User = url.User("REDACTED")
-	return c.String()
-}
-
-// redactNATSURL hides passwords in a (possibly comma-separated) NATS URL
-// for logs and errors.
-func redactNATSURL(raw string) string {
-	parts := strings.Split(raw, ",")
-	for i, p := range parts {
-		if u, err := url.Parse(strings.TrimSpace(p)); err == nil {
-			parts[i] = redactURL(u)
-		} else {
-			parts[i] = "<invalid>"
-		}
-	}
-	return strings.Join(parts, ",")
 }

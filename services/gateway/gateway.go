@@ -54,6 +54,8 @@ import (
 	routerv1 "github.com/switchyard-dev/switchyard/proto/switchyard/router/v1"
 	"github.com/switchyard-dev/switchyard/services/gateway/internal/apibody"
 	"github.com/switchyard-dev/switchyard/services/gateway/internal/publish"
+
+	"github.com/switchyard-dev/switchyard/internal/configcheck"
 )
 
 // Headers the gateway reads or writes.
@@ -258,7 +260,7 @@ func (g *Gateway) Serve(ctx context.Context) error {
 }
 
 func (g *Gateway) connectNATS(ctx context.Context, closed chan struct{}) (*nats.Conn, *publish.Publisher, error) {
-	redacted := redactNATSURL(g.cfg.NATSURL)
+	redacted := configcheck.Redact(g.cfg.NATSURL)
 	nc, err := nats.Connect(g.cfg.NATSURL,
 		nats.Name("switchyard-gateway"),
 		nats.MaxReconnects(-1),

@@ -4,13 +4,13 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"net"
-	"net/url"
 	"os"
 	"strings"
 	"time"
 
 	"github.com/switchyard-dev/switchyard/services/kvtracker/internal/workers"
+
+	"github.com/switchyard-dev/switchyard/internal/configcheck"
 )
 
 // WorkerSpec is one worker whose KV events the tracker ingests; see the
@@ -95,35 +95,26 @@ func (c *Config) Validate() error {
 	var errs []error
 	if c.NATSURL == "" {
 		errs = append(errs, errors.New("nats-url: required (deltas and leases go through NATS)"))
-	} else if err := validateURLs(c.NATSURL, "nats", "tls", "ws", "wss"); err != nil {
+	} else if err := configcheck.URLList(c.NATSURL, configcheck.NATSSchemes...); err != nil {
 		errs = append(errs, fmt.Errorf("nats-url: %w", err))
 	}
 	if c.RedisURL != "" {
-		if err := validateURLs(c.RedisURL, "redis", "rediss", "unix"); err != nil {
+		if err := configcheck.URLList(c.RedisURL, configcheck.RedisSchemes...); err != nil {
 			errs = append(errs, fmt.Errorf("redis-url: %w", err))
 		}
 	}
 	if strings.TrimSpace(c.ReplicaID) == "" {
 		errs = append(errs, errors.New("replica-id: empty (set it, or let it default to the hostname)"))
 	}
-	if _, port, err := net.SplitHostPort(c.HTTPAddr); err != nil {
-		errs = append(errs, fmt.Errorf("http-addr %q: %w", c.HTTPAddr, err))
-	} else if _, err := net.LookupPort("tcp", port); err != nil {
-		errs = append(errs, fmt.Errorf("http-addr %q: bad port: %w", c.HTTPAddr, err))
+	if err := configcheck.ListenAddr(c.HTTPAddr); err != nil {
+		errs = append(errs, fmt.Errorf("http-addr: %w", err))
 	}
-	for _, d := range []struct {
-		name string
-		v    time.Duration
-	}{
-		{"snapshot-interval", c.SnapshotInterval},
-		{"summary-interval", c.SummaryInterval},
-		{"replay-timeout", c.ReplayTimeout},
-		{"shutdown-timeout", c.ShutdownTimeout},
-	} {
-		if d.v <= 0 {
-			errs = append(errs, fmt.Errorf("%s: must be positive, got %s", d.name, d.v))
-		}
-	}
+	errs = append(errs, configcheck.Positive(
+		configcheck.Duration{Name: "snapshot-interval", Value: c.SnapshotInterval},
+		configcheck.Duration{Name: "summary-interval", Value: c.SummaryInterval},
+		configcheck.Duration{Name: "replay-timeout", Value: c.ReplayTimeout},
+		configcheck.Duration{Name: "shutdown-timeout", Value: c.ShutdownTimeout},
+	)...)
 	specs, err := c.workerSpecs()
 	if err != nil {
 		errs = append(errs, err)
@@ -174,34 +165,4 @@ func (c *Config) workerSpecs() ([]workers.Spec, error) {
 		return nil, workers.ErrNoWorkers
 	}
 	return all, nil
-}
-
-// validateURLs accepts a comma-separated list of URLs with one of schemes.
-func validateURLs(list string, schemes ...string) error {
-	for _, raw := range strings.Split(list, ",") {
-		raw = strings.TrimSpace(raw)
-		u, err := url.Parse(raw)
-		if err != nil {
-			return fmt.Errorf("%q: %w", redact(raw), err)
-		}
-		ok := false
-		for _, s := range schemes {
-			ok = ok || u.Scheme == s
-		}
-		if !ok {
-			return fmt.Errorf("%q: scheme must be one of %s", redact(raw), strings.Join(schemes, ", "))
-		}
-		if u.Scheme != "unix" && u.Hostname() == "" {
-			return fmt.Errorf("%q: no host", redact(raw))
-		}
-	}
-	return nil
-}
-
-func redact(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return "(unparsable url)"
-	}
-	return u.Redacted()
 }

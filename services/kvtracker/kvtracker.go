@@ -33,6 +33,8 @@ import (
 	"github.com/switchyard-dev/switchyard/internal/vllm/kvzmq"
 	"github.com/switchyard-dev/switchyard/services/kvtracker/internal/lease"
 	"github.com/switchyard-dev/switchyard/services/kvtracker/internal/workers"
+
+	"github.com/switchyard-dev/switchyard/internal/configcheck"
 )
 
 // setupTimeout bounds connecting to NATS and creating the stream and the
@@ -221,7 +223,7 @@ func (t *Tracker) connect(ctx context.Context) (*deps, error) {
 		nats.ReconnectHandler(func(*nats.Conn) { t.log.Info().Msg("nats reconnected") }),
 	)
 	if err != nil {
-		return nil, fmt.Errorf("connect nats %s: %w", redact(t.cfg.NATSURL), err)
+		return nil, fmt.Errorf("connect nats %s: %w", configcheck.Redact(t.cfg.NATSURL), err)
 	}
 	sctx, cancel := context.WithTimeout(ctx, setupTimeout)
 	defer cancel()
@@ -249,7 +251,7 @@ func (t *Tracker) connect(ctx context.Context) (*deps, error) {
 	opt, err := redis.ParseURL(t.cfg.RedisURL)
 	if err != nil {
 		nc.Close()
-		return nil, fmt.Errorf("redis url %s: %w", redact(t.cfg.RedisURL), err)
+		return nil, fmt.Errorf("redis url %s: %w", configcheck.Redact(t.cfg.RedisURL), err)
 	}
 	d.rdb = redis.NewClient(opt)
 	if err := d.rdb.Ping(sctx).Err(); err != nil {

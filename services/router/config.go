@@ -5,15 +5,14 @@ import (
 	"flag"
 	"fmt"
 	"net"
-	"net/url"
 	"os"
 	"strings"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/switchyard-dev/switchyard/services/router/internal/endpoints"
 	"github.com/switchyard-dev/switchyard/services/router/internal/predict"
+
+	"github.com/switchyard-dev/switchyard/internal/configcheck"
 )
 
 // Config is the router's configuration. The zero value is not valid; start
@@ -147,33 +146,26 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 // Validate checks the configuration, including that the endpoints parse.
 func (c *Config) Validate() error {
 	var errs []error
-	if err := validateListenAddr(c.GRPCAddr); err != nil {
+	if err := configcheck.ListenAddr(c.GRPCAddr); err != nil {
 		errs = append(errs, fmt.Errorf("grpc-addr: %w", err))
 	}
-	if err := validateListenAddr(c.HTTPAddr); err != nil {
+	if err := configcheck.ListenAddr(c.HTTPAddr); err != nil {
 		errs = append(errs, fmt.Errorf("http-addr: %w", err))
 	}
 	if c.NATSURL != "" {
-		if err := validateNATSURL(c.NATSURL); err != nil {
+		if err := configcheck.URLList(c.NATSURL, configcheck.NATSSchemes...); err != nil {
 			errs = append(errs, fmt.Errorf("nats-url: %w", err))
 		}
 	}
 	if strings.TrimSpace(c.RouterID) == "" {
 		errs = append(errs, errors.New("router-id: empty (set it, or let it default to the hostname)"))
 	}
-	for _, d := range []struct {
-		name string
-		v    time.Duration
-	}{
-		{"scrape-interval", c.ScrapeInterval},
-		{"scrape-timeout", c.ScrapeTimeout},
-		{"inflight-ttl", c.InflightTTL},
-		{"shutdown-timeout", c.ShutdownTimeout},
-	} {
-		if d.v <= 0 {
-			errs = append(errs, fmt.Errorf("%s: must be positive, got %s", d.name, d.v))
-		}
-	}
+	errs = append(errs, configcheck.Positive(
+		configcheck.Duration{Name: "scrape-interval", Value: c.ScrapeInterval},
+		configcheck.Duration{Name: "scrape-timeout", Value: c.ScrapeTimeout},
+		configcheck.Duration{Name: "inflight-ttl", Value: c.InflightTTL},
+		configcheck.Duration{Name: "shutdown-timeout", Value: c.ShutdownTimeout},
+	)...)
 	if c.MaxRecvMsgBytes < 1<<20 {
 		errs = append(errs, fmt.Errorf("max-recv-msg-bytes: %d is below 1 MiB", c.MaxRecvMsgBytes))
 	}
@@ -186,8 +178,8 @@ func (c *Config) Validate() error {
 		errs = append(errs, err)
 	}
 	if c.RedisURL != "" {
-		if _, err := redis.ParseURL(c.RedisURL); err != nil {
-			errs = append(errs, fmt.Errorf("redis-url: %q: %w", redactURL(c.RedisURL), err))
+		if err := configcheck.URLList(c.RedisURL, configcheck.RedisSchemes...); err != nil {
+			errs = append(errs, fmt.Errorf("redis-url: %w", err))
 		}
 	}
 	if _, err := parseTokenizers(c.Tokenizers); err != nil {
@@ -243,45 +235,4 @@ func (c *Config) endpointSpecs() ([]endpoints.Spec, error) {
 		return nil, errors.New("no endpoints: set --endpoints id=url,... or --endpoints-file, or --policyd-addr")
 	}
 	return all, nil
-}
-
-func validateListenAddr(addr string) error {
-	if addr == "" {
-		return errors.New("empty")
-	}
-	_, port, err := net.SplitHostPort(addr)
-	if err != nil {
-		return fmt.Errorf("%q: %w", addr, err)
-	}
-	if _, err := net.LookupPort("tcp", port); err != nil {
-		return fmt.Errorf("%q: bad port: %w", addr, err)
-	}
-	return nil
-}
-
-// validateNATSURL accepts nats.go's comma-separated server list.
-func validateNATSURL(list string) error {
-	for _, raw := range strings.Split(list, ",") {
-		raw = strings.TrimSpace(raw)
-		u, err := url.Parse(raw)
-		if err != nil {
-			return fmt.Errorf("%q: %w", redactURL(raw), err)
-		}
-		switch u.Scheme {
-		case "nats", "tls", "ws", "wss":
-		default:
-			return fmt.Errorf("%q: scheme must be nats, tls, ws or wss", redactURL(raw))
-		}
-		if u.Hostname() == "" {
-			return fmt.Errorf("%q: no host", redactURL(raw))
-		}
-	}
-	return nil
-}
-
-func redactURL(raw string) string {
-	if u, err := url.Parse(raw); err == nil && u.User != nil {
-		return u.Redacted()
-	}
-	return raw
 }
