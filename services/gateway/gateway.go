@@ -56,6 +56,8 @@ import (
 	"github.com/switchyard-dev/switchyard/services/gateway/internal/publish"
 
 	"github.com/switchyard-dev/switchyard/internal/configcheck"
+
+	"github.com/switchyard-dev/switchyard/internal/serve"
 )
 
 // Headers the gateway reads or writes.
@@ -246,12 +248,7 @@ func (g *Gateway) Serve(ctx context.Context) error {
 			return g.catalog.run(egctx)
 		})
 	}
-	eg.Go(func() error {
-		if err := g.srv.Serve(g.ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			return fmt.Errorf("serve http %s: %w", g.Addr(), err)
-		}
-		return nil
-	})
+	eg.Go(func() error { return serve.HTTP(g.srv, g.ln) })
 	eg.Go(func() error {
 		<-egctx.Done()
 		return g.shutdown(nc, pub, natsClosed)

@@ -14,7 +14,6 @@ package kvtracker
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -35,6 +34,8 @@ import (
 	"github.com/switchyard-dev/switchyard/services/kvtracker/internal/workers"
 
 	"github.com/switchyard-dev/switchyard/internal/configcheck"
+
+	"github.com/switchyard-dev/switchyard/internal/serve"
 )
 
 // setupTimeout bounds connecting to NATS and creating the stream and the
@@ -177,12 +178,7 @@ func (t *Tracker) Serve(ctx context.Context) error {
 
 	g, gctx := errgroup.WithContext(ctx)
 	loopDone := make(chan struct{})
-	g.Go(func() error {
-		if err := t.httpSrv.Serve(t.httpLn); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			return fmt.Errorf("serve http: %w", err)
-		}
-		return nil
-	})
+	g.Go(func() error { return serve.HTTP(t.httpSrv, t.httpLn) })
 	g.Go(func() error { return t.source.Watch(gctx, t.setWorkers) })
 	if t.bound != nil {
 		g.Go(func() error {

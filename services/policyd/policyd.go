@@ -10,7 +10,6 @@ package policyd
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -28,7 +27,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/switchyard-dev/switchyard/internal/policy"
-	"github.com/switchyard-dev/switchyard/internal/shutdown"
+	"github.com/switchyard-dev/switchyard/internal/serve"
 	policyv1 "github.com/switchyard-dev/switchyard/proto/switchyard/policy/v1"
 )
 
@@ -177,18 +176,8 @@ func (s *Server) Serve(ctx context.Context) error {
 			return fs.Run(gctx, func(objs []*policy.Object, d policy.Diagnostics) { s.apply(objs, d) })
 		}
 	})
-	g.Go(func() error {
-		if err := s.grpcSrv.Serve(s.grpcLn); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
-			return fmt.Errorf("serve grpc: %w", err)
-		}
-		return nil
-	})
-	g.Go(func() error {
-		if err := s.httpSrv.Serve(s.httpLn); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			return fmt.Errorf("serve http: %w", err)
-		}
-		return nil
-	})
+	g.Go(func() error { return serve.GRPC(s.grpcSrv, s.grpcLn) })
+	g.Go(func() error { return serve.HTTP(s.httpSrv, s.httpLn) })
 	g.Go(func() error {
 		<-gctx.Done()
 		s.shutdown()
@@ -205,8 +194,8 @@ func (s *Server) shutdown() {
 	s.health.Shutdown()
 	close(s.svc.quit)
 	deadline := time.Now().Add(s.cfg.ShutdownTimeout)
-	shutdown.GRPC(s.grpcSrv, deadline, s.log)
-	shutdown.HTTP(s.httpSrv, deadline, s.log)
+	serve.StopGRPC(s.grpcSrv, deadline, s.log)
+	serve.StopHTTP(s.httpSrv, deadline, s.log)
 }
 
 // Run builds and serves policyd until ctx ends.

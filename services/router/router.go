@@ -16,7 +16,6 @@ package router
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math"
 	"net"
@@ -39,7 +38,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/switchyard-dev/switchyard/internal/kvblock"
-	"github.com/switchyard-dev/switchyard/internal/shutdown"
+	"github.com/switchyard-dev/switchyard/internal/serve"
 	policyv1 "github.com/switchyard-dev/switchyard/proto/switchyard/policy/v1"
 	routerv1 "github.com/switchyard-dev/switchyard/proto/switchyard/router/v1"
 	"github.com/switchyard-dev/switchyard/services/router/internal/endpoints"
@@ -360,18 +359,8 @@ func (s *Server) Serve(ctx context.Context) error {
 		bgGo(func() error { return kvr.Run(bgCtx) })
 	}
 
-	g.Go(func() error {
-		if err := s.grpcSrv.Serve(s.grpcLn); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
-			return fmt.Errorf("serve grpc: %w", err)
-		}
-		return nil
-	})
-	g.Go(func() error {
-		if err := s.httpSrv.Serve(s.httpLn); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			return fmt.Errorf("serve http: %w", err)
-		}
-		return nil
-	})
+	g.Go(func() error { return serve.GRPC(s.grpcSrv, s.grpcLn) })
+	g.Go(func() error { return serve.HTTP(s.httpSrv, s.httpLn) })
 	g.Go(func() error {
 		// Health turns SERVING only after every endpoint was scraped once,
 		// so a fresh replica does not take traffic it would route blind.
@@ -412,8 +401,8 @@ func (s *Server) shutdown() {
 	s.stopping.Store(true)
 	s.health.Shutdown() // NOT_SERVING for every service, and stays so
 	deadline := time.Now().Add(s.cfg.ShutdownTimeout)
-	shutdown.GRPC(s.grpcSrv, deadline, s.log)
-	shutdown.HTTP(s.httpSrv, deadline, s.log)
+	serve.StopGRPC(s.grpcSrv, deadline, s.log)
+	serve.StopHTTP(s.httpSrv, deadline, s.log)
 }
 
 // expireLoop drops in-flight entries older than the TTL. It sweeps at a

@@ -1,4 +1,4 @@
-package shutdown
+package serve
 
 import (
 	"context"
@@ -23,7 +23,7 @@ func TestGRPCForcesAfterDeadline(t *testing.T) {
 	}
 	srv := grpc.NewServer()
 	healthpb.RegisterHealthServer(srv, health.NewServer())
-	go func() { _ = srv.Serve(ln) }()
+	go func() { _ = GRPC(srv, ln) }()
 	conn, err := grpc.NewClient(ln.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
@@ -38,7 +38,7 @@ func TestGRPCForcesAfterDeadline(t *testing.T) {
 	}
 	done := make(chan struct{})
 	go func() {
-		GRPC(srv, time.Now().Add(100*time.Millisecond), zerolog.Nop())
+		StopGRPC(srv, time.Now().Add(100*time.Millisecond), zerolog.Nop())
 		close(done)
 	}()
 	select {
@@ -62,7 +62,7 @@ func TestHTTPWaitsForInFlightRequests(t *testing.T) {
 		<-release
 		_, _ = w.Write([]byte("ok"))
 	})}
-	go func() { _ = srv.Serve(ln) }()
+	go func() { _ = HTTP(srv, ln) }()
 	got := make(chan error, 1)
 	go func() {
 		resp, err := http.Get("http://" + ln.Addr().String())
@@ -74,7 +74,7 @@ func TestHTTPWaitsForInFlightRequests(t *testing.T) {
 	<-entered
 	done := make(chan struct{})
 	go func() {
-		HTTP(srv, time.Now().Add(10*time.Second), zerolog.Nop())
+		StopHTTP(srv, time.Now().Add(10*time.Second), zerolog.Nop())
 		close(done)
 	}()
 	close(release)
