@@ -229,9 +229,6 @@ func (s *Stack) startPolicyd(ctx context.Context, cfg Config, dir string, log ze
 		return fmt.Errorf("start policyd: %w", err)
 	}
 	s.policyd = pd
-	var pctx context.Context
-	pctx, s.stopPolicyd = context.WithCancel(context.WithoutCancel(ctx))
-	s.policydDone = make(chan error, 1)
-	go func() { s.policydDone <- pd.Serve(pctx) }()
+	s.policydRun = runInBackground(ctx, pd.Serve)
 	return nil
 }

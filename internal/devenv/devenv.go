@@ -151,8 +151,7 @@ type Stack struct {
 	router   *router.Server
 	gateway  *gateway.Gateway
 
-	stopGateway, stopRouter, stopTracker, stopPolicyd context.CancelFunc
-	gatewayDone, routerDone, trackerDone, policydDone chan error
+	gatewayRun, routerRun, trackerRun, policydRun *background
 	stopOnce                                          sync.Once
 	stopErr                                           error
 }
@@ -239,10 +238,7 @@ func Start(ctx context.Context, cfg Config, log zerolog.Logger) (_ *Stack, err e
 		return nil, fmt.Errorf("start router: %w", err)
 	}
 	s.router = rs
-	var rctx context.Context
-	rctx, s.stopRouter = context.WithCancel(context.WithoutCancel(ctx))
-	s.routerDone = make(chan error, 1)
-	go func() { s.routerDone <- rs.Serve(rctx) }()
+	s.routerRun = runInBackground(ctx, rs.Serve)
 
 	gc := gateway.DefaultConfig()
 	gc.Addr = cfg.GatewayAddr
@@ -257,10 +253,7 @@ func Start(ctx context.Context, cfg Config, log zerolog.Logger) (_ *Stack, err e
 		return nil, fmt.Errorf("start gateway: %w", err)
 	}
 	s.gateway = gw
-	var gctx context.Context
-	gctx, s.stopGateway = context.WithCancel(context.WithoutCancel(ctx))
-	s.gatewayDone = make(chan error, 1)
-	go func() { s.gatewayDone <- gw.Serve(gctx) }()
+	s.gatewayRun = runInBackground(ctx, gw.Serve)
 
 	readyCtx, cancel := context.WithTimeout(ctx, cfg.ReadyTimeout)
 	defer cancel()
@@ -293,10 +286,7 @@ func (s *Stack) startTracker(ctx context.Context, cfg Config, specs []kvtracker.
 		return fmt.Errorf("start kvtracker: %w", err)
 	}
 	s.tracker = t
-	var tctx context.Context
-	tctx, s.stopTracker = context.WithCancel(context.WithoutCancel(ctx))
-	s.trackerDone = make(chan error, 1)
-	go func() { s.trackerDone <- t.Serve(tctx) }()
+	s.trackerRun = runInBackground(ctx, t.Serve)
 	return nil
 }
 
@@ -352,29 +342,42 @@ func (s *Stack) PolicydAddr() string {
 	return s.policyd.GRPCAddr()
 }
 
+// background is a component serving in its own goroutine until stopped.
+type background struct {
+	cancel context.CancelFunc
+	done   chan error
+}
+
+// runInBackground runs serve on a context that outlives ctx's cancellation
+// (Stop, not the caller's context, decides the shutdown order).
+func runInBackground(ctx context.Context, serve func(context.Context) error) *background {
+	bctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	b := &background{cancel: cancel, done: make(chan error, 1)}
+	go func() { b.done <- serve(bctx) }()
+	return b
+}
+
+// stop cancels the component and waits for it; a nil background (never
+// started) stops at once.
+func (b *background) stop() error {
+	if b == nil {
+		return nil
+	}
+	b.cancel()
+	return <-b.done
+}
+
 // Stop shuts everything down in dependency order and returns the first
 // error a component reported. It is safe to call more than once.
 func (s *Stack) Stop() error {
 	s.stopOnce.Do(func() {
 		var errs []error
-		if s.stopGateway != nil {
-			s.stopGateway()
-			errs = append(errs, <-s.gatewayDone)
+		if s.gatewayRun != nil {
+			errs = append(errs, s.gatewayRun.stop())
 		} else if s.gateway != nil {
 			errs = append(errs, s.gateway.Close())
 		}
-		if s.stopRouter != nil {
-			s.stopRouter()
-			errs = append(errs, <-s.routerDone)
-		}
-		if s.stopPolicyd != nil {
-			s.stopPolicyd()
-			errs = append(errs, <-s.policydDone)
-		}
-		if s.stopTracker != nil {
-			s.stopTracker()
-			errs = append(errs, <-s.trackerDone)
-		}
+		errs = append(errs, s.routerRun.stop(), s.policydRun.stop(), s.trackerRun.stop())
 		for _, f := range s.fleets {
 			errs = append(errs, f.Close())
 		}
