@@ -152,8 +152,8 @@ type Stack struct {
 	gateway  *gateway.Gateway
 
 	gatewayRun, routerRun, trackerRun, policydRun *background
-	stopOnce                                          sync.Once
-	stopErr                                           error
+	stopOnce                                      sync.Once
+	stopErr                                       error
 }
 
 // Start brings the system up and returns once the gateway is ready to serve
