@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"unicode/utf8"
+
+	jsonv1 "github.com/go-json-experiment/json/v1"
 )
 
 // Chat message roles accepted in requests.
@@ -245,8 +247,11 @@ func decodeBody(body []byte, v any) *APIError {
 	if len(trimmed) == 0 || trimmed[0] != '{' {
 		return InvalidRequest("", "request body must be a JSON object")
 	}
-	if err := json.Unmarshal(trimmed, v); err != nil {
-		var te *json.UnmarshalTypeError
+	// The v1 semantics of encoding/json on the faster v2 decoder: bodies
+	// are read on every request by the router, where encoding/json's
+	// separate validation pass alone cost more than rendering the prompt.
+	if err := jsonv1.Unmarshal(trimmed, v); err != nil {
+		var te *jsonv1.UnmarshalTypeError
 		if errors.As(err, &te) && te.Field != "" {
 			return InvalidRequest(te.Field, fmt.Sprintf("invalid type for %s: expected %s", te.Field, te.Type))
 		}

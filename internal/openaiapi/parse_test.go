@@ -1,7 +1,9 @@
 package openaiapi
 
 import (
+	"bytes"
 	"encoding/json"
+	"reflect"
 	"slices"
 	"testing"
 )
@@ -135,6 +137,7 @@ func FuzzParseChatCompletionRequest(f *testing.F) {
 		if (r == nil) == (err == nil) {
 			t.Fatalf("request %v and error %v", r, err)
 		}
+		decodesAsEncodingJSON[ChatCompletionRequest](t, body)
 		if err != nil {
 			if err.Status != 400 || err.Message == "" {
 				t.Fatalf("bad error %+v", err)
@@ -155,6 +158,24 @@ func FuzzParseChatCompletionRequest(f *testing.F) {
 	})
 }
 
+// decodesAsEncodingJSON: decodeBody runs encoding/json's v1 semantics on
+// the v2 decoder, and must read every body exactly as encoding/json does.
+func decodesAsEncodingJSON[T any](t *testing.T, body []byte) {
+	trimmed := bytes.TrimSpace(body)
+	if len(trimmed) == 0 || trimmed[0] != '{' {
+		return
+	}
+	var want, got T
+	werr := json.Unmarshal(trimmed, &want)
+	gerr := decodeBody(body, &got)
+	if (werr == nil) != (gerr == nil) {
+		t.Fatalf("encoding/json error %v, decodeBody error %v", werr, gerr)
+	}
+	if werr == nil && !reflect.DeepEqual(want, got) {
+		t.Fatalf("encoding/json read %+v, decodeBody %+v", want, got)
+	}
+}
+
 func FuzzParseCompletionRequest(f *testing.F) {
 	for _, s := range fuzzSeeds {
 		f.Add([]byte(s))
@@ -164,6 +185,7 @@ func FuzzParseCompletionRequest(f *testing.F) {
 		if (r == nil) == (err == nil) {
 			t.Fatalf("request %v and error %v", r, err)
 		}
+		decodesAsEncodingJSON[CompletionRequest](t, body)
 		if err != nil {
 			if err.Status != 400 || err.Message == "" {
 				t.Fatalf("bad error %+v", err)

@@ -204,5 +204,22 @@ func (c *Chat) Render(messages []any, o Options) (string, error) {
 	if now == nil {
 		now = time.Now
 	}
-	return t.render(vars, now)
+	return t.render(vars, now, renderedSize(messages))
+}
+
+// renderedSize guesses a prompt's length from its messages' text contents
+// plus room for each message's template markup.
+func renderedSize(messages []any) int {
+	n := 256
+	for _, m := range messages {
+		n += 64
+		if d, ok := m.(*Dict); ok {
+			if c, ok := d.Get("content"); ok {
+				if s, ok := c.(string); ok {
+					n += len(s)
+				}
+			}
+		}
+	}
+	return n
 }

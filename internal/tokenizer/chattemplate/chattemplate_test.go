@@ -146,6 +146,11 @@ func TestRender(t *testing.T) {
 		{"dict_order", "{{ d | tojson }}", map[string]any{"d": mustJSON(`{"z": 1, "a": {"y": 2, "b": 3}}`)}, `{"z": 1, "a": {"y": 2, "b": 3}}`},
 		{"macro_kwargs", "{% macro m(a, b=2) %}{{ a }}{{ b }}{{ kwargs }}{% endmacro %}{{ m(1) }}|{{ m(1, b=3, c=4) }}", nil, "12{}|13{'c': 4}"},
 		{"slices", "{{ 'hello'[1:4] }} {{ [1,2,3,4][::2] }} {{ 'abc'[-1] }} {{ 'αβγ'[1] }}", nil, "ell [1, 3] c β"},
+		// Chains of + are evaluated as a whole (see evalPlus): they must
+		// still mean what pairwise Python + means.
+		{"plus_chain_strings", "{{ 'a' + x + 'c' + 'd' }}|{% set y = 'a' + x + 'c' %}{{ y }}", map[string]any{"x": "b"}, "abcd|abc"},
+		{"plus_chain_lists", "{{ [1] + [2] + [3] }} {{ (1,) + (2,) }}", nil, "[1, 2, 3] (1, 2)"},
+		{"plus_chain_numbers", "{{ 1 + 2 + 3.5 }} {{ 'a' + ('b' + 'c') }} {{ (1 + 2) ~ 'x' }}", nil, "6.5 abc 3x"},
 		{"tuple_repr", "{{ (1,) }} {{ (1, 'a') }} {{ {'a': 1}.items() | list }}", nil, "(1,) (1, 'a') [('a', 1)]"},
 	}
 	for _, tc := range tests {
@@ -182,6 +187,10 @@ func TestErrors(t *testing.T) {
 		{"raise_exception", "{{ raise_exception('nope') }}", false, true},
 		{"undefined_attr", "{{ missing.attr }}", false, false},
 		{"str_plus_int", "{{ 'a' + 1 }}", false, false},
+		{"str_chain_plus_int", "{{ 'a' + 'b' + 1 + 'c' }}", false, false},
+		{"none_plus_str", "{{ none + 'a' + 'b' }}", false, false},
+		{"undefined_plus_str", "{% set s = missing + 'a' %}", false, false},
+		{"list_plus_str", "{{ [1] + [2] + 'a' }}", false, false},
 		{"unsafe_append", "{% set l = [] %}{{ l.append(1) }}", false, false},
 		{"unknown_filter", "{{ 1 | nosuchfilter }}", true, false},
 		{"unclosed_if", "{% if true %}x", true, false},

@@ -3,6 +3,7 @@ package chattemplate
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -26,10 +27,12 @@ func Compile(src string) (*Template, error) {
 // may be nil, bool, int, int64, float64, string, []any, *Dict (ordered, as
 // ParseJSON returns), map[string]any (keys sorted), []string.
 func (t *Template) Render(vars map[string]any) (string, error) {
-	return t.render(vars, time.Now)
+	return t.render(vars, time.Now, 0)
 }
 
-func (t *Template) render(vars map[string]any, now func() time.Time) (string, error) {
+// render is Render with a clock and the expected output size (0: unknown),
+// which saves the output buffer's regrowth on long prompts.
+func (t *Template) render(vars map[string]any, now func() time.Time, sizeHint int) (string, error) {
 	root := &scope{vars: make(map[string]any, len(vars)+8), parent: globals}
 	for k, v := range vars {
 		c, err := toValue(v)
@@ -40,6 +43,7 @@ func (t *Template) render(vars map[string]any, now func() time.Time) (string, er
 	}
 	r := &renderer{now: now}
 	var b strings.Builder
+	b.Grow(sizeHint)
 	if _, err := r.exec(t.body, root, &b); err != nil {
 		return "", err
 	}
@@ -108,11 +112,9 @@ func (r *renderer) exec(body []node, sc *scope, out *strings.Builder) (ctrl, err
 		case *dataNode:
 			out.WriteString(n.s)
 		case *printNode:
-			v, err := r.eval(n.x, sc)
-			if err != nil {
+			if err := r.print(n.x, sc, out); err != nil {
 				return 0, err
 			}
-			out.WriteString(str(v))
 		case *ifNode:
 			ran := false
 			for i, c := range n.conds {
@@ -458,7 +460,101 @@ func (r *renderer) evalKwargs(kws []kwarg, sc *scope) (*Dict, error) {
 	return d, nil
 }
 
+// print writes the value of x. Concatenations — templates print every
+// message as one — are written piece by piece rather than built first.
+func (r *renderer) print(x expr, sc *scope, out *strings.Builder) error {
+	switch x := x.(type) {
+	case *binary:
+		if x.op == "+" {
+			v, written, err := r.evalPlus(x, sc, out)
+			if err == nil && !written {
+				out.WriteString(str(v))
+			}
+			return err
+		}
+	case *concatExpr:
+		for _, p := range x.parts {
+			v, err := r.eval(p, sc)
+			if err != nil {
+				return err
+			}
+			out.WriteString(str(v))
+		}
+		return nil
+	}
+	v, err := r.eval(x, sc)
+	if err != nil {
+		return err
+	}
+	out.WriteString(str(v))
+	return nil
+}
+
+// evalPlus evaluates a chain of "+" (a + b + c parses as (a + b) + c).
+// Chat templates build each message as one such chain around its content;
+// pairwise, every step would copy the content again. The operands are
+// evaluated and combined left to right as the pairwise form would — same
+// values, same errors, same order — but a run of strings is joined once,
+// or, when out is not nil, written to out (written reports it).
+func (r *renderer) evalPlus(x *binary, sc *scope, out *strings.Builder) (v any, written bool, err error) {
+	var opsBuf [16]expr
+	ops := opsBuf[:0]
+	var n expr = x
+	for {
+		b, ok := n.(*binary)
+		if !ok || b.op != "+" {
+			break
+		}
+		ops = append(ops, b.r)
+		n = b.l
+	}
+	ops = append(ops, n)
+	slices.Reverse(ops)
+
+	var strsBuf [16]string
+	strs := strsBuf[:0] // the operands so far, while all are strings
+	var acc any         // the running value once one is not a string (mixed)
+	mixed := false
+	for i, op := range ops {
+		v, err := r.eval(op, sc)
+		if err != nil {
+			return nil, false, err
+		}
+		if !mixed {
+			if s, ok := v.(string); ok {
+				strs = append(strs, s)
+				continue
+			}
+			mixed = true
+			if i == 0 {
+				acc = v
+				continue
+			}
+			acc = strings.Join(strs, "")
+		}
+		if acc, err = arith("+", acc, v); err != nil {
+			return nil, false, err
+		}
+	}
+	switch {
+	case mixed:
+		return acc, false, nil
+	case out != nil:
+		for _, s := range strs {
+			out.WriteString(s)
+		}
+		return nil, true, nil
+	case len(strs) == 1:
+		return strs[0], false, nil
+	}
+	return strings.Join(strs, ""), false, nil
+}
+
 func (r *renderer) evalBinary(x *binary, sc *scope) (any, error) {
+	if x.op == "+" {
+		v, _, err := r.evalPlus(x, sc, nil)
+		return v, err
+	}
 	l, err := r.eval(x.l, sc)
 	if err != nil {
 		return nil, err

@@ -202,7 +202,7 @@ func BenchmarkReadChat8k(b *testing.B) {
 
 // fixtureTokenizer loads a real Hugging Face tokenizer fetched by `make
 // testdata`, skipping (failing in CI) when it is missing.
-func fixtureTokenizer(t *testing.T, name string) tokenizer.Tokenizer {
+func fixtureTokenizer(t testing.TB, name string) tokenizer.Tokenizer {
 	t.Helper()
 	root := os.Getenv("TESTDATA_CACHE")
 	if root == "" {
