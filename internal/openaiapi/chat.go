@@ -38,8 +38,20 @@ type ChatCompletionRequest struct {
 	Temperature         *float64       `json:"temperature,omitempty"`
 	TopP                *float64       `json:"top_p,omitempty"`
 	User                string         `json:"user,omitempty"`
+	// Tools are the function definitions offered to the model; chat
+	// templates render them into the prompt.
+	Tools json.RawMessage `json:"tools,omitempty"`
 	// AddGenerationPrompt is a vLLM extension (default true).
 	AddGenerationPrompt *bool `json:"add_generation_prompt,omitempty"`
+	// ChatTemplateKwargs (vLLM) are extra chat template variables, e.g.
+	// enable_thinking.
+	ChatTemplateKwargs json.RawMessage `json:"chat_template_kwargs,omitempty"`
+	// ChatTemplate (vLLM) replaces the model's chat template for this
+	// request.
+	ChatTemplate *string `json:"chat_template,omitempty"`
+	// ContinueFinalMessage (vLLM) continues the last message instead of
+	// opening a new one.
+	ContinueFinalMessage *bool `json:"continue_final_message,omitempty"`
 }
 
 // OutputLimit is the requested completion length: max_completion_tokens,
@@ -66,6 +78,10 @@ type ChatMessage struct {
 	Name       string          `json:"name,omitempty"`
 	ToolCallID string          `json:"tool_call_id,omitempty"`
 	ToolCalls  json.RawMessage `json:"tool_calls,omitempty"`
+	// Reasoning is an assistant message's reasoning (vLLM's field; older
+	// clients send it as reasoning_content).
+	Reasoning        *string `json:"reasoning,omitempty"`
+	ReasoningContent *string `json:"reasoning_content,omitempty"`
 }
 
 // MessageContent is a message's content: a string, an array of content
@@ -145,6 +161,7 @@ func (c MessageContent) MarshalJSON() ([]byte, error) {
 type ContentPart struct {
 	Type       string          `json:"type"`
 	Text       *string         `json:"text,omitempty"`
+	Refusal    *string         `json:"refusal,omitempty"`
 	ImageURL   json.RawMessage `json:"image_url,omitempty"`
 	InputAudio json.RawMessage `json:"input_audio,omitempty"`
 }

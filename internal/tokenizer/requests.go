@@ -1,6 +1,8 @@
 package tokenizer
 
 import (
+	"bytes"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -16,27 +18,47 @@ type InputError struct {
 
 func (e *InputError) Error() string { return e.Param + ": " + e.Msg }
 
-// ChatMessages flattens request messages for a chat template. Text content
-// parts are joined with "\n", as vLLM does for templates that take string
-// content; a null content is empty. Other part kinds (images, audio) need a
-// multimodal model and are refused.
+// ChatMessages flattens request messages for a chat template, as vLLM does
+// for templates that take string content: text parts (text, input_text,
+// output_text, refusal) are joined with "\n", a null content is empty.
+// Other part kinds (images, audio) need a multimodal model and are refused.
+// The fields templates read beside role and content come along: an
+// assistant's tool_calls and reasoning, a tool message's tool_call_id, the
+// name.
 func ChatMessages(req *openaiapi.ChatCompletionRequest) ([]Message, error) {
 	out := make([]Message, len(req.Messages))
 	for i, m := range req.Messages {
 		out[i].Role = m.Role
+		out[i].Name = m.Name
+		switch m.Role {
+		case openaiapi.RoleAssistant:
+			if !isJSONNull(m.ToolCalls) {
+				out[i].ToolCalls = m.ToolCalls
+			}
+			out[i].Reasoning = m.Reasoning
+			if out[i].Reasoning == nil {
+				out[i].Reasoning = m.ReasoningContent
+			}
+		case openaiapi.RoleTool:
+			out[i].ToolCallID = m.ToolCallID
+		}
 		switch {
 		case m.Content.Text != nil:
 			out[i].Content = *m.Content.Text
 		case m.Content.Parts != nil:
 			texts := make([]string, 0, len(m.Content.Parts))
 			for j, p := range m.Content.Parts {
-				if p.Type != openaiapi.ContentPartText || p.Text == nil {
+				switch {
+				case textPartTypes[p.Type] && p.Text != nil:
+					texts = append(texts, *p.Text)
+				case p.Type == "refusal" && p.Refusal != nil:
+					texts = append(texts, *p.Refusal)
+				default:
 					return nil, &InputError{
 						Param: fmt.Sprintf("messages[%d].content[%d].type", i, j),
 						Msg:   fmt.Sprintf("content part type %q is not supported by this model (text only)", p.Type),
 					}
 				}
-				texts = append(texts, *p.Text)
 			}
 			out[i].Content = strings.Join(texts, "\n")
 		}
@@ -44,15 +66,58 @@ func ChatMessages(req *openaiapi.ChatCompletionRequest) ([]Message, error) {
 	return out, nil
 }
 
-// ChatPrompt renders and tokenizes a chat request's prompt.
-func ChatPrompt(t Tokenizer, req *openaiapi.ChatCompletionRequest) ([]uint32, error) {
+// textPartTypes are the content parts whose "text" vLLM reads as text.
+var textPartTypes = map[string]bool{"text": true, "input_text": true, "output_text": true}
+
+func isJSONNull(raw []byte) bool {
+	t := bytes.TrimSpace(raw)
+	return len(t) == 0 || string(t) == "null"
+}
+
+// ChatOf is the template input of a chat request.
+func ChatOf(req *openaiapi.ChatCompletionRequest) (*Chat, error) {
+	if req.ChatTemplate != nil {
+		return nil, &InputError{Param: "chat_template", Msg: "a per-request chat template is not supported"}
+	}
+	if req.ContinueFinalMessage != nil && *req.ContinueFinalMessage {
+		return nil, &InputError{Param: "continue_final_message", Msg: "continue_final_message is not supported"}
+	}
 	msgs, err := ChatMessages(req)
 	if err != nil {
 		return nil, err
 	}
-	text, err := t.ApplyChatTemplate(msgs, req.WantsGenerationPrompt())
+	c := &Chat{Messages: msgs, AddGenerationPrompt: req.WantsGenerationPrompt()}
+	if !isJSONNull(req.Tools) {
+		c.Tools = req.Tools
+	}
+	if !isJSONNull(req.ChatTemplateKwargs) {
+		c.Kwargs = req.ChatTemplateKwargs
+	}
+	return c, nil
+}
+
+// ChatText renders a chat request's prompt text.
+func ChatText(t Tokenizer, req *openaiapi.ChatCompletionRequest) (string, error) {
+	c, err := ChatOf(req)
 	if err != nil {
-		return nil, &InputError{Param: "messages", Msg: err.Error()}
+		return "", err
+	}
+	text, err := t.ApplyChatTemplate(c)
+	if err != nil {
+		var ie *InputError
+		if errors.As(err, &ie) {
+			return "", err
+		}
+		return "", &InputError{Param: "messages", Msg: err.Error()}
+	}
+	return text, nil
+}
+
+// ChatPrompt renders and tokenizes a chat request's prompt.
+func ChatPrompt(t Tokenizer, req *openaiapi.ChatCompletionRequest) ([]uint32, error) {
+	text, err := ChatText(t, req)
+	if err != nil {
+		return nil, err
 	}
 	return t.Encode(text), nil
 }

@@ -1,7 +1,10 @@
 package tokenizer
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -141,14 +144,26 @@ func (t *Simple) Decode(ids []uint32) string {
 
 // ApplyChatTemplate implements Tokenizer with a ChatML-like format:
 //
-//	<|im_start|>{role}\n{content}<|im_end|>\n   (per message)
-//	<|im_start|>assistant\n                   (generation prompt)
-func (t *Simple) ApplyChatTemplate(msgs []Message, addGenerationPrompt bool) (string, error) {
-	if len(msgs) == 0 {
+//	<|im_start|>tools\n{tools JSON}<|im_end|>\n          (when tools are given)
+//	<|im_start|>{role}\n{content}<|im_end|>\n            (per message; an
+//	                                     assistant's tool calls follow its
+//	                                     content as \n<tool_call>{JSON})
+//	<|im_start|>assistant\n                            (generation prompt)
+//
+// JSON is compacted, so only its content, not its spacing, changes tokens.
+func (t *Simple) ApplyChatTemplate(c *Chat) (string, error) {
+	if c == nil || len(c.Messages) == 0 {
 		return "", errors.New("no messages to render")
 	}
-	var b strings.Builder
-	for _, m := range msgs {
+	var b bytes.Buffer
+	if len(c.Tools) > 0 {
+		b.WriteString(IMStart + "tools\n")
+		if err := json.Compact(&b, c.Tools); err != nil {
+			return "", fmt.Errorf("tools: %w", err)
+		}
+		b.WriteString(IMEnd + "\n")
+	}
+	for i, m := range c.Messages {
 		if m.Role == "" {
 			return "", errors.New("message without a role")
 		}
@@ -156,10 +171,16 @@ func (t *Simple) ApplyChatTemplate(msgs []Message, addGenerationPrompt bool) (st
 		b.WriteString(m.Role)
 		b.WriteByte('\n')
 		b.WriteString(m.Content)
+		if len(m.ToolCalls) > 0 {
+			b.WriteString("\n<tool_call>")
+			if err := json.Compact(&b, m.ToolCalls); err != nil {
+				return "", fmt.Errorf("messages[%d].tool_calls: %w", i, err)
+			}
+		}
 		b.WriteString(IMEnd)
 		b.WriteByte('\n')
 	}
-	if addGenerationPrompt {
+	if c.AddGenerationPrompt {
 		b.WriteString(IMStart)
 		b.WriteString("assistant\n")
 	}

@@ -4,10 +4,12 @@
 // worker does between an HTTP body and the engine's token ids (chat
 // rendering, content flattening, tokenization) lives here.
 //
-// The Tokenizer interface is what a Hugging Face tokenizer (BPE plus a Jinja
-// chat template) will implement later; Simple is the small deterministic
-// default used by the simulator until then.
+// Two implementations exist: Simple, a small deterministic tokenizer the
+// simulator uses by default, and hf (subpackage), a Hugging Face tokenizer
+// with the model's Jinja chat template, for real models.
 package tokenizer
+
+import "encoding/json"
 
 // Tokenizer encodes text to token ids and renders chat conversations to the
 // text a model is prompted with.
@@ -17,13 +19,33 @@ type Tokenizer interface {
 	Encode(text string) []uint32
 	// Decode turns ids back into text.
 	Decode(ids []uint32) string
-	// ApplyChatTemplate renders messages as the model's prompt text,
-	// followed by the assistant turn opener when addGenerationPrompt.
-	ApplyChatTemplate(msgs []Message, addGenerationPrompt bool) (string, error)
+	// ApplyChatTemplate renders a conversation as the model's prompt text.
+	ApplyChatTemplate(c *Chat) (string, error)
 }
 
-// Message is a chat message reduced to what a chat template reads.
+// Chat is what a chat template is given for one request: what vLLM's
+// OpenAI server hands to the template after parsing the request.
+type Chat struct {
+	Messages []Message
+	// Tools is the request's tools array as sent (nil: none).
+	Tools json.RawMessage
+	// Kwargs is the request's chat_template_kwargs object (nil: none).
+	Kwargs json.RawMessage
+	// AddGenerationPrompt ends the prompt with the assistant turn opener.
+	AddGenerationPrompt bool
+}
+
+// Message is a chat message reduced to what a chat template reads. Content
+// is flattened to text; the optional fields are empty when absent.
 type Message struct {
 	Role    string
 	Content string
+	// ToolCalls is an assistant message's tool_calls array as sent.
+	ToolCalls json.RawMessage
+	// ToolCallID is a tool message's tool_call_id.
+	ToolCallID string
+	// Name is the participant name.
+	Name string
+	// Reasoning is an assistant message's reasoning text, nil when absent.
+	Reasoning *string
 }

@@ -86,7 +86,7 @@ func TestSharedPrefixGivesSharedIDs(t *testing.T) {
 func TestApplyChatTemplate(t *testing.T) {
 	tok := NewSimple()
 	msgs := []Message{{Role: "system", Content: "Be brief."}, {Role: "user", Content: "Hi"}}
-	got, err := tok.ApplyChatTemplate(msgs, true)
+	got, err := tok.ApplyChatTemplate(&Chat{Messages: msgs, AddGenerationPrompt: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -94,14 +94,14 @@ func TestApplyChatTemplate(t *testing.T) {
 	if got != want {
 		t.Errorf("rendered %q", got)
 	}
-	noGen, _ := tok.ApplyChatTemplate(msgs, false)
+	noGen, _ := tok.ApplyChatTemplate(&Chat{Messages: msgs})
 	if !strings.HasPrefix(want, noGen) || strings.HasSuffix(noGen, "assistant\n") {
 		t.Errorf("without generation prompt: %q", noGen)
 	}
-	if _, err := tok.ApplyChatTemplate(nil, true); err == nil {
+	if _, err := tok.ApplyChatTemplate(&Chat{AddGenerationPrompt: true}); err == nil {
 		t.Error("empty conversation accepted")
 	}
-	if _, err := tok.ApplyChatTemplate([]Message{{Content: "x"}}, true); err == nil {
+	if _, err := tok.ApplyChatTemplate(&Chat{Messages: []Message{{Content: "x"}}}); err == nil {
 		t.Error("message without role accepted")
 	}
 }
@@ -170,7 +170,7 @@ func FuzzEncode(f *testing.F) {
 		if !utf8.ValidString(out) {
 			t.Fatalf("Decode produced invalid UTF-8: %q", out)
 		}
-		if _, err := tok.ApplyChatTemplate([]Message{{Role: "user", Content: s}}, true); err != nil {
+		if _, err := tok.ApplyChatTemplate(&Chat{Messages: []Message{{Role: "user", Content: s}}, AddGenerationPrompt: true}); err != nil {
 			t.Fatal(err)
 		}
 	})

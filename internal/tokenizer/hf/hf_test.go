@@ -11,6 +11,8 @@ import (
 	"testing"
 
 	"golang.org/x/text/unicode/norm"
+
+	"github.com/switchyard-dev/switchyard/internal/tokenizer"
 )
 
 // cacheDir is where scripts/testdata.sh puts the fixture tokenizers.
@@ -342,7 +344,7 @@ func TestLoadDirErrors(t *testing.T) {
 	if tok.Chat() != nil {
 		t.Error("Chat() != nil without a template")
 	}
-	if _, err := tok.ApplyChatTemplate(nil, true); err == nil {
+	if _, err := tok.ApplyChatTemplate(&tokenizer.Chat{Messages: []tokenizer.Message{{Role: "user"}}}); err == nil {
 		t.Error("ApplyChatTemplate without a template succeeded")
 	}
 }

@@ -192,23 +192,6 @@ func (t *Tokenizer) decode(ids []uint32, skipSpecial bool) string {
 	return b.String()
 }
 
-// ApplyChatTemplate implements tokenizer.Tokenizer with the directory's chat
-// template; messages carry only a role and text content. Chat.Render takes
-// full OpenAI messages (tool calls, tools).
-func (t *Tokenizer) ApplyChatTemplate(msgs []tokenizer.Message, addGenerationPrompt bool) (string, error) {
-	if t.chat == nil {
-		return "", errors.New("tokenizer has no chat template")
-	}
-	list := make([]any, len(msgs))
-	for i, m := range msgs {
-		d := chattemplate.NewDict()
-		d.Set("role", m.Role)
-		d.Set("content", m.Content)
-		list[i] = d
-	}
-	return t.chat.Render(list, chattemplate.Options{AddGenerationPrompt: addGenerationPrompt})
-}
-
 // VocabSize is one more than the largest id.
 func (t *Tokenizer) VocabSize() int { return len(t.pieces) }
 

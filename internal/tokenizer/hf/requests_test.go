@@ -1,0 +1,84 @@
+package hf
+
+import (
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"github.com/switchyard-dev/switchyard/internal/openaiapi"
+	"github.com/switchyard-dev/switchyard/internal/tokenizer"
+)
+
+// TestRequestGoldens: an OpenAI chat request renders to the prompt vLLM
+// renders for it — tool definitions dumped the way vLLM's pydantic models
+// dump them, tool-call arguments decoded from their JSON strings (bad ones
+// become {}), reasoning, content parts, chat_template_kwargs. The goldens
+// come from testdata/gen/gen_requests.py (vLLM's request handling + jinja2).
+func TestRequestGoldens(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("testdata", "golden", "requests.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var file struct {
+		Cases []struct {
+			Template, Name string
+			Body           json.RawMessage
+			Output         string
+		}
+	}
+	if err := json.Unmarshal(data, &file); err != nil {
+		t.Fatal(err)
+	}
+	if len(file.Cases) == 0 {
+		t.Fatal("no cases")
+	}
+	for _, c := range file.Cases {
+		t.Run(c.Template+"/"+c.Name, func(t *testing.T) {
+			tok := fixture(t, c.Template)
+			req, apiErr := openaiapi.ParseChatCompletionRequest(c.Body)
+			if apiErr != nil {
+				t.Fatal(apiErr)
+			}
+			got, err := tokenizer.ChatText(tok, req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got != c.Output {
+				t.Fatalf("rendered\n%s\nwant\n%s", got, c.Output)
+			}
+			ids, err := tokenizer.ChatPrompt(tok, req)
+			if err != nil || !slices.Equal(ids, tok.Encode(c.Output)) {
+				t.Fatalf("ChatPrompt ids differ from the golden text's (%v)", err)
+			}
+		})
+	}
+}
+
+// TestRequestErrors: requests vLLM would refuse, or whose prompt the
+// router cannot reproduce, fail with the offending field.
+func TestRequestErrors(t *testing.T) {
+	tok := fixture(t, "qwen3")
+	for _, tc := range []struct{ body, param string }{
+		{`{"messages":[{"role":"user","content":"x"}],"tools":{"a":1}}`, "tools"},
+		{`{"messages":[{"role":"user","content":"x"}],"tools":[{"type":"function"}]}`, "tools[0].function"},
+		{`{"messages":[{"role":"user","content":"x"}],"tools":[{"type":"function","function":{"description":"d"}}]}`, "tools[0].function.name"},
+		{`{"messages":[{"role":"assistant","content":"","tool_calls":[1]}]}`, "messages[0].tool_calls[0]"},
+		{`{"messages":[{"role":"assistant","content":"","tool_calls":[{"type":"custom","function":{"name":"f"}}]}]}`, "messages[0].tool_calls[0]"},
+		{`{"messages":[{"role":"user","content":"x"}],"chat_template_kwargs":[1]}`, "chat_template_kwargs"},
+		{`{"messages":[{"role":"user","content":"x"}],"chat_template":"{{ 1 }}"}`, "chat_template"},
+		{`{"messages":[{"role":"user","content":"x"}],"continue_final_message":true,"add_generation_prompt":false}`, "continue_final_message"},
+	} {
+		req, apiErr := openaiapi.ParseChatCompletionRequest([]byte(tc.body))
+		if apiErr != nil {
+			t.Fatalf("%s: %v", tc.body, apiErr)
+		}
+		_, err := tokenizer.ChatText(tok, req)
+		var ie *tokenizer.InputError
+		if !errors.As(err, &ie) || ie.Param != tc.param {
+			t.Errorf("%s: error %v, want one for %s", tc.body, err, tc.param)
+		}
+	}
+}
