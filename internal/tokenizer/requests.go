@@ -115,11 +115,20 @@ func ChatText(t Tokenizer, req *openaiapi.ChatCompletionRequest) (string, error)
 
 // ChatPrompt renders and tokenizes a chat request's prompt.
 func ChatPrompt(t Tokenizer, req *openaiapi.ChatCompletionRequest) ([]uint32, error) {
+	return AppendChatPrompt(nil, t, req)
+}
+
+// AppendChatPrompt is ChatPrompt appending to dst, for callers that reuse
+// a buffer (an 8k-token prompt's ids are 32 KB).
+func AppendChatPrompt(dst []uint32, t Tokenizer, req *openaiapi.ChatCompletionRequest) ([]uint32, error) {
 	text, err := ChatText(t, req)
 	if err != nil {
-		return nil, err
+		return dst, err
 	}
-	return t.Encode(text), nil
+	if dst == nil {
+		return t.Encode(text), nil
+	}
+	return t.AppendEncode(dst, text), nil
 }
 
 // SpecialTokensEncoder is implemented by tokenizers whose post-processor

@@ -110,7 +110,11 @@ func (t *Simple) learn(piece string) {
 
 // Encode implements Tokenizer.
 func (t *Simple) Encode(text string) []uint32 {
-	ids := make([]uint32, 0, len(text)/3+1)
+	return t.AppendEncode(make([]uint32, 0, len(text)/3+1), text)
+}
+
+// AppendEncode implements Tokenizer.
+func (t *Simple) AppendEncode(ids []uint32, text string) []uint32 {
 	for len(text) > 0 {
 		at, sp := nextSpecial(text)
 		if at < 0 {

@@ -17,6 +17,8 @@ type Tokenizer interface {
 	// Encode tokenizes text. Special-token strings in text (as a chat
 	// template writes them) become their reserved ids.
 	Encode(text string) []uint32
+	// AppendEncode appends the ids of text to dst, like Encode.
+	AppendEncode(dst []uint32, text string) []uint32
 	// Decode turns ids back into text.
 	Decode(ids []uint32) string
 	// ApplyChatTemplate renders a conversation as the model's prompt text.

@@ -125,9 +125,11 @@ type service struct {
 // Pooled: an 8k-token prompt needs a few kilobytes of hashes.
 type lookup struct {
 	prompt prompt.Prompt
+	tokBuf []uint32 // the prompt's token ids are read into it
 	tokens int64 // prompt length; 0 when unknown
 	cands  []load.Candidate
 	cached []int64 // per cands entry
+	held   []int   // per cands entry: leading blocks the KV index has on it
 	chains []chain // token-block hashes, one chain per block size
 	text   []kvblock.Hash
 	// Per-candidate block size and whether it comes from KV events, and
@@ -176,6 +178,10 @@ func (l *lookup) chainFor(bs int) *chain {
 	}
 	return nil
 }
+
+// maxPooledTokens bounds the token buffer a pooled lookup keeps (128k
+// tokens, 512 KB): longer prompts allocate their own.
+const maxPooledTokens = 128 << 10
 
 func (s *service) getLookup() *lookup {
 	if l, ok := s.scratch.Get().(*lookup); ok {
@@ -264,7 +270,13 @@ func (s *service) prepare(l *lookup, req *routerv1.RouteRequest, now time.Time) 
 
 // readPrompt reads (and tokenizes) the request's prompt.
 func (s *service) readPrompt(l *lookup, req *routerv1.RouteRequest) {
-	p, err := prompt.Read(req.GetApi(), req.GetBody(), s.toks.For(req.GetModel()))
+	if l.tokBuf == nil {
+		l.tokBuf = make([]uint32, 0, 1024)
+	}
+	p, err := prompt.ReadInto(l.tokBuf, req.GetApi(), req.GetBody(), s.toks.For(req.GetModel()))
+	if p.Kind == prompt.Tokens && cap(p.Tokens) > cap(l.tokBuf) && cap(p.Tokens) <= maxPooledTokens {
+		l.tokBuf = p.Tokens[:0] // grown: keep the larger buffer
+	}
 	switch {
 	case err != nil:
 		// The gateway validated the body; what is left here (an API not
@@ -279,9 +291,9 @@ func (s *service) readPrompt(l *lookup, req *routerv1.RouteRequest) {
 
 // lookupCached fills l.cached for l.cands from the indexes.
 func (s *service) lookupCached(l *lookup, now time.Time) {
-	l.cached = l.cached[:0]
+	l.cached, l.held = l.cached[:0], l.held[:0]
 	for range l.cands {
-		l.cached = append(l.cached, 0)
+		l.cached, l.held = append(l.cached, 0), append(l.held, 0)
 	}
 	switch l.prompt.Kind {
 	case prompt.Tokens:
@@ -335,6 +347,7 @@ func (s *service) lookupTokens(l *lookup, now time.Time) {
 		}
 		l.out = s.kv.Prefixes(hashes, l.ids, now, l.out)
 		for k, i := range l.idx {
+			l.held[i] = l.out[k]
 			l.cached[i] = int64(l.out[k] * bs)
 		}
 		if len(l.aids) > 0 {
@@ -377,10 +390,10 @@ func (s *service) lookupText(l *lookup, now time.Time) {
 func (s *service) speculate(l *lookup, c load.Choice, now time.Time) {
 	switch l.prompt.Kind {
 	case prompt.Tokens:
-		bs, events := defaultBlockSize, false
+		bs, events, held := defaultBlockSize, false, 0
 		for i, cand := range l.cands {
 			if cand.ID == c.EndpointID {
-				bs, events = l.bs[i], l.events[i]
+				bs, events, held = l.bs[i], l.events[i], l.held[i]
 				break
 			}
 		}
@@ -389,9 +402,13 @@ func (s *service) speculate(l *lookup, c load.Choice, now time.Time) {
 			ch = s.addChain(l, bs, l.prompt.Tokens)
 		}
 		// Until its first token the request is still prefilling: count the
-		// TTL from then.
+		// TTL from then. The blocks the index already has on the worker
+		// need no guess: confirmed ones stay until evicted (a hit refreshes
+		// them on the worker), and earlier guesses already cover this
+		// request's prefill. In a multi-turn conversation that is all but
+		// the newest turn.
 		until := now.Add(time.Duration(c.Estimate.TTFT*float64(time.Second)) + s.specTTL)
-		s.kv.Speculate(c.EndpointID, ch.hashes, until)
+		s.kv.Speculate(c.EndpointID, ch.hashes[min(held, len(ch.hashes)):], until)
 		if !events {
 			s.approx.Speculate(c.EndpointID, ch.hashes, now.Add(s.approxTTL))
 		}

@@ -1,8 +1,6 @@
 package hf
 
 import (
-	"hash/maphash"
-	"strings"
 	"sync"
 )
 
@@ -55,11 +53,11 @@ func pairKey(a, b uint32) uint64 { return uint64(a)<<32 | uint64(b) }
 // converted back from the byte-level alphabet at load, so pre-tokens are
 // merged without re-encoding them.
 type bpe struct {
-	vocab        map[string]uint32 // raw bytes → id
+	vocab        *stringIndex // raw bytes → id
 	byteID       [256]uint32
 	merges       map[uint64]merge
 	ignoreMerges bool // a pre-token found whole in the vocabulary is one token
-	cache        *wordCache
+	cache        *idCache // recent pre-tokens; text repeats words heavily
 	scratch      sync.Pool // *bpeWork
 }
 
@@ -75,13 +73,13 @@ func (m *bpe) encodeWord(dst []uint32, w string) []uint32 {
 		return append(dst, m.byteID[w[0]])
 	}
 	if m.ignoreMerges {
-		if id, ok := m.vocab[w]; ok {
+		if id, ok := m.vocab.get(w); ok {
 			return append(dst, id)
 		}
 	}
 	if len(w) <= maxCachedWord {
-		if ids, ok := m.cache.get(w); ok {
-			return append(dst, ids...)
+		if out, ok := m.cache.appendGet(dst, w); ok {
+			return out
 		}
 	}
 	start := len(dst)
@@ -238,64 +236,3 @@ func (m *bpe) mergeWord(dst []uint32, w string) []uint32 {
 	return dst
 }
 
-// wordCache remembers the ids of recent pre-tokens. Text repeats words
-// heavily, so most pre-tokens skip BPE entirely. It is sharded to keep lock
-// contention low under concurrent Encode calls, and each shard evicts by
-// generations: a full "young" map becomes the "old" one, and a hit in the old
-// map promotes the word — an LRU approximation with no per-hit bookkeeping.
-type wordCache struct {
-	seed   maphash.Seed
-	shards [cacheShards]cacheShard
-	limit  int // per shard and generation
-}
-
-const cacheShards = 16
-
-type cacheShard struct {
-	mu         sync.Mutex
-	young, old map[string][]uint32
-}
-
-func newWordCache(capacity int) *wordCache {
-	c := &wordCache{seed: maphash.MakeSeed(), limit: max(capacity/cacheShards/2, 16)}
-	for i := range c.shards {
-		c.shards[i].young = make(map[string][]uint32, c.limit)
-	}
-	return c
-}
-
-func (c *wordCache) shard(w string) *cacheShard {
-	return &c.shards[maphash.String(c.seed, w)%cacheShards]
-}
-
-func (c *wordCache) get(w string) ([]uint32, bool) {
-	s := c.shard(w)
-	s.mu.Lock()
-	ids, ok := s.young[w]
-	if !ok {
-		if ids, ok = s.old[w]; ok {
-			s.insert(w, ids, c.limit)
-		}
-	}
-	s.mu.Unlock()
-	return ids, ok
-}
-
-func (c *wordCache) put(w string, ids []uint32) {
-	cp := make([]uint32, len(ids))
-	copy(cp, ids)
-	s := c.shard(w)
-	s.mu.Lock()
-	// Clone the key: w is a slice of the caller's text, which the cache
-	// must not keep alive.
-	s.insert(strings.Clone(w), cp, c.limit)
-	s.mu.Unlock()
-}
-
-func (s *cacheShard) insert(w string, ids []uint32, limit int) {
-	if len(s.young) >= limit {
-		s.old = s.young
-		s.young = make(map[string][]uint32, limit)
-	}
-	s.young[w] = ids
-}

@@ -94,7 +94,7 @@ func parse(data []byte) (*Tokenizer, error) {
 	if err := json.Unmarshal(data, &f); err != nil {
 		return nil, fmt.Errorf("parse tokenizer.json: %w", err)
 	}
-	t := &Tokenizer{segments: newSegmentCache()}
+	t := &Tokenizer{segments: newIDCache(segCacheBytes)}
 	if err := t.loadNormalizer(f.Normalizer); err != nil {
 		return nil, err
 	}
@@ -113,6 +113,7 @@ func parse(data []byte) (*Tokenizer, error) {
 	if err := t.loadDecoder(f.Decoder); err != nil {
 		return nil, err
 	}
+	t.pieces, t.buildPieces = newStringList(t.buildPieces), nil
 	return t, nil
 }
 
@@ -241,18 +242,20 @@ func (t *Tokenizer) loadModel(m *modelJSON) error {
 		return errors.New("tokenizer.json: model has no vocab")
 	}
 	b := &bpe{
-		vocab:        make(map[string]uint32, len(m.Vocab)),
+
 		merges:       make(map[uint64]merge),
 		ignoreMerges: m.IgnoreMerges,
-		cache:        newWordCache(1 << 15),
+		cache:        newIDCache(wordCacheBytes),
 	}
 	maxID := uint32(0)
+	vocab := make(map[string]uint32, len(m.Vocab))
 	for tok, id := range m.Vocab {
 		maxID = max(maxID, id)
 		if raw, ok := unByteLevel(tok); ok {
-			b.vocab[raw] = id
+			vocab[raw] = id
 		}
 	}
+	b.vocab = newStringIndex(vocab)
 	// Every byte must be a token: byte-level BPE never needs an unknown token.
 	for c := 0; c < 256; c++ {
 		id, ok := m.Vocab[string(byteLevelRunes[c])]
@@ -278,10 +281,10 @@ func (t *Tokenizer) loadModel(m *modelJSON) error {
 		b.merges[pairKey(a, c)] = merge{rank: uint32(rank), id: id}
 	}
 	t.model = b
-	t.pieces = make([]string, maxID+1)
+	t.buildPieces = make([]string, maxID+1)
 	t.known = make([]bool, maxID+1)
 	for tok, id := range m.Vocab {
-		t.pieces[id] = decodePiece(tok)
+		t.buildPieces[id] = decodePiece(tok)
 		t.known[id] = true
 	}
 	return nil
@@ -340,11 +343,11 @@ func (t *Tokenizer) loadAddedTokens(tokens []addedTokenJSON) error {
 		} else {
 			plain = append(plain, tok)
 		}
-		if int(a.ID) >= len(t.pieces) {
-			t.pieces = append(t.pieces, make([]string, int(a.ID)+1-len(t.pieces))...)
+		if int(a.ID) >= len(t.buildPieces) {
+			t.buildPieces = append(t.buildPieces, make([]string, int(a.ID)+1-len(t.buildPieces))...)
 			t.known = append(t.known, make([]bool, int(a.ID)+1-len(t.known))...)
 		}
-		t.pieces[a.ID] = decodePiece(a.Content)
+		t.buildPieces[a.ID] = decodePiece(a.Content)
 		t.known[a.ID] = true
 		if a.Special {
 			if t.special == nil {

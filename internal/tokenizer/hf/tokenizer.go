@@ -37,10 +37,11 @@ type Tokenizer struct {
 	addedByContent  map[string]uint32
 	special         map[uint32]bool
 	prefix, suffix  []uint32 // post-processor tokens around a sequence
-	pieces          []string // id → decoded bytes
-	known           []bool   // id → has a piece
+	pieces          stringList // id → decoded bytes
+	buildPieces     []string   // pieces while loading
+	known           []bool     // id → has a piece
 	chat            *chattemplate.Chat
-	segments        *segmentCache
+	segments        *idCache // see segcache.go
 }
 
 var _ tokenizer.Tokenizer = (*Tokenizer)(nil)
@@ -114,8 +115,8 @@ func (t *Tokenizer) appendSegment(dst []uint32, s string) []uint32 {
 	if len(s) < segCacheMin || t.segments == nil {
 		return t.encodeSegment(dst, s)
 	}
-	if ids, ok := t.segments.get(s); ok {
-		return append(dst, ids...)
+	if out, ok := t.segments.appendGet(dst, s); ok {
+		return out
 	}
 	n := len(dst)
 	dst = t.encodeSegment(dst, s)
@@ -177,8 +178,8 @@ func (t *Tokenizer) DecodeSkipSpecial(ids []uint32) string {
 func (t *Tokenizer) decode(ids []uint32, skipSpecial bool) string {
 	n := 0
 	for _, id := range ids {
-		if int(id) < len(t.pieces) {
-			n += len(t.pieces[id])
+		if int(id) < t.pieces.len() {
+			n += len(t.pieces.at(int(id)))
 		}
 	}
 	var b strings.Builder
@@ -187,13 +188,13 @@ func (t *Tokenizer) decode(ids []uint32, skipSpecial bool) string {
 		if int(id) >= len(t.known) || !t.known[id] || (skipSpecial && t.special[id]) {
 			continue
 		}
-		b.WriteString(t.pieces[id])
+		b.WriteString(t.pieces.at(int(id)))
 	}
 	return b.String()
 }
 
 // VocabSize is one more than the largest id.
-func (t *Tokenizer) VocabSize() int { return len(t.pieces) }
+func (t *Tokenizer) VocabSize() int { return t.pieces.len() }
 
 // AddedTokenID returns the id of an added (or special) token by its text.
 func (t *Tokenizer) AddedTokenID(content string) (uint32, bool) {

@@ -12,7 +12,8 @@ import (
 // model (Qwen3 fixture): parse the body, render the chat template,
 // tokenize. multi-turn resends a history seen on the previous turn plus one
 // new exchange, as chat clients do; cold makes every message new. The body
-// is rebuilt in a reused buffer each iteration (a ~35 KB copy per 8k).
+// is rebuilt in a reused buffer each iteration (a ~35 KB copy per 8k);
+// token ids go to a reused buffer, as the router reads them.
 func BenchmarkReadChatHF(b *testing.B) {
 	for _, k := range []int{1, 8, 32} {
 		for _, mode := range []string{"cold", "multi-turn"} {
@@ -20,6 +21,7 @@ func BenchmarkReadChatHF(b *testing.B) {
 				tok := fixtureTokenizer(b, "qwen3")
 				history := benchHistory(k*1000*44/10, "")
 				var body []byte
+				ids := make([]uint32, 0, 1024)
 				var tokens int
 				b.ReportAllocs()
 				for i := 0; b.Loop(); i++ {
@@ -32,11 +34,11 @@ func BenchmarkReadChatHF(b *testing.B) {
 							[2]string{"user", "Question " + strconv.Itoa(i) + ": who signed the ledger after the storm?"})
 					}
 					body = appendBody(body[:0], msgs)
-					p, err := Read(chat, body, tok)
+					p, err := ReadInto(ids, chat, body, tok)
 					if err != nil {
 						b.Fatal(err)
 					}
-					tokens = p.Len()
+					tokens, ids = p.Len(), p.Tokens
 				}
 				b.ReportMetric(float64(tokens), "tokens")
 			})

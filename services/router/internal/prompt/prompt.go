@@ -77,6 +77,13 @@ var ErrUnsupportedAPI = errors.New("prompt of this api is not read by the router
 // each is a request of its own to the worker, and they usually share their
 // prefix anyway.
 func Read(api routerv1.ApiKind, body []byte, tok tokenizer.Tokenizer) (Prompt, error) {
+	return ReadInto(nil, api, body, tok)
+}
+
+// ReadInto is Read that tokenizes a chat prompt into buf (reset to length
+// 0), so a caller can reuse one buffer across requests; the Prompt's
+// Tokens may then alias it.
+func ReadInto(buf []uint32, api routerv1.ApiKind, body []byte, tok tokenizer.Tokenizer) (Prompt, error) {
 	if len(bytes.TrimSpace(body)) == 0 {
 		return Prompt{}, nil
 	}
@@ -85,7 +92,7 @@ func Read(api routerv1.ApiKind, body []byte, tok tokenizer.Tokenizer) (Prompt, e
 	}
 	switch api {
 	case routerv1.ApiKind_API_KIND_CHAT_COMPLETIONS:
-		return readChat(body, tok)
+		return readChat(buf, body, tok)
 	case routerv1.ApiKind_API_KIND_COMPLETIONS:
 		return readCompletion(body, tok)
 	}
@@ -104,13 +111,16 @@ func sniff(body []byte) routerv1.ApiKind {
 	return routerv1.ApiKind_API_KIND_COMPLETIONS
 }
 
-func readChat(body []byte, tok tokenizer.Tokenizer) (Prompt, error) {
+func readChat(buf []uint32, body []byte, tok tokenizer.Tokenizer) (Prompt, error) {
 	req, apiErr := openaiapi.ParseChatCompletionRequest(body)
 	if apiErr != nil {
 		return Prompt{}, fmt.Errorf("read chat body: %s", apiErr.Message)
 	}
 	if tok != nil {
-		ids, err := tokenizer.ChatPrompt(tok, req)
+		if buf != nil {
+			buf = buf[:0]
+		}
+		ids, err := tokenizer.AppendChatPrompt(buf, tok, req)
 		if err != nil {
 			return Prompt{}, fmt.Errorf("tokenize chat: %w", err)
 		}
