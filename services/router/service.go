@@ -126,7 +126,7 @@ type service struct {
 type lookup struct {
 	prompt prompt.Prompt
 	tokBuf []uint32 // the prompt's token ids are read into it
-	tokens int64 // prompt length; 0 when unknown
+	tokens int64    // prompt length; 0 when unknown
 	cands  []load.Candidate
 	cached []int64 // per cands entry
 	held   []int   // per cands entry: leading blocks the KV index has on it

@@ -56,8 +56,8 @@ type bpe struct {
 	vocab        *stringIndex // raw bytes → id
 	byteID       [256]uint32
 	merges       map[uint64]merge
-	ignoreMerges bool // a pre-token found whole in the vocabulary is one token
-	cache        *idCache // recent pre-tokens; text repeats words heavily
+	ignoreMerges bool      // a pre-token found whole in the vocabulary is one token
+	cache        *idCache  // recent pre-tokens; text repeats words heavily
 	scratch      sync.Pool // *bpeWork
 }
 
@@ -235,4 +235,3 @@ func (m *bpe) mergeWord(dst []uint32, w string) []uint32 {
 	}
 	return dst
 }
-

@@ -36,7 +36,7 @@ type Tokenizer struct {
 	addedNormalized *matcher // added tokens matched after normalization
 	addedByContent  map[string]uint32
 	special         map[uint32]bool
-	prefix, suffix  []uint32 // post-processor tokens around a sequence
+	prefix, suffix  []uint32   // post-processor tokens around a sequence
 	pieces          stringList // id → decoded bytes
 	buildPieces     []string   // pieces while loading
 	known           []bool     // id → has a piece

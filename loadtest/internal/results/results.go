@@ -56,7 +56,14 @@ type Record struct {
 	WallE2ES  Num `json:"wall_e2e_s"`
 	// SimTTFTS is the simulator's own TTFT (model seconds), free of
 	// client-side noise; null against a real server.
-	SimTTFTS         Num `json:"sim_ttft_s"`
+	SimTTFTS Num `json:"sim_ttft_s"`
+	// ProjectedTTFTS is the TTFT a client of a real fleet would see
+	// (model seconds): the simulator's own TTFT plus the time spent
+	// outside the simulated engine (client, network, gateway, router) at
+	// wall speed. Scaling that outside time by the time scale, as TTFTS
+	// does, would charge a proxy's few milliseconds ten or twenty times
+	// over. Null against a real server.
+	ProjectedTTFTS   Num `json:"projected_ttft_s"`
 	PromptTokens     int `json:"prompt_tokens"`
 	CachedTokens     int `json:"cached_tokens"`
 	CompletionTokens int `json:"completion_tokens"`
@@ -109,6 +116,11 @@ type Summary struct {
 	SimLagP50 Num     `json:"sim_lag_p50_s"`
 	SimLagP95 Num     `json:"sim_lag_p95_s"`
 	TimeScale float64 `json:"time_scale"`
+	// ProjectedTTFT percentiles are those of Record.ProjectedTTFTS: what
+	// the ratios against random and oracle use when every strategy has
+	// them (see Params.TTFTBasis).
+	ProjectedTTFTP50 Num `json:"projected_ttft_p50_s"`
+	ProjectedTTFTP95 Num `json:"projected_ttft_p95_s"`
 
 	Concurrency int     `json:"concurrency,omitempty"`
 	Rate        float64 `json:"rate,omitempty"`
@@ -145,6 +157,28 @@ type Summary struct {
 	E2EP50VsRandom     Num `json:"e2e_p50_vs_random,omitzero"`
 	GoodputVsRandom    Num `json:"goodput_vs_random,omitzero"`
 	TTFTP50GapToOracle Num `json:"ttft_p50_gap_to_oracle,omitzero"`
+	// The same comparisons on projected TTFTs.
+	ProjectedTTFTP50VsRandom    Num `json:"projected_ttft_p50_vs_random,omitzero"`
+	ProjectedTTFTP95VsRandom    Num `json:"projected_ttft_p95_vs_random,omitzero"`
+	ProjectedTTFTP50GapToOracle Num `json:"projected_ttft_p50_gap_to_oracle,omitzero"`
+
+	// Goodput across the sweep (see the compare package's Goodput).
+	// SLOMetConcurrency is the highest level at which the strategy met
+	// the SLO (attainment at least SLOAttainmentTarget); 0 when it met it
+	// at none.
+	SLOAttainmentTarget float64 `json:"slo_attainment_target,omitzero"`
+	SLOMetConcurrency   int     `json:"slo_met_concurrency"`
+	// GoodputAtSLO is the goodput at SLOMetConcurrency (at the best
+	// goodput's level when the SLO was met at none), compared with
+	// random's goodput at the same level: the reference's reading.
+	GoodputAtSLOConcurrency int `json:"goodput_at_slo_concurrency,omitzero"`
+	GoodputAtSLORPM         Num `json:"goodput_at_slo_rpm"`
+	GoodputAtSLOVsRandom    Num `json:"goodput_at_slo_vs_random,omitzero"`
+	// GoodputBest is the highest goodput over the sweep, compared with
+	// random's highest: each strategy at its own best load.
+	GoodputBestConcurrency int `json:"goodput_best_concurrency,omitzero"`
+	GoodputBestRPM         Num `json:"goodput_best_rpm"`
+	GoodputBestVsRandom    Num `json:"goodput_best_vs_random,omitzero"`
 
 	// Sweep is every load level run, the headline one included.
 	Sweep []Point `json:"sweep,omitempty"`
@@ -164,6 +198,8 @@ type Point struct {
 	SLOAttainment Num     `json:"slo_attainment"`
 	ShedRate      Num     `json:"shed_rate"`
 	CacheHitRatio Num     `json:"cache_hit_ratio"`
+	// ProjectedTTFTP50 is Summary.ProjectedTTFTP50 at this level.
+	ProjectedTTFTP50 Num `json:"projected_ttft_p50_s"`
 }
 
 // Point is the summary's sweep entry.
@@ -172,7 +208,7 @@ func (s *Summary) Point() Point {
 		Concurrency: s.Concurrency, Rate: s.Rate, Requests: s.Requests,
 		TTFTP50: s.TTFTP50, TTFTP95: s.TTFTP95, E2EP50: s.E2EP50, ITLP50: s.ITLP50,
 		ThroughputRPS: s.ThroughputRPS, GoodputRPM: s.GoodputRPM, SLOAttainment: s.SLOAttainment,
-		ShedRate: s.ShedRate, CacheHitRatio: s.CacheHitRatio,
+		ShedRate: s.ShedRate, CacheHitRatio: s.CacheHitRatio, ProjectedTTFTP50: s.ProjectedTTFTP50,
 	}
 }
 
@@ -186,10 +222,27 @@ type Params struct {
 	Target      string   `json:"target,omitempty"`
 	Workers     int      `json:"workers,omitempty"`
 	Strategies  []string `json:"strategies"`
-	Concurrency int      `json:"concurrency,omitempty"`
-	Sweep       []int    `json:"sweep,omitempty"`
-	Rate        float64  `json:"rate,omitempty"`
-	Requests    int      `json:"requests,omitempty"`
+	// Concurrency is the headline level when one was fixed for every
+	// workload; 0 when Headline chose one per workload.
+	Concurrency int `json:"concurrency,omitempty"`
+	// Sweep is every level run, over all workloads; SweepByWorkload the
+	// levels of each workload.
+	Sweep           []int            `json:"sweep,omitempty"`
+	SweepByWorkload map[string][]int `json:"sweep_by_workload,omitempty"`
+	Rate            float64          `json:"rate,omitempty"`
+	// Requests bounds each run; RequestsByWorkload when workloads differ.
+	Requests           int            `json:"requests,omitempty"`
+	RequestsByWorkload map[string]int `json:"requests_by_workload,omitempty"`
+	// Headline says, per workload, which level the summaries under
+	// workloads.<workload> describe and why.
+	Headline map[string]Headline `json:"headline,omitempty"`
+	// TTFTBasis is the TTFT the ratios in the table and the bar compare:
+	// "projected" (ProjectedTTFT, when every strategy has it) or "client"
+	// (the client's measurement × time scale).
+	TTFTBasis string `json:"ttft_basis,omitempty"`
+	// SLOAttainment is the fraction of requests within the TTFT SLO at
+	// which a level counts as meeting the SLO.
+	SLOAttainment float64 `json:"slo_attainment,omitempty"`
 	// Repeat is how many times each configuration ran; figures are
 	// medians over the runs.
 	Repeat    int     `json:"repeat,omitempty"`
@@ -205,6 +258,25 @@ type Params struct {
 	Started     time.Time `json:"started"`
 	WallSeconds float64   `json:"wall_seconds"`
 }
+
+// Headline is how a workload's headline level was chosen.
+type Headline struct {
+	Concurrency int `json:"concurrency"`
+	// Rule is "reference" (random's median TTFT closest to the reference
+	// Service baseline's), "fixed" (--concurrency) or "middle" (the middle
+	// level, when the rule had nothing to go on).
+	Rule string `json:"rule"`
+	// RandomTTFTP50 is random's median TTFT at the chosen level and
+	// ReferenceTTFTP50 the reference baseline's, model seconds.
+	RandomTTFTP50    Num `json:"random_ttft_p50_s,omitzero"`
+	ReferenceTTFTP50 Num `json:"reference_ttft_p50_s,omitzero"`
+}
+
+// TTFT bases.
+const (
+	BasisProjected = "projected"
+	BasisClient    = "client"
+)
 
 // TimeUnit explains the times in a File.
 const TimeUnit = "model seconds (wall seconds × time_scale); see wall for wall seconds"
@@ -228,14 +300,16 @@ type Check struct {
 	Want Num    `json:"want"`
 	Got  Num    `json:"got"`
 	Pass bool   `json:"pass"`
-	Note string `json:"note,omitempty"`
+	// Concurrency is the level the figure was taken at, when it was one.
+	Concurrency int    `json:"concurrency,omitempty"`
+	Note        string `json:"note,omitempty"`
 }
 
 // Summarize computes the summary of one run's records. scale converts wall
 // to model seconds; slo is the TTFT SLO in model seconds.
 func Summarize(recs []Record, scale, slo float64) *Summary {
 	s := &Summary{TimeScale: scale, SLOTTFTS: slo, Requests: len(recs)}
-	var ttft, itl, e2e, wttft, witl, we2e, sim, lag []float64
+	var ttft, itl, e2e, wttft, witl, we2e, sim, lag, proj []float64
 	var prompt, cached, output, good int
 	first, last := math.Inf(1), math.Inf(-1)
 	seen := map[string]bool{}
@@ -266,6 +340,9 @@ func Summarize(recs []Record, scale, slo float64) *Summary {
 			sim = append(sim, float64(r.SimTTFTS))
 			lag = append(lag, wt*scale-float64(r.SimTTFTS))
 		}
+		if r.ProjectedTTFTS.Valid() {
+			proj = append(proj, float64(r.ProjectedTTFTS))
+		}
 		prompt += r.PromptTokens
 		cached += r.CachedTokens
 		output += r.CompletionTokens
@@ -277,6 +354,13 @@ func Summarize(recs []Record, scale, slo float64) *Summary {
 	s.Wall = latency(wttft, witl, we2e)
 	p, l := stats.Summarize(sim), stats.Summarize(lag)
 	s.SimTTFTP50, s.SimTTFTP95, s.SimLagP50, s.SimLagP95 = Num(p.P50), Num(p.P95), Num(l.P50), Num(l.P95)
+	// Projected figures only when every successful request has one: a
+	// percentile over part of a run would not be the run's.
+	s.ProjectedTTFTP50, s.ProjectedTTFTP95 = NaN, NaN
+	if len(proj) > 0 && len(proj) == len(ttft) {
+		pr := stats.Summarize(proj)
+		s.ProjectedTTFTP50, s.ProjectedTTFTP95 = Num(pr.P50), Num(pr.P95)
+	}
 	s.TTFTQuantiles = nums(stats.Quantiles(ttft, 50))
 	n := float64(len(recs))
 	s.ShedRate, s.ErrorRate = ratio(float64(s.ShedCount), n), ratio(float64(s.ErrorCount), n)
@@ -318,4 +402,16 @@ func nums(xs []float64) []Num {
 		out[i] = Num(x)
 	}
 	return out
+}
+
+// Project is a request's projected TTFT (model seconds) from its wall TTFT
+// and the simulator's own TTFT: the time outside the engine counts once, at
+// wall speed. It is never below the simulator's TTFT (the engine's clock
+// can run slightly ahead of the wall).
+func Project(wallTTFT, simTTFT Num, scale float64) Num {
+	if !wallTTFT.Valid() || !simTTFT.Valid() || !(scale > 0) {
+		return NaN
+	}
+	outside := max(float64(wallTTFT)-float64(simTTFT)/scale, 0)
+	return simTTFT + Num(outside)
 }

@@ -251,7 +251,7 @@ func (r *run) request(ctx context.Context, s *workload.Session, k int, answers [
 		Workload: p.Workload, Strategy: p.Strategy, Concurrency: p.Concurrency,
 		Session: s.ID, Turn: k, Group: s.Group,
 		TTFTS: results.NaN, E2ES: results.NaN, ITLMeanS: results.NaN,
-		WallTTFTS: results.NaN, WallE2ES: results.NaN, SimTTFTS: results.NaN,
+		WallTTFTS: results.NaN, WallE2ES: results.NaN, SimTTFTS: results.NaN, ProjectedTTFTS: results.NaN,
 	}
 	if p.Mode == Poisson {
 		rec.Concurrency, rec.Rate = 0, p.Rate
@@ -298,6 +298,7 @@ func (r *run) request(ctx context.Context, s *workload.Session, k int, answers [
 	if res.Chunks > 0 {
 		rec.WallTTFTS = results.Num(res.TTFT.Seconds())
 		rec.TTFTS = rec.WallTTFTS * results.Num(p.TimeScale)
+		rec.ProjectedTTFTS = results.Project(rec.WallTTFTS, rec.SimTTFTS, p.TimeScale)
 	}
 	if len(res.Gaps) > 0 {
 		rec.Gaps = make([]float64, len(res.Gaps))
