@@ -28,26 +28,50 @@ func benchText(b *testing.B, name string) string {
 // testdata/gen/bench.sh, which runs the reference on the same texts.
 func BenchmarkEncode(b *testing.B) {
 	for _, model := range []string{"qwen3", "llama3_1"} {
-		for _, text := range []string{"english", "japanese"} {
+		for _, text := range []string{"english", "japanese", "english/4k", "japanese/4k"} {
 			b.Run(model+"/"+text, func(b *testing.B) {
+				name, chunked := strings.CutSuffix(text, "/4k")
 				// Tokenizing, not remembering: without the segment cache,
 				// which would serve this repeated text from memory (the
 				// comparison with the reference would be meaningless).
 				cold := *fixture(b, model)
 				cold.segments = nil
 				tok := &cold
-				s := benchText(b, text)
+				s := benchText(b, name)
+				// The /4k runs encode the same text as request-sized
+				// pieces, one call each (bench.js cuts at the same bytes).
+				pieces := []string{s}
+				if chunked {
+					pieces = chunks(s, 4096)
+				}
 				tok.Encode(s) // warm the word cache, as a running router's is
 				runtime.GC()  // loading leaves garbage that would bill this run
 				b.SetBytes(int64(len(s)))
 				b.ReportAllocs()
 				b.ResetTimer()
 				for i := 0; i < b.N; i++ {
-					tok.Encode(s)
+					for _, p := range pieces {
+						tok.Encode(p)
+					}
 				}
 			})
 		}
 	}
+}
+
+// chunks cuts s into pieces of about n bytes, each ending before a UTF-8
+// continuation byte.
+func chunks(s string, n int) []string {
+	var out []string
+	for len(s) > n {
+		cut := n
+		for cut > 0 && s[cut]&0xC0 == 0x80 {
+			cut--
+		}
+		out = append(out, s[:cut])
+		s = s[cut:]
+	}
+	return append(out, s)
 }
 
 // chatOfTokens builds a multi-turn conversation of about n prompt tokens.

@@ -17,23 +17,41 @@ function benchText(name) {
   return data.repeat(Math.floor((256 << 10) / n) + 1);
 }
 
+// chunks cuts text into pieces of about n UTF-8 bytes, at the same byte
+// offsets as the Go benchmark's chunks().
+function chunks(text, n) {
+  const buf = Buffer.from(text, "utf8");
+  const out = [];
+  let start = 0;
+  while (buf.length - start > n) {
+    let cut = start + n;
+    while (cut > start && (buf[cut] & 0xc0) === 0x80) cut--;
+    out.push(buf.subarray(start, cut).toString("utf8"));
+    start = cut;
+  }
+  out.push(buf.subarray(start).toString("utf8"));
+  return out;
+}
+
 async function main() {
   for (const model of ["qwen3", "llama3_1"]) {
     const tok = Tokenizer.fromFile(path.join(cache, "tokenizers", model, "tokenizer.json"));
-    for (const name of ["english", "japanese"]) {
+    for (const variant of ["english", "japanese", "english/4k", "japanese/4k"]) {
+      const [name, chunked] = variant.split("/");
       const text = benchText(name);
       const bytes = Buffer.byteLength(text);
+      const pieces = chunked ? chunks(text, 4096) : [text];
       await tok.encode(text, null, { addSpecialTokens: false }); // warm its cache too
       let n = 0;
       const start = process.hrtime.bigint();
       let elapsed = 0;
       while (elapsed < 2e9) {
-        await tok.encode(text, null, { addSpecialTokens: false });
+        for (const p of pieces) await tok.encode(p, null, { addSpecialTokens: false });
         n++;
         elapsed = Number(process.hrtime.bigint() - start);
       }
       const nsPerOp = elapsed / n;
-      console.log(`Reference/${model}/${name}\t${n}\t${nsPerOp.toFixed(0)} ns/op\t${((bytes / nsPerOp) * 1e3).toFixed(2)} MB/s`);
+      console.log(`Reference/${model}/${variant}\t${n}\t${nsPerOp.toFixed(0)} ns/op\t${((bytes / nsPerOp) * 1e3).toFixed(2)} MB/s`);
     }
   }
 }
