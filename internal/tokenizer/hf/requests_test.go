@@ -82,3 +82,40 @@ func TestRequestErrors(t *testing.T) {
 		}
 	}
 }
+
+// FuzzChatRequest: any chat request body either fails with an error or
+// renders to a prompt, never panics — tools and tool calls are arbitrary
+// client JSON handed to the chat template.
+func FuzzChatRequest(f *testing.F) {
+	data, err := os.ReadFile(filepath.Join("testdata", "golden", "requests.json"))
+	if err != nil {
+		f.Fatal(err)
+	}
+	var file struct{ Cases []struct{ Body json.RawMessage } }
+	if err := json.Unmarshal(data, &file); err != nil {
+		f.Fatal(err)
+	}
+	for _, c := range file.Cases {
+		f.Add([]byte(c.Body))
+	}
+	f.Add([]byte(`{"messages":[{"role":"assistant","content":null,"tool_calls":[{"function":{"name":"f","arguments":"{\"a\":[1,{\"b\":null}]}"}}]}],"tools":[{"function":{"name":"f","parameters":{"x":1.5e300}}}]}`))
+	tok := fixture(f, "qwen3")
+	f.Fuzz(func(t *testing.T, body []byte) {
+		req, apiErr := openaiapi.ParseChatCompletionRequest(body)
+		if apiErr != nil {
+			return
+		}
+		text, err := tokenizer.ChatText(tok, req)
+		if err != nil {
+			return
+		}
+		for _, f := range tok.normForms {
+			if !f.IsNormalString(text) {
+				return // the normalizer changes it; FuzzRoundTrip covers that
+			}
+		}
+		if got := tok.Decode(tok.Encode(text)); got != text {
+			t.Fatalf("prompt does not survive encode/decode: %q", text)
+		}
+	})
+}
