@@ -3,12 +3,18 @@ package router_test
 import (
 	"context"
 	"fmt"
+	"net"
+	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/switchyard-dev/switchyard/internal/tokenizer"
 	routerv1 "github.com/switchyard-dev/switchyard/proto/switchyard/router/v1"
@@ -23,19 +29,89 @@ import (
 //   - multi-turn: the history was sent on the previous turn and one new
 //     assistant + user exchange is appended, as chat clients do.
 func BenchmarkRouteHFChat(b *testing.B) {
+	dir := hfFixture(b)
+	workers := benchWorkers(b)
+	tr := startRouter(b, func(c *router.Config) {
+		slowScrapes(c)
+		c.Tokenizers = "*=hf:" + dir
+	}, workers...)
+	routeChats(b, tr.client)
+}
+
+// BenchmarkRouteHFChatProcess is BenchmarkRouteHFChat against a router in
+// its own process (`switchyard router`, built for the run): the
+// benchmark client's work and garbage no longer share the router's CPU
+// time and heap, as in a deployment.
+func BenchmarkRouteHFChatProcess(b *testing.B) {
+	dir, err := filepath.Abs(hfFixture(b))
+	if err != nil {
+		b.Fatal(err)
+	}
+	workers := benchWorkers(b)
+	bin := filepath.Join(b.TempDir(), "switchyard")
+	if out, err := exec.Command("go", "build", "-o", bin, "../../cmd/switchyard").CombinedOutput(); err != nil {
+		b.Fatalf("build switchyard: %v\n%s", err, out)
+	}
+	grpcAddr, httpAddr := freeAddr(b), freeAddr(b)
+	var eps []string
+	for i, w := range workers {
+		eps = append(eps, workerID(i)+"="+w.URL())
+	}
+	cmd := exec.Command(bin, "router", "--grpc-addr", grpcAddr, "--http-addr", httpAddr,
+		"--nats-url", "", "--endpoints", strings.Join(eps, ","), "--scrape-interval", "1h",
+		"--tokenizers", "*=hf:"+dir, "--log-level", "warn")
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() {
+		_ = cmd.Process.Signal(os.Interrupt)
+		_ = cmd.Wait()
+	})
+	waitFor(b, "router process ready", func() bool {
+		resp, err := http.Get("http://" + httpAddr + "/readyz")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	})
+	conn, err := grpc.NewClient(grpcAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = conn.Close() })
+	routeChats(b, routerv1.NewRouterClient(conn))
+}
+
+func hfFixture(b *testing.B) string {
 	dir := filepath.Join("..", "..", "testdata-cache", "tokenizers", "qwen3")
 	if _, err := os.Stat(filepath.Join(dir, "tokenizer.json")); err != nil {
 		b.Skipf("SKIP: fixture tokenizer not fetched; run `make testdata` (%v)", err)
 	}
+	return dir
+}
+
+func benchWorkers(b *testing.B) []*fakeWorker {
 	workers := make([]*fakeWorker, 16)
 	for i := range workers {
 		workers[i] = newFakeWorker(b, "m")
 		workers[i].setLoad(int64(i%4), int64(i%3))
 	}
-	tr := startRouter(b, func(c *router.Config) {
-		slowScrapes(c)
-		c.Tokenizers = "*=hf:" + dir
-	}, workers...)
+	return workers
+}
+
+func freeAddr(b *testing.B) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// routeChats runs the 1k/8k/32k × cold/multi-turn sub-benchmarks.
+func routeChats(b *testing.B, client routerv1.RouterClient) {
 	ctx := context.Background()
 	for _, kTokens := range []int{1, 8, 32} {
 		for _, mode := range []string{"cold", "multi-turn"} {
@@ -62,7 +138,7 @@ func BenchmarkRouteHFChat(b *testing.B) {
 					req.Body = body
 					req.RequestId = "hf-" + strconv.Itoa(i)
 					start := time.Now()
-					resp, err := tr.client.Route(ctx, req)
+					resp, err := client.Route(ctx, req)
 					lat = append(lat, time.Since(start))
 					if err != nil || resp.GetTarget() == nil {
 						b.Fatalf("route: %v %v", resp, err)
