@@ -91,7 +91,9 @@ func FuzzChatRequest(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	var file struct{ Cases []struct{ Body json.RawMessage } }
+	var file struct {
+		Cases []struct{ Body json.RawMessage }
+	}
 	if err := json.Unmarshal(data, &file); err != nil {
 		f.Fatal(err)
 	}
