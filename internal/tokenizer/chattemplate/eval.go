@@ -39,7 +39,7 @@ func (t *Template) render(vars map[string]any, now func() time.Time, sizeHint in
 		if err != nil {
 			return "", err
 		}
-		root.vars[k] = c
+		root.set(k, c)
 	}
 	r := &renderer{now: now}
 	var b strings.Builder
@@ -65,20 +65,70 @@ func errorf(format string, args ...any) error {
 	return &RenderError{Msg: fmt.Sprintf(format, args...)}
 }
 
+// scope is one level of variables. Most scopes (a loop iteration's, a
+// macro call's) hold a handful of names: they live in an inline array, and
+// only a scope that outgrows it gets a map — a map per loop iteration was
+// most of a chat render's allocations.
 type scope struct {
-	vars   map[string]any
+	vars   map[string]any // nil until the inline array is full
+	n      int
+	inline [6]binding
 	parent *scope
 }
 
-func newScope(parent *scope) *scope { return &scope{vars: map[string]any{}, parent: parent} }
+type binding struct {
+	name string
+	v    any
+}
+
+func newScope(parent *scope) *scope { return &scope{parent: parent} }
 
 func (s *scope) lookup(name string) (any, bool) {
 	for ; s != nil; s = s.parent {
-		if v, ok := s.vars[name]; ok {
+		if v, ok := s.local(name); ok {
 			return v, true
 		}
 	}
 	return nil, false
+}
+
+// local looks name up in this scope only.
+func (s *scope) local(name string) (any, bool) {
+	if s.vars != nil {
+		v, ok := s.vars[name]
+		return v, ok
+	}
+	for i := range s.n {
+		if s.inline[i].name == name {
+			return s.inline[i].v, true
+		}
+	}
+	return nil, false
+}
+
+func (s *scope) set(name string, v any) {
+	if s.vars != nil {
+		s.vars[name] = v
+		return
+	}
+	for i := range s.n {
+		if s.inline[i].name == name {
+			s.inline[i].v = v
+			return
+		}
+	}
+	if s.n < len(s.inline) {
+		s.inline[s.n] = binding{name, v}
+		s.n++
+		return
+	}
+	s.vars = make(map[string]any, 2*len(s.inline))
+	for _, b := range s.inline[:s.n] {
+		s.vars[b.name] = b.v
+	}
+	s.inline = [len(s.inline)]binding{}
+	s.n = 0
+	s.vars[name] = v
 }
 
 type renderer struct {
@@ -184,7 +234,7 @@ func (r *renderer) exec(body []node, sc *scope, out *strings.Builder) (ctrl, err
 				return c, err
 			}
 		case *macroNode:
-			sc.vars[n.name] = &macro{n: n, def: sc}
+			sc.set(n.name, &macro{n: n, def: sc})
 		case *breakNode:
 			return ctrlBreak, nil
 		case *continueNode:
@@ -242,11 +292,11 @@ func (r *renderer) execFor(n *forNode, sc *scope, out *strings.Builder) error {
 	// Each iteration gets a fresh scope: as in Jinja, a variable set in the
 	// body does not survive into the next iteration (namespace() does).
 	for i, item := range items {
-		inner := &scope{vars: make(map[string]any, 4), parent: sc}
+		inner := &scope{parent: sc}
 		if err := r.assign(n.target, item, inner); err != nil {
 			return err
 		}
-		inner.vars["loop"] = &loopInfo{index0: i, length: len(items), items: items}
+		inner.set("loop", &loopInfo{index0: i, length: len(items), items: items})
 		c, err := r.exec(n.body, inner, out)
 		if err != nil {
 			return err
@@ -261,7 +311,7 @@ func (r *renderer) execFor(n *forNode, sc *scope, out *strings.Builder) error {
 func (r *renderer) assign(target expr, v any, sc *scope) error {
 	switch t := target.(type) {
 	case *nameExpr:
-		sc.vars[t.name] = v
+		sc.set(t.name, v)
 		return nil
 	case *tupleExpr:
 		items, err := iterate(v)
@@ -913,7 +963,7 @@ func (r *renderer) callMacro(m *macro, args []any, kw *Dict) (any, error) {
 	var varargs []any
 	for i, a := range args {
 		if i < len(n.params) {
-			sc.vars[n.params[i]] = a
+			sc.set(n.params[i], a)
 		} else {
 			varargs = append(varargs, a)
 		}
@@ -925,7 +975,7 @@ func (r *renderer) callMacro(m *macro, args []any, kw *Dict) (any, error) {
 			found := false
 			for _, p := range n.params {
 				if p == name {
-					sc.vars[p] = kw.vals[i]
+					sc.set(p, kw.vals[i])
 					found = true
 				}
 			}
@@ -935,7 +985,7 @@ func (r *renderer) callMacro(m *macro, args []any, kw *Dict) (any, error) {
 		}
 	}
 	for i, p := range n.params {
-		if _, ok := sc.vars[p]; ok {
+		if _, ok := sc.local(p); ok {
 			continue
 		}
 		if i >= firstDefault {
@@ -943,16 +993,16 @@ func (r *renderer) callMacro(m *macro, args []any, kw *Dict) (any, error) {
 			if err != nil {
 				return nil, err
 			}
-			sc.vars[p] = v
+			sc.set(p, v)
 		} else {
-			sc.vars[p] = undefined{name: p}
+			sc.set(p, undefined{name: p})
 		}
 	}
 	if varargs == nil {
 		varargs = []any{}
 	}
-	sc.vars["varargs"] = varargs
-	sc.vars["kwargs"] = extra
+	sc.set("varargs", varargs)
+	sc.set("kwargs", extra)
 	var b strings.Builder
 	if _, err := r.exec(n.body, sc, &b); err != nil {
 		return nil, err
