@@ -45,12 +45,14 @@ test-race: ## Run the tests with the race detector.
 bench: ## Run the hot-path benchmarks (Route, gateway overhead, KV event decode, engine step).
 	$(GO) test -run '^$$' -bench . -benchmem ./...
 
+# Levels, run sizes and workload shapes are loadtest's calibrated defaults
+# (loadtest/README.md, "How the headline numbers are chosen").
 .PHONY: bench-routing
-bench-routing: ## Routing benchmark on a simulated fleet, scaled down (~6 min on 2 cores): bench/routing.{json,md,html}.
+bench-routing: ## Routing benchmark on a simulated fleet, scaled down (~7.5 min on 2 cores): bench/routing.{json,md,html}.
 	$(GO) build -o $(BIN)/switchyard ./cmd/switchyard
 	$(GO) build -o $(BIN)/loadtest ./loadtest
-	$(BIN)/loadtest compare --switchyard-bin $(BIN)/switchyard --time-scale 20 --requests 80 \
-	  --concurrency 16 --sweep 8,32 --out bench/routing.json --table bench/routing.md --records -
+	$(BIN)/loadtest compare --switchyard-bin $(BIN)/switchyard --time-scale 10 \
+	  --out bench/routing.json --table bench/routing.md --records -
 
 .PHONY: fuzz
 fuzz: ## Run every fuzz target for FUZZTIME each (default 20s); see scripts/fuzz.sh.

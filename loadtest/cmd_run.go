@@ -264,6 +264,7 @@ func runLoad(ctx context.Context, cfg runConfig, out *outputs, status io.Writer)
 		for _, p := range points {
 			head.Sweep = append(head.Sweep, p.Point())
 		}
+		compare.Goodput(map[string]*results.Summary{cfg.label: head}, compare.DefaultSLOAttainment)
 	}
 	target := strings.Join(cfg.urls, ",")
 	params := results.Params{

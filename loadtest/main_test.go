@@ -37,7 +37,7 @@ func TestRunAndReport(t *testing.T) {
 			dir := t.TempDir()
 			out := filepath.Join(dir, "res.json")
 			args := append([]string{"run", "--url", srv.URL + "/v1", "--requests", "10", "--output-tokens", "4",
-				"--prompt-tokens", "200", "--prefix-tokens", "200", "--suffix-tokens", "10", "--system-tokens", "50", "--user-tokens", "10", "--turns", "2",
+				"--prompt-tokens", "200", "--prefix-tokens", "200", "--suffix-tokens", "10", "--system-tokens", "50", "--user-tokens", "10", "--turns", "2", "--answer-tokens", "4",
 				"--time-scale", "10", "--slo", "1h", "--out", out}, tc.args...)
 			var stdout, stderr bytes.Buffer
 			if code := run(context.Background(), args, &stdout, &stderr); code != 0 {

@@ -52,17 +52,25 @@ type Config struct {
 	Model      string
 	Workloads  []workload.Kind
 	Strategies []string
-	// Concurrency is the headline load level; Sweep adds levels for the
-	// goodput-vs-concurrency curves.
+	// Sweep is the concurrency levels each workload runs at; SweepFor
+	// replaces it for some workloads.
+	Sweep    []int
+	SweepFor map[workload.Kind][]int
+	// Concurrency, when positive, is every workload's headline level (and
+	// is run); 0 lets Headline choose each workload's from the run.
 	Concurrency int
-	Sweep       []int
 	// Repeat runs each configuration this many times, each on a fresh
 	// fleet, and reports medians.
 	Repeat int
-	// Requests bounds each run; Duration (model time) too, when set.
-	Requests int
-	Duration time.Duration
-	SLO      map[workload.Kind]float64
+	// Requests bounds each run (RequestsFor replaces it for some
+	// workloads); Duration (model time) too, when set.
+	Requests    int
+	RequestsFor map[workload.Kind]int
+	Duration    time.Duration
+	SLO         map[workload.Kind]float64
+	// SLOAttainment is the fraction of a run's requests that must meet
+	// the TTFT SLO for the run's level to count as meeting the SLO.
+	SLOAttainment float64
 	// Spec is the workload shape; its Kind is set per workload.
 	Spec      workload.Spec
 	Calibrate bool
@@ -70,8 +78,16 @@ type Config struct {
 	// SimArgs and DevArgs are extra flags for `switchyard sim` and
 	// `switchyard dev`.
 	SimArgs, DevArgs []string
-	LogDir           string
-	RequestTimeout   time.Duration
+	// KVEvents runs switchyard as deployed: `switchyard dev` starts the
+	// simulated workers itself (same defaults as `switchyard sim`) with
+	// KV events flowing to a kvtracker. Without (the default), switchyard
+	// routes over a `switchyard sim` fleet like the baselines', with no KV
+	// events, on its approximate index: the same worker processes for
+	// every strategy, and on multi-turn at 8 clients no worse (goodput
+	// 165, 135, 113 rpm in three runs against 130, 118, 120 with events).
+	KVEvents       bool
+	LogDir         string
+	RequestTimeout time.Duration
 	// Progress shows a bar per run on stderr when it is a terminal.
 	Progress bool
 }
@@ -82,6 +98,14 @@ func DefaultConfig() Config {
 	for k, v := range DefaultSLO {
 		slo[k] = v
 	}
+	sweepFor := map[workload.Kind][]int{}
+	for k, v := range DefaultSweepFor {
+		sweepFor[k] = slices.Clone(v)
+	}
+	requestsFor := map[workload.Kind]int{}
+	for k, v := range DefaultRequestsFor {
+		requestsFor[k] = v
+	}
 	return Config{
 		Bin:            "bin/switchyard",
 		Workers:        3,
@@ -89,17 +113,52 @@ func DefaultConfig() Config {
 		Model:          "qwen-3.6-27b",
 		Workloads:      slices.Clone(workload.Kinds),
 		Strategies:     slices.Clone(Strategies),
-		Concurrency:    16,
-		Sweep:          []int{4, 8, 16, 32},
-		Requests:       200,
+		Sweep:          slices.Clone(DefaultSweep),
+		SweepFor:       sweepFor,
+		Requests:       DefaultRequests,
+		RequestsFor:    requestsFor,
 		Repeat:         1,
 		SLO:            slo,
+		SLOAttainment:  DefaultSLOAttainment,
 		Spec:           workload.DefaultSpec(workload.SharedPrefix),
 		Calibrate:      true,
 		RequestTimeout: 10 * time.Minute,
 		Progress:       true,
 	}
 }
+
+// Default levels and run sizes. They are calibrated (see the README) so
+// that on the default fleet each workload's sweep brackets the load at
+// which random's median TTFT is the reference Service baseline's, and
+// reaches the load at which the reference said its router still met the
+// SLO.
+var (
+	DefaultSweep    = []int{8, 16, 32}
+	DefaultSweepFor = map[workload.Kind][]int{
+		// Conversations of ~6k tokens fill the three KV caches at about
+		// 16 clients: beyond, every strategy thrashes alike.
+		workload.MultiTurn: {8, 16},
+		// Unique 8k-token prompts saturate three workers at a few
+		// clients; control only has to show no loss where nothing is
+		// shared, at the load of the reference's baseline (random's
+		// median 8.0 s at 8 clients, 3.3 s at 4, 21 s at 16).
+		workload.Control: {8},
+	}
+	DefaultRequests    = 200
+	DefaultRequestsFor = map[workload.Kind]int{
+		// Fewer shared-prefix and control requests (each a long prefill,
+		// or a full one) keep `make bench-routing` under ten minutes.
+		workload.SharedPrefix: 160,
+		workload.Control:      60,
+	}
+)
+
+// DefaultSLOAttainment is the share of requests within the TTFT SLO at
+// which a level counts as meeting the SLO: the 90th percentile, since the
+// reference's Service baseline "met the SLO at no concurrency level" even
+// at the load where its median TTFT was within it, so a median cannot be
+// what it meant.
+const DefaultSLOAttainment = 0.9
 
 // RegisterFlags registers compare's flags.
 func (c *Config) RegisterFlags(fs *flag.FlagSet) {
@@ -132,13 +191,44 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 		c.Strategies = ss
 		return nil
 	})
-	fs.IntVar(&c.Concurrency, "concurrency", d.Concurrency, "headline concurrency (clients)")
-	fs.Func("sweep", "comma-separated extra concurrencies for the goodput curves, empty for none (default "+joinInts(d.Sweep)+")", func(s string) error {
-		v, err := ParseInts(s)
-		c.Sweep = v
-		return err
+	fs.IntVar(&c.Concurrency, "concurrency", d.Concurrency, "headline concurrency of every workload, added to the levels run (0: per workload, the level at which random's median TTFT is closest to the reference Service baseline's)")
+	fs.Func("sweep", "concurrency levels to run, comma-separated: LEVELS for every workload, WORKLOAD=LEVELS for one; repeatable, later ones win (default "+describeSweep(d)+")", func(s string) error {
+		kind, val, err := perWorkload(s)
+		if err != nil {
+			return err
+		}
+		v, err := ParseInts(val)
+		if err != nil {
+			return err
+		}
+		if kind == "" {
+			// A plain list is every workload's, so it also replaces
+			// the per-workload defaults; later WORKLOAD= flags refine it.
+			c.Sweep = v
+			clear(c.SweepFor)
+		} else {
+			c.SweepFor[kind] = v
+		}
+		return nil
 	})
-	fs.IntVar(&c.Requests, "requests", d.Requests, "requests per run (0: bound by --duration only)")
+	fs.Func("requests", "requests per run: N for every workload, WORKLOAD=N for one; repeatable, later ones win; 0: bound by --duration only (default "+describeRequests(d)+")", func(s string) error {
+		kind, val, err := perWorkload(s)
+		if err != nil {
+			return err
+		}
+		n, err := strconv.Atoi(strings.TrimSpace(val))
+		if err != nil || n < 0 {
+			return fmt.Errorf("requests %q: want a count of 0 or more", val)
+		}
+		if kind == "" {
+			c.Requests = n
+			clear(c.RequestsFor)
+		} else {
+			c.RequestsFor[kind] = n
+		}
+		return nil
+	})
+	fs.Float64Var(&c.SLOAttainment, "slo-attainment", d.SLOAttainment, "share of a level's requests within the TTFT SLO for the level to meet the SLO (the goodput headline's level)")
 	fs.IntVar(&c.Repeat, "repeat", d.Repeat, "run each configuration this many times (fresh fleet each) and report medians")
 	fs.DurationVar(&c.Duration, "duration", 0, "model time per run (0: bound by --requests only)")
 	fs.Func("slo", "TTFT SLO per workload in model time, e.g. shared-prefix=8s,multi-turn=4s (default shared-prefix=8s,multi-turn=4s,control=8s)", func(s string) error {
@@ -151,6 +241,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 		c.SimArgs = append(c.SimArgs, s)
 		return nil
 	})
+	fs.BoolVar(&c.KVEvents, "kv-events", d.KVEvents, "switchyard: let `switchyard dev` start the simulated workers (same defaults as `switchyard sim`) with KV events and a kvtracker, as deployed (default: route over a `switchyard sim` fleet through --endpoints, without KV events, on the router's approximate index)")
 	fs.Func("dev-arg", "extra `switchyard dev` flag, repeatable", func(s string) error {
 		c.DevArgs = append(c.DevArgs, s)
 		return nil
@@ -175,21 +266,31 @@ func (c *Config) Validate() error {
 	if len(c.Workloads) == 0 || len(c.Strategies) == 0 {
 		errs = append(errs, errors.New("need at least one workload and one strategy"))
 	}
-	if c.Concurrency < 1 {
-		errs = append(errs, fmt.Errorf("concurrency %d: need at least 1", c.Concurrency))
-	}
-	for _, n := range c.Sweep {
-		if n < 1 {
-			errs = append(errs, fmt.Errorf("sweep: concurrency %d: need at least 1", n))
-		}
+	if c.Concurrency < 0 {
+		errs = append(errs, fmt.Errorf("concurrency %d: want a level, or 0 to choose one per workload", c.Concurrency))
 	}
 	if c.Repeat < 1 || c.Repeat > 100 {
 		errs = append(errs, fmt.Errorf("repeat %d: want 1 to 100", c.Repeat))
 	}
-	if c.Requests < 0 || c.Duration < 0 || (c.Requests == 0 && c.Duration == 0) {
-		errs = append(errs, errors.New("set --requests or --duration (positive)"))
+	if c.Duration < 0 {
+		errs = append(errs, errors.New("duration: must not be negative"))
+	}
+	if !(c.SLOAttainment > 0 && c.SLOAttainment <= 1) {
+		errs = append(errs, fmt.Errorf("slo-attainment %v: want a share in (0, 1]", c.SLOAttainment))
 	}
 	for _, k := range c.Workloads {
+		levels := c.Levels(k)
+		if len(levels) == 0 {
+			errs = append(errs, fmt.Errorf("%s: no concurrency level to run (set --sweep or --concurrency)", k))
+		}
+		for _, n := range levels {
+			if n < 1 {
+				errs = append(errs, fmt.Errorf("%s: concurrency %d: need at least 1", k, n))
+			}
+		}
+		if n := c.RequestsOf(k); n < 0 || (n == 0 && c.Duration == 0) {
+			errs = append(errs, fmt.Errorf("%s: set --requests or --duration (positive)", k))
+		}
 		if v, ok := c.SLO[k]; !ok || !(v > 0) {
 			errs = append(errs, fmt.Errorf("slo: no positive TTFT SLO for %s", k))
 		}
@@ -202,14 +303,63 @@ func (c *Config) Validate() error {
 	if c.RequestTimeout <= 0 {
 		errs = append(errs, errors.New("request-timeout: must be positive"))
 	}
+	if c.KVEvents && len(c.SimArgs) > 0 && slices.Contains(c.Strategies, results.Switchyard) {
+		errs = append(errs, errors.New("sim-arg: with --kv-events, switchyard's workers are started by `switchyard dev`, which would not get them; drop --kv-events to run every strategy on `switchyard sim`"))
+	}
 	return errors.Join(errs...)
 }
 
-// Levels is the sorted, de-duplicated list of concurrencies run.
-func (c *Config) Levels() []int {
-	lv := append([]int{c.Concurrency}, c.Sweep...)
+// Levels is the sorted, de-duplicated list of concurrencies kind runs at.
+func (c *Config) Levels(kind workload.Kind) []int {
+	lv, ok := c.SweepFor[kind]
+	if !ok {
+		lv = c.Sweep
+	}
+	lv = slices.Clone(lv)
+	if c.Concurrency > 0 {
+		lv = append(lv, c.Concurrency)
+	}
 	slices.Sort(lv)
 	return slices.Compact(lv)
+}
+
+// RequestsOf is the request bound of kind's runs.
+func (c *Config) RequestsOf(kind workload.Kind) int {
+	if n, ok := c.RequestsFor[kind]; ok {
+		return n
+	}
+	return c.Requests
+}
+
+// perWorkload splits "WORKLOAD=VALUE" into its parts; a value without a
+// workload gives an empty kind.
+func perWorkload(s string) (workload.Kind, string, error) {
+	name, val, ok := strings.Cut(s, "=")
+	if !ok {
+		return "", s, nil
+	}
+	k, err := workload.ParseKind(strings.TrimSpace(name))
+	return k, val, err
+}
+
+func describeSweep(c Config) string {
+	parts := []string{joinInts(c.Sweep)}
+	for _, k := range workload.Kinds {
+		if v, ok := c.SweepFor[k]; ok {
+			parts = append(parts, string(k)+"="+joinInts(v))
+		}
+	}
+	return strings.Join(parts, " ")
+}
+
+func describeRequests(c Config) string {
+	parts := []string{strconv.Itoa(c.Requests)}
+	for _, k := range workload.Kinds {
+		if v, ok := c.RequestsFor[k]; ok {
+			parts = append(parts, string(k)+"="+strconv.Itoa(v))
+		}
+	}
+	return strings.Join(parts, " ")
 }
 
 // Output says where results go; empty paths are skipped.
@@ -252,38 +402,54 @@ func Run(ctx context.Context, cfg Config, out Output, log zerolog.Logger) (*resu
 		Schema:    results.Schema,
 		Workloads: map[string]map[string]*results.Summary{},
 		Params: results.Params{
-			Command:     "compare",
-			Mode:        string(runner.Concurrent),
-			TimeScale:   cfg.TimeScale,
-			TimeUnit:    results.TimeUnit,
-			Model:       cfg.Model,
-			Workers:     cfg.Workers,
-			Strategies:  cfg.Strategies,
-			Concurrency: cfg.Concurrency,
-			Sweep:       cfg.Levels(),
-			Requests:    cfg.Requests,
-			Repeat:      cfg.Repeat,
-			DurationS:   cfg.Duration.Seconds(),
-			SLOTTFTS:    map[string]float64{},
-			Workloads:   map[string]workload.Spec{},
-			SimArgs:     cfg.SimArgs,
-			Cores:       runtime.NumCPU(),
-			GoVersion:   runtime.Version(),
-			Started:     started.UTC().Truncate(time.Second),
+			Command:         "compare",
+			Mode:            string(runner.Concurrent),
+			TimeScale:       cfg.TimeScale,
+			TimeUnit:        results.TimeUnit,
+			Model:           cfg.Model,
+			Workers:         cfg.Workers,
+			Strategies:      cfg.Strategies,
+			Concurrency:     cfg.Concurrency,
+			SweepByWorkload: map[string][]int{},
+			Requests:        cfg.Requests,
+			Repeat:          cfg.Repeat,
+			DurationS:       cfg.Duration.Seconds(),
+			SLOTTFTS:        map[string]float64{},
+			SLOAttainment:   cfg.SLOAttainment,
+			Headline:        map[string]results.Headline{},
+			Workloads:       map[string]workload.Spec{},
+			SimArgs:         cfg.SimArgs,
+			KVEvents:        cfg.KVEvents,
+			Cores:           runtime.NumCPU(),
+			GoVersion:       runtime.Version(),
+			Started:         started.UTC().Truncate(time.Second),
 		},
 	}
+	total := 0
+	for _, kind := range cfg.Workloads {
+		levels := cfg.Levels(kind)
+		total += len(cfg.Strategies) * len(levels) * cfg.Repeat
+		f.Params.Sweep = append(f.Params.Sweep, levels...)
+		f.Params.SweepByWorkload[string(kind)] = levels
+		if n := cfg.RequestsOf(kind); n != cfg.Requests {
+			if f.Params.RequestsByWorkload == nil {
+				f.Params.RequestsByWorkload = map[string]int{}
+			}
+			f.Params.RequestsByWorkload[string(kind)] = n
+		}
+	}
+	slices.Sort(f.Params.Sweep)
+	f.Params.Sweep = slices.Compact(f.Params.Sweep)
 	enc := json.NewEncoder(orDiscard(out.Records))
-	levels := cfg.Levels()
-	total := len(cfg.Workloads) * len(cfg.Strategies) * len(levels) * cfg.Repeat
 	n := 0
 	for _, kind := range cfg.Workloads {
 		ws := spec
 		ws.Kind = kind
 		slo := cfg.SLO[kind]
+		levels := cfg.Levels(kind)
 		f.Params.SLOTTFTS[string(kind)] = slo
 		f.Params.Workloads[string(kind)] = ws.Shape()
-		byStrategy := map[string]*results.Summary{}
-		f.Workloads[string(kind)] = byStrategy
+		byLevel := map[string][]*results.Summary{}
 		for _, strat := range cfg.Strategies {
 			var points []*results.Summary
 			for _, level := range levels {
@@ -295,7 +461,7 @@ func Run(ctx context.Context, cfg Config, out Output, log zerolog.Logger) (*resu
 					if cfg.Repeat > 1 {
 						label += fmt.Sprintf(" run %d/%d", rep+1, cfg.Repeat)
 					}
-					recs, err := runOne(ctx, cfg, ws, strat, level, label, out.Status)
+					recs, err := runOne(ctx, cfg, ws, strat, level, cfg.RequestsOf(kind), label, out.Status)
 					if err != nil {
 						return nil, fmt.Errorf("%s %s concurrency %d: %w (logs in %s)", kind, strat, level, err, cfg.LogDir)
 					}
@@ -313,19 +479,23 @@ func Run(ctx context.Context, cfg Config, out Output, log zerolog.Logger) (*resu
 				s.Concurrency = level
 				points = append(points, s)
 			}
-			var head *results.Summary
-			for _, p := range points {
-				if p.Concurrency == cfg.Concurrency {
-					head = p
-				}
-			}
-			for _, p := range points {
-				head.Sweep = append(head.Sweep, p.Point())
-			}
-			byStrategy[strat] = head
+			byLevel[strat] = points
 		}
+		var randomSweep []results.Point
+		for _, p := range byLevel[results.Random] {
+			randomSweep = append(randomSweep, p.Point())
+		}
+		hl := Headline(kind, cfg.Concurrency, levels, randomSweep)
+		f.Params.Headline[string(kind)] = hl
+		byStrategy := map[string]*results.Summary{}
+		for strat, points := range byLevel {
+			byStrategy[strat] = atLevel(points, hl.Concurrency)
+		}
+		f.Workloads[string(kind)] = byStrategy
 		Relate(byStrategy)
+		Goodput(byStrategy, cfg.SLOAttainment)
 	}
+	f.Params.TTFTBasis = Basis(f)
 	f.Bar = Bar(f)
 	f.Params.WallSeconds = math.Round(time.Since(started).Seconds())
 	if removeLogs {
@@ -334,24 +504,44 @@ func Run(ctx context.Context, cfg Config, out Output, log zerolog.Logger) (*resu
 	return f, nil
 }
 
+// atLevel is the summary of the run at level, carrying every level's
+// point as its sweep.
+func atLevel(points []*results.Summary, level int) *results.Summary {
+	var head *results.Summary
+	for _, p := range points {
+		if p.Concurrency == level {
+			head = p
+		}
+	}
+	for _, p := range points {
+		head.Sweep = append(head.Sweep, p.Point())
+	}
+	return head
+}
+
 // runOne starts a fresh fleet, runs one strategy at one level, and stops
 // the fleet.
-func runOne(ctx context.Context, cfg Config, spec workload.Spec, strat string, level int, label string, status io.Writer) (_ []results.Record, err error) {
+func runOne(ctx context.Context, cfg Config, spec workload.Spec, strat string, level, requests int, label string, status io.Writer) (_ []results.Record, err error) {
 	name := fmt.Sprintf("%s-%s-c%d", spec.Kind, strat, level)
 	startCtx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
-	sim, err := fleet.StartSim(startCtx, fleet.SimOptions{
+	simOpts := fleet.SimOptions{
 		Bin: cfg.Bin, Workers: cfg.Workers, TimeScale: cfg.TimeScale, Model: cfg.Model,
 		Args: cfg.SimArgs, LogDir: cfg.LogDir, Name: name + "-sim",
-	})
-	if err != nil {
-		return nil, err
 	}
-	defer func() {
-		if serr := sim.Stop(); serr != nil && err == nil {
-			err = serr
+	var workers []fleet.Worker
+	if strat != results.Switchyard || !cfg.KVEvents {
+		sim, err := fleet.StartSim(startCtx, simOpts)
+		if err != nil {
+			return nil, err
 		}
-	}()
+		defer func() {
+			if serr := sim.Stop(); serr != nil && err == nil {
+				err = serr
+			}
+		}()
+		workers = sim.Workers
+	}
 	client := stream.NewClient(level)
 	defer client.CloseIdle()
 	var targets []runner.Target
@@ -360,7 +550,7 @@ func runOne(ctx context.Context, cfg Config, spec workload.Spec, strat string, l
 	defer stopBG()
 	if strat == results.Switchyard {
 		gw, err := fleet.StartGateway(startCtx, fleet.GatewayOptions{
-			Bin: cfg.Bin, Workers: sim.Workers, Model: cfg.Model, Args: cfg.DevArgs, LogDir: cfg.LogDir, Name: name + "-switchyard",
+			Bin: cfg.Bin, Workers: workers, Sim: simOpts, Model: cfg.Model, Args: cfg.DevArgs, LogDir: cfg.LogDir, Name: name + "-switchyard",
 		})
 		if err != nil {
 			return nil, err
@@ -373,8 +563,8 @@ func runOne(ctx context.Context, cfg Config, spec workload.Spec, strat string, l
 		targets = []runner.Target{{ID: "gateway", APIBase: gw.URL + "/v1"}}
 		picker, _ = pick.New(results.Direct, []pick.Target{{ID: "gateway", URL: gw.URL}}, pick.Options{})
 	} else {
-		pts := make([]pick.Target, len(sim.Workers))
-		for i, w := range sim.Workers {
+		pts := make([]pick.Target, len(workers))
+		for i, w := range workers {
 			pts[i] = pick.Target{ID: w.ID, URL: w.URL}
 			targets = append(targets, runner.Target{ID: w.ID, APIBase: w.URL + "/v1"})
 		}
@@ -392,7 +582,7 @@ func runOne(ctx context.Context, cfg Config, spec workload.Spec, strat string, l
 	}
 	plan := runner.Plan{
 		Workload: string(spec.Kind), Strategy: strat, Mode: runner.Concurrent, Concurrency: level,
-		Requests: cfg.Requests, Duration: cfg.Duration, TimeScale: cfg.TimeScale, Model: cfg.Model,
+		Requests: requests, Duration: cfg.Duration, TimeScale: cfg.TimeScale, Model: cfg.Model,
 		IgnoreEOS: cfg.IgnoreEOS, RequestTimeout: cfg.RequestTimeout, Seed: spec.Seed,
 	}
 	bar := NewProgress(status, cfg.Progress, label, plan)

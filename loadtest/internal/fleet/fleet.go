@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math/rand/v2"
+	"net"
 	"net/http"
 	"regexp"
 	"strconv"
@@ -111,17 +113,25 @@ func (s *Sim) LogPath() string { return s.p.logPath }
 
 // GatewayOptions configure StartGateway.
 type GatewayOptions struct {
-	Bin     string
+	Bin string
+	// Workers are running workers to route over (`switchyard dev
+	// --endpoints`). The router then gets no KV events and routes on its
+	// approximate index of its own decisions, which cannot see evictions.
+	// Empty: dev starts Sim.Workers simulated workers of its own that
+	// publish KV events to a kvtracker, as Switchyard is deployed.
 	Workers []Worker
-	Model   string
+	// Sim configures dev's own workers when Workers is empty (Workers,
+	// TimeScale; its Args, LogDir and Name are not used).
+	Sim   SimOptions
+	Model string
 	// Args are extra `switchyard dev` flags.
 	Args   []string
 	LogDir string
 	Name   string
 }
 
-// Gateway is a running Switchyard stack (router and gateway) in front of
-// existing workers.
+// Gateway is a running Switchyard stack (router and gateway, with a
+// kvtracker and simulated workers when it started its own).
 type Gateway struct {
 	p *process
 	// URL is the gateway's base URL (without /v1).
@@ -130,22 +140,40 @@ type Gateway struct {
 
 var gatewayLine = regexp.MustCompile(`gateway \(OpenAI API\)\s+(http://\S+?)/v1\b`)
 
-// StartGateway starts `switchyard dev --endpoints` on free loopback ports
-// and returns once the gateway is ready.
+// StartGateway starts `switchyard dev` on free loopback ports and returns
+// once the gateway is ready.
 func StartGateway(ctx context.Context, o GatewayOptions) (*Gateway, error) {
 	if o.Name == "" {
 		o.Name = "switchyard"
 	}
-	eps := make([]string, len(o.Workers))
-	for i, w := range o.Workers {
-		eps[i] = w.ID + "=" + w.URL
-	}
 	args := []string{"dev",
-		"--endpoints", strings.Join(eps, ","),
 		"--gateway-addr", "127.0.0.1:0",
 		"--router-grpc-addr", "127.0.0.1:0",
 		"--router-http-addr", "127.0.0.1:0",
 		"--log-format", "json",
+	}
+	if len(o.Workers) > 0 {
+		eps := make([]string, len(o.Workers))
+		for i, w := range o.Workers {
+			eps[i] = w.ID + "=" + w.URL
+		}
+		args = append(args, "--endpoints", strings.Join(eps, ","))
+	} else {
+		events, err := kvEventsConfig(o.Sim.Workers)
+		if err != nil {
+			return nil, err
+		}
+		args = append(args,
+			"--workers", strconv.Itoa(o.Sim.Workers),
+			"--time-scale", strconv.FormatFloat(o.Sim.TimeScale, 'g', -1, 64),
+			"--sim-port", "0",
+			"--kv-events-config", events,
+			"--kvtracker-http-addr", "127.0.0.1:0",
+			// Anonymous workers rather than the example catalog's, and
+			// no shared Redis: each run is a fresh, self-contained stack.
+			"--policies", "",
+			"--redis-url", "",
+		)
 	}
 	if o.Model != "" {
 		args = append(args, "--served-model-name", o.Model)
@@ -206,4 +234,37 @@ func waitOK(ctx context.Context, p *process, url string) error {
 		case <-time.After(25 * time.Millisecond):
 		}
 	}
+}
+
+// kvEventsConfig is vLLM's --kv-events-config for n workers publishing on
+// free loopback ports: dev gives worker i the configured ports plus i, so
+// it needs n consecutive free ports for events and n for replay.
+func kvEventsConfig(n int) (string, error) {
+	base, err := freePortRange(2 * n)
+	if err != nil {
+		return "", err
+	}
+	return fmt.Sprintf(`{"enable_kv_cache_events":true,"publisher":"zmq","endpoint":"tcp://127.0.0.1:%d","replay_endpoint":"tcp://127.0.0.1:%d"}`, base, base+n), nil
+}
+
+// freePortRange finds n consecutive loopback ports that are free now.
+// Another process may still take one before it is bound; the stack then
+// fails to start with an error naming the port.
+func freePortRange(n int) (int, error) {
+	for range 50 {
+		base := 20000 + rand.IntN(40000)
+		ok := true
+		for p := base; p < base+n && ok; p++ {
+			l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(p)))
+			if err != nil {
+				ok = false
+				continue
+			}
+			l.Close()
+		}
+		if ok {
+			return base, nil
+		}
+	}
+	return 0, fmt.Errorf("no %d consecutive free loopback ports for KV events", n)
 }

@@ -57,7 +57,9 @@ tr.switchyard td{font-weight:bold;background:#eef8ee}
 	if p.Target != "" {
 		fmt.Fprintf(&b, "target %s; ", esc(p.Target))
 	}
-	fmt.Fprintf(&b, "mode %s, headline concurrency %d, levels %v, %d requests per run. TTFT SLOs: ", esc(p.Mode), p.Concurrency, p.Sweep, p.Requests)
+	var load strings.Builder
+	writeLoad(&load, f)
+	fmt.Fprintf(&b, "mode %s, levels %v.%s TTFT SLOs: ", esc(p.Mode), p.Sweep, esc(load.String()))
 	first := true
 	for _, wl := range Workloads(f) {
 		if !first {
@@ -68,15 +70,20 @@ tr.switchyard td{font-weight:bold;background:#eef8ee}
 	}
 	b.WriteString(".</p>\n")
 
-	b.WriteString(`<h2>Summary</h2><table><tr><th>workload</th><th>strategy</th><th>TTFT p50</th><th>TTFT p95</th><th>TTFT p99</th><th>E2E p50</th><th>ITL p50</th><th>goodput rpm</th><th>SLO met</th><th>shed</th><th>errors</th><th>cache hit</th><th>TTFT p50 vs random</th><th>goodput vs random</th><th>vs oracle</th><th>requests</th><th>sim TTFT p50</th><th>sim lag p95</th></tr>`)
+	b.WriteString(`<h2>Summary</h2><table><tr><th>workload</th><th>strategy</th><th>TTFT p50</th><th>TTFT p95</th><th>TTFT p99</th><th>E2E p50</th><th>ITL p50</th><th>goodput rpm</th><th>SLO met</th><th>shed</th><th>errors</th><th>cache hit</th><th>TTFT p50 vs random</th><th>goodput vs random</th><th>vs oracle</th><th>requests</th><th>sim TTFT p50</th><th>projected TTFT p50</th><th>sim lag p95</th></tr>`)
+	projected := p.TTFTBasis == results.BasisProjected
 	for _, wl := range Workloads(f) {
 		bs := f.Workloads[wl]
 		for _, st := range Strategies(bs) {
 			s := bs[st]
-			fmt.Fprintf(&b, `<tr class="%s"><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%d</td><td>%s</td><td>%s</td></tr>`,
-				esc(st), esc(wl), esc(st), Sec(s.TTFTP50), Sec(s.TTFTP95), Sec(s.TTFTP99), Sec(s.E2EP50), Sec(s.ITLP50),
+			vsRandom, gap := s.TTFTP50VsRandom, s.TTFTP50GapToOracle
+			if projected {
+				vsRandom, gap = s.ProjectedTTFTP50VsRandom, s.ProjectedTTFTP50GapToOracle
+			}
+			fmt.Fprintf(&b, `<tr class="%s"><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%d</td><td>%s</td><td>%s</td><td>%s</td></tr>`,
+				esc(st), esc(wl), esc(st+" (c="+level(s.Concurrency, s.Rate)+")"), Sec(s.TTFTP50), Sec(s.TTFTP95), Sec(s.TTFTP99), Sec(s.E2EP50), Sec(s.ITLP50),
 				Number(s.GoodputRPM, 1), Pct(s.SLOAttainment), Pct(s.ShedRate), Pct(s.ErrorRate), Pct(s.CacheHitRatio),
-				Ratio(s.TTFTP50VsRandom), Ratio(s.GoodputVsRandom), Gap(s.TTFTP50GapToOracle), s.Requests, Sec(s.SimTTFTP50), Sec(s.SimLagP95))
+				Ratio(vsRandom), Ratio(s.GoodputVsRandom), Gap(gap), s.Requests, Sec(s.SimTTFTP50), Sec(s.ProjectedTTFTP50), Sec(s.SimLagP95))
 		}
 	}
 	b.WriteString("</table>\n")
@@ -104,7 +111,11 @@ tr.switchyard td{font-weight:bold;background:#eef8ee}
 	for _, wl := range Workloads(f) {
 		bs := f.Workloads[wl]
 		fmt.Fprintf(&b, "<h2>%s</h2>\n<div class=\"charts\">", esc(wl))
-		cdf := chart{title: fmt.Sprintf("TTFT distribution (concurrency %d)", p.Concurrency), xlabel: "TTFT, model seconds (log)", ylabel: "fraction of requests", logX: true}
+		headline := p.Concurrency
+		if h, ok := p.Headline[wl]; ok {
+			headline = h.Concurrency
+		}
+		cdf := chart{title: fmt.Sprintf("TTFT distribution (concurrency %d)", headline), xlabel: "TTFT, model seconds (log)", ylabel: "fraction of requests", logX: true}
 		var levels []float64
 		for _, st := range Strategies(bs) {
 			for _, pt := range bs[st].Sweep {

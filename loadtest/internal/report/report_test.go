@@ -30,9 +30,34 @@ func sample() *results.File {
 			"shared-prefix": {"random": mk(6.9, 8, 16), "switchyard": mk(0.3, 8, 16), "oracle": mk(0.28, 8, 16)},
 			"multi-turn":    {"random": mk(1.7, 8, 16), "switchyard": mk(0.6, 8, 16)},
 		},
-		Bar: []results.Check{{Workload: "shared-prefix", Metric: "ttft_p50_vs_random", Want: 20, Got: 23, Pass: true},
+		Bar: []results.Check{{Workload: "shared-prefix", Metric: "ttft_p50_vs_random", Want: 20, Got: 23, Pass: true, Concurrency: 16},
 			{Workload: "shared-prefix", Metric: "ttft_p50_gap_to_oracle", Want: 0.15, Got: results.NaN}},
 	}
+}
+
+// sampleCompare is sample as compare fills it in: headlines chosen per
+// workload, projected TTFTs, goodput headlines.
+func sampleCompare() *results.File {
+	f := sample()
+	f.Params.Concurrency = 0
+	f.Params.TTFTBasis = results.BasisProjected
+	f.Params.Requests, f.Params.RequestsByWorkload = 200, map[string]int{"multi-turn": 80, "shared-prefix": 160}
+	f.Params.Headline = map[string]results.Headline{
+		"shared-prefix": {Concurrency: 16, Rule: "reference", RandomTTFTP50: 6.9, ReferenceTTFTP50: 6.88},
+		"multi-turn":    {Concurrency: 8, Rule: "fixed"},
+	}
+	for _, bs := range f.Workloads {
+		for st, s := range bs {
+			s.ProjectedTTFTP50, s.ProjectedTTFTP95 = s.TTFTP50*0.9, s.TTFTP95*0.9
+			s.ProjectedTTFTP50VsRandom, s.TTFTP50VsRandom = 2, 1.5
+			s.SLOAttainmentTarget, s.SLOMetConcurrency, s.GoodputAtSLOConcurrency, s.GoodputAtSLORPM, s.GoodputAtSLOVsRandom = 0.9, 16, 16, 16, 1
+			s.GoodputBestConcurrency, s.GoodputBestRPM, s.GoodputBestVsRandom = 16, 16, 1
+			if st == "random" {
+				s.SLOMetConcurrency = 0
+			}
+		}
+	}
+	return f
 }
 
 func TestTable(t *testing.T) {
@@ -42,14 +67,20 @@ func TestTable(t *testing.T) {
 	}
 	out := b.String()
 	for _, want := range []string{
-		"| shared-prefix | random | 6.90 s |",
-		"| shared-prefix | switchyard | 300 ms |",
-		"| multi-turn | switchyard | 600 ms |",
-		"| shared-prefix | ttft_p50_vs_random | ≥ 20× | 23× | yes |",
+		"| shared-prefix | random | 16 | 6.90 s |",
+		"| shared-prefix | switchyard | 16 | 300 ms |",
+		"| multi-turn | switchyard | 16 | 600 ms |",
+		"| shared-prefix | ttft_p50_vs_random | 16 | ≥ 20× | 23× | yes |",
 		"| ≤ +15 % | – | no |",
+		"Concurrency 16.",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("table lacks %q:\n%s", want, out)
+		}
+	}
+	for _, absent := range []string{"projected", "Goodput:"} {
+		if strings.Contains(out, absent) {
+			t.Errorf("table mentions %q without the figures:\n%s", absent, out)
 		}
 	}
 	// Shared prefix comes first, and random before switchyard.
@@ -59,11 +90,39 @@ func TestTable(t *testing.T) {
 	}
 }
 
+// TestTableCompare checks what compare adds: the headline of each workload
+// and why, projected TTFTs and the ratios on them, the goodput table.
+func TestTableCompare(t *testing.T) {
+	var b bytes.Buffer
+	if err := WriteTable(&b, sampleCompare()); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	for _, want := range []string{
+		"Headline concurrency (column c): shared-prefix 16, multi-turn 8; chosen from the sweep as the level at which random's median TTFT is closest to the reference Service baseline's (shared-prefix 6.90 s at 6.88 s).",
+		"200 requests per run (shared-prefix 160, multi-turn 80).",
+		"| projected TTFT p50 | projected TTFT p95 |",
+		"| shared-prefix | random | 16 | 6.90 s | 20.7 s | 6.21 s | 18.6 s |",
+		"| 2.00× |", // the projected ratio, not the client one
+		"The TTFT ratios compare projected TTFTs.",
+		"at least 90 % of its requests",
+		"| shared-prefix | random | 8 s | none | 16.0 (c=16) | 1.00× | 16.0 (c=16) | 1.00× |",
+		"| shared-prefix | switchyard | 8 s | c=16 | 16.0 (c=16) |",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("table lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "| 1.50× |") {
+		t.Errorf("table shows client-basis ratios on a projected basis:\n%s", out)
+	}
+}
+
 // TestHTML checks the page is well-formed and carries a chart per
 // workload: the TTFT distribution and, with a sweep, the curves.
 func TestHTML(t *testing.T) {
 	var b bytes.Buffer
-	if err := WriteHTML(&b, sample(), "Bench <1>"); err != nil {
+	if err := WriteHTML(&b, sampleCompare(), "Bench <1>"); err != nil {
 		t.Fatal(err)
 	}
 	page := b.String()

@@ -53,35 +53,30 @@ func Strategies(byStrategy map[string]*results.Summary) []string {
 func WriteTable(w io.Writer, f *results.File) error {
 	var b strings.Builder
 	p := f.Params
-	hasSim := false
+	hasProjected := false
 	for _, bs := range f.Workloads {
 		for _, s := range bs {
-			hasSim = hasSim || s.SimTTFTP50.Valid()
+			// Files written before projected TTFTs existed read as 0.
+			hasProjected = hasProjected || (s.ProjectedTTFTP50.Valid() && s.ProjectedTTFTP50 > 0)
 		}
 	}
+	projected := p.TTFTBasis == results.BasisProjected
 	fmt.Fprintf(&b, "Times are model seconds (wall × %g).", p.TimeScale)
 	if p.Workers > 0 {
-		fmt.Fprintf(&b, " %d simulated workers (%s),", p.Workers, p.Model)
+		fmt.Fprintf(&b, " %d simulated workers (%s).", p.Workers, p.Model)
 	} else if p.Target != "" {
-		fmt.Fprintf(&b, " target %s (%s),", p.Target, p.Model)
+		fmt.Fprintf(&b, " Target %s (%s).", p.Target, p.Model)
 	}
-	if p.Mode == "poisson" {
-		fmt.Fprintf(&b, " Poisson arrivals at %g/s", p.Rate)
-	} else {
-		fmt.Fprintf(&b, " concurrency %d", p.Concurrency)
-	}
-	if p.Requests > 0 {
-		fmt.Fprintf(&b, ", %d requests per run", p.Requests)
-	}
-	if p.DurationS > 0 {
-		fmt.Fprintf(&b, ", %g s per run", p.DurationS)
-	}
-	b.WriteString(". Ratios against random: random's latency over the strategy's, the strategy's goodput over random's (higher is better).")
+	writeLoad(&b, f)
+	b.WriteString(" Ratios against random: random's latency over the strategy's, the strategy's goodput over random's (higher is better).")
 	if p.Repeat > 1 {
 		fmt.Fprintf(&b, " Medians over %d runs of each configuration.", p.Repeat)
 	}
-	if hasSim {
-		b.WriteString(" Sim TTFT: the simulator's own account, free of client and machine noise.")
+	if hasProjected {
+		b.WriteString(" Projected TTFT: the simulator's own TTFT plus the time outside it (client, network, gateway, router) at wall speed, i.e. what a client of a real fleet would see; the plain TTFT scales that outside time by the time scale too.")
+	}
+	if projected {
+		b.WriteString(" The TTFT ratios compare projected TTFTs.")
 	}
 	b.WriteString("\n\n")
 	hasRandom, hasOracle := false, false
@@ -90,15 +85,17 @@ func WriteTable(w io.Writer, f *results.File) error {
 		_, o := bs[results.Oracle]
 		hasRandom, hasOracle = hasRandom || r, hasOracle || o
 	}
-	b.WriteString("| workload | strategy | TTFT p50 | TTFT p95 | E2E p50 | ITL p50 | goodput rpm (SLO) | shed | cache hit |")
-	sep := "|---|---|---:|---:|---:|---:|---:|---:|---:|"
-	if hasSim {
-		b.WriteString(" sim TTFT p50 |")
-		sep += "---:|"
+	b.WriteString("| workload | strategy | c | TTFT p50 | TTFT p95 |")
+	sep := "|---|---|---:|---:|---:|"
+	if hasProjected {
+		b.WriteString(" projected TTFT p50 | projected TTFT p95 |")
+		sep += "---:|---:|"
 	}
+	b.WriteString(" E2E p50 | ITL p50 | shed | cache hit |")
+	sep += "---:|---:|---:|---:|"
 	if hasRandom {
-		b.WriteString(" TTFT p50 vs random | TTFT p95 vs random | goodput vs random |")
-		sep += "---:|---:|---:|"
+		b.WriteString(" TTFT p50 vs random | TTFT p95 vs random |")
+		sep += "---:|---:|"
 	}
 	if hasOracle {
 		b.WriteString(" TTFT p50 vs oracle |")
@@ -109,21 +106,29 @@ func WriteTable(w io.Writer, f *results.File) error {
 		bs := f.Workloads[wl]
 		for _, st := range Strategies(bs) {
 			s := bs[st]
-			fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s (%gs) | %s | %s |",
-				wl, st, Sec(s.TTFTP50), Sec(s.TTFTP95), Sec(s.E2EP50), Sec(s.ITLP50),
-				Number(s.GoodputRPM, 1), s.SLOTTFTS, Pct(s.ShedRate), Pct(s.CacheHitRatio))
-			if hasSim {
-				fmt.Fprintf(&b, " %s |", Sec(s.SimTTFTP50))
+			fmt.Fprintf(&b, "| %s | %s | %s | %s | %s |", wl, st, level(s.Concurrency, s.Rate), Sec(s.TTFTP50), Sec(s.TTFTP95))
+			if hasProjected {
+				fmt.Fprintf(&b, " %s | %s |", Sec(s.ProjectedTTFTP50), Sec(s.ProjectedTTFTP95))
 			}
+			fmt.Fprintf(&b, " %s | %s | %s | %s |", Sec(s.E2EP50), Sec(s.ITLP50), Pct(s.ShedRate), Pct(s.CacheHitRatio))
 			if hasRandom {
-				fmt.Fprintf(&b, " %s | %s | %s |", Ratio(s.TTFTP50VsRandom), Ratio(s.TTFTP95VsRandom), Ratio(s.GoodputVsRandom))
+				p50, p95 := s.TTFTP50VsRandom, s.TTFTP95VsRandom
+				if projected {
+					p50, p95 = s.ProjectedTTFTP50VsRandom, s.ProjectedTTFTP95VsRandom
+				}
+				fmt.Fprintf(&b, " %s | %s |", Ratio(p50), Ratio(p95))
 			}
 			if hasOracle {
-				fmt.Fprintf(&b, " %s |", Gap(s.TTFTP50GapToOracle))
+				gap := s.TTFTP50GapToOracle
+				if projected {
+					gap = s.ProjectedTTFTP50GapToOracle
+				}
+				fmt.Fprintf(&b, " %s |", Gap(gap))
 			}
 			b.WriteString("\n")
 		}
 	}
+	writeGoodput(&b, f, hasRandom)
 	writeSweep(&b, f)
 	if lagging := Lagging(f); len(lagging) > 0 {
 		fmt.Fprintf(&b, "\nFidelity warning: the client saw first tokens much later than the simulator's own account in %s (sim lag p95 above max(0.5 s, 10 %% of TTFT p50)): the machine could not keep up with time scale %g; rerun on a quiet machine or a lower --time-scale.\n",
@@ -131,7 +136,7 @@ func WriteTable(w io.Writer, f *results.File) error {
 	}
 	if len(f.Bar) > 0 {
 		b.WriteString("\nAgainst the reference system's published ratios (Switchyard vs random):\n\n")
-		b.WriteString("| workload | metric | reference | Switchyard | pass | note |\n|---|---|---:|---:|:---:|---|\n")
+		b.WriteString("| workload | metric | c | reference | Switchyard | pass | note |\n|---|---|---:|---:|---:|:---:|---|\n")
 		for _, c := range f.Bar {
 			want, got := Ratio(c.Want), Ratio(c.Got)
 			if strings.Contains(c.Metric, "gap") {
@@ -143,11 +148,121 @@ func WriteTable(w io.Writer, f *results.File) error {
 			if c.Pass {
 				pass = "yes"
 			}
-			fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s |\n", c.Workload, c.Metric, want, got, pass, c.Note)
+			fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s |\n", c.Workload, c.Metric, level(c.Concurrency, 0), want, got, pass, c.Note)
 		}
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// writeLoad describes the load: the mode, the headline level of each
+// workload and why, and the run sizes.
+func writeLoad(b *strings.Builder, f *results.File) {
+	p := f.Params
+	switch {
+	case p.Mode == "poisson":
+		fmt.Fprintf(b, " Poisson arrivals at %g/s.", p.Rate)
+	case len(p.Headline) > 0:
+		var parts []string
+		var refs []string
+		for _, wl := range Workloads(f) {
+			h, ok := p.Headline[wl]
+			if !ok {
+				continue
+			}
+			parts = append(parts, fmt.Sprintf("%s %d", wl, h.Concurrency))
+			if h.Rule == "reference" {
+				refs = append(refs, fmt.Sprintf("%s %s at %s", wl, Sec(h.RandomTTFTP50), Sec(h.ReferenceTTFTP50)))
+			}
+		}
+		fmt.Fprintf(b, " Headline concurrency (column c): %s", strings.Join(parts, ", "))
+		if len(refs) > 0 {
+			fmt.Fprintf(b, "; chosen from the sweep as the level at which random's median TTFT is closest to the reference Service baseline's (%s)", strings.Join(refs, ", "))
+		}
+		b.WriteString(".")
+	case p.Concurrency > 0:
+		fmt.Fprintf(b, " Concurrency %d.", p.Concurrency)
+	}
+	if p.Requests > 0 || len(p.RequestsByWorkload) > 0 {
+		fmt.Fprintf(b, " %d requests per run", p.Requests)
+		var others []string
+		for _, wl := range Workloads(f) {
+			if n, ok := p.RequestsByWorkload[wl]; ok {
+				others = append(others, fmt.Sprintf("%s %d", wl, n))
+			}
+		}
+		if len(others) > 0 {
+			fmt.Fprintf(b, " (%s)", strings.Join(others, ", "))
+		}
+		b.WriteString(".")
+	}
+	if p.DurationS > 0 {
+		fmt.Fprintf(b, " At most %g s per run.", p.DurationS)
+	}
+}
+
+// writeGoodput adds the goodput headline of each strategy, when the runs
+// swept or goodput figures exist.
+func writeGoodput(b *strings.Builder, f *results.File, hasRandom bool) {
+	found := false
+	for _, bs := range f.Workloads {
+		for _, s := range bs {
+			found = found || s.GoodputAtSLOConcurrency > 0
+		}
+	}
+	if !found {
+		return
+	}
+	target := 0.0
+	for _, bs := range f.Workloads {
+		for _, s := range bs {
+			target = max(target, s.SLOAttainmentTarget)
+		}
+	}
+	fmt.Fprintf(b, "\nGoodput: requests per minute whose TTFT met the SLO. A level meets the SLO when at least %.0f %% of its requests do; each strategy is taken at the highest level at which it met the SLO (at its best level when none) and compared with random at that same level, as the reference reported (see the README). Best: each at its own best level.\n\n", target*100)
+	b.WriteString("| workload | strategy | SLO | met the SLO up to | goodput rpm there |")
+	sep := "|---|---|---:|---:|---:|"
+	if hasRandom {
+		b.WriteString(" vs random there |")
+		sep += "---:|"
+	}
+	b.WriteString(" best goodput rpm |")
+	sep += "---:|"
+	if hasRandom {
+		b.WriteString(" best vs random's best |")
+		sep += "---:|"
+	}
+	b.WriteString("\n" + sep + "\n")
+	for _, wl := range Workloads(f) {
+		bs := f.Workloads[wl]
+		for _, st := range Strategies(bs) {
+			s := bs[st]
+			met := "none"
+			if s.SLOMetConcurrency > 0 {
+				met = fmt.Sprintf("c=%d", s.SLOMetConcurrency)
+			}
+			fmt.Fprintf(b, "| %s | %s | %g s | %s | %s (c=%d) |", wl, st, s.SLOTTFTS, met, Number(s.GoodputAtSLORPM, 1), s.GoodputAtSLOConcurrency)
+			if hasRandom {
+				fmt.Fprintf(b, " %s |", Ratio(s.GoodputAtSLOVsRandom))
+			}
+			fmt.Fprintf(b, " %s (c=%d) |", Number(s.GoodputBestRPM, 1), s.GoodputBestConcurrency)
+			if hasRandom {
+				fmt.Fprintf(b, " %s |", Ratio(s.GoodputBestVsRandom))
+			}
+			b.WriteString("\n")
+		}
+	}
+}
+
+// level names a load level for a table cell.
+func level(concurrency int, rate float64) string {
+	switch {
+	case concurrency > 0:
+		return fmt.Sprintf("%d", concurrency)
+	case rate > 0:
+		return fmt.Sprintf("%g/s", rate)
+	}
+	return "–"
 }
 
 // writeSweep adds goodput and median TTFT per concurrency, when runs swept.

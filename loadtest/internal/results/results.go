@@ -214,14 +214,14 @@ func (s *Summary) Point() Point {
 
 // Params are the parameters of a run or comparison.
 type Params struct {
-	Command     string   `json:"command"`
-	Mode        string   `json:"mode"`
-	TimeScale   float64  `json:"time_scale"`
-	TimeUnit    string   `json:"time_unit"`
-	Model       string   `json:"model"`
-	Target      string   `json:"target,omitempty"`
-	Workers     int      `json:"workers,omitempty"`
-	Strategies  []string `json:"strategies"`
+	Command    string   `json:"command"`
+	Mode       string   `json:"mode"`
+	TimeScale  float64  `json:"time_scale"`
+	TimeUnit   string   `json:"time_unit"`
+	Model      string   `json:"model"`
+	Target     string   `json:"target,omitempty"`
+	Workers    int      `json:"workers,omitempty"`
+	Strategies []string `json:"strategies"`
 	// Concurrency is the headline level when one was fixed for every
 	// workload; 0 when Headline chose one per workload.
 	Concurrency int `json:"concurrency,omitempty"`
@@ -252,7 +252,10 @@ type Params struct {
 	// Workloads are the workload shapes.
 	Workloads map[string]workload.Spec `json:"workloads"`
 	// SimArgs are extra flags the simulated fleet ran with.
-	SimArgs     []string  `json:"sim_args,omitempty"`
+	SimArgs []string `json:"sim_args,omitempty"`
+	// KVEvents: switchyard ran as deployed, its router fed by KV events
+	// (false: on its approximate index, over the baselines' fleet).
+	KVEvents    bool      `json:"kv_events,omitempty"`
 	Cores       int       `json:"cores"`
 	GoVersion   string    `json:"go_version"`
 	Started     time.Time `json:"started"`
@@ -297,9 +300,9 @@ type Check struct {
 	Metric   string `json:"metric"`
 	// Want is the reference's figure, Got ours; Pass compares them in the
 	// metric's direction.
-	Want Num    `json:"want"`
-	Got  Num    `json:"got"`
-	Pass bool   `json:"pass"`
+	Want Num  `json:"want"`
+	Got  Num  `json:"got"`
+	Pass bool `json:"pass"`
 	// Concurrency is the level the figure was taken at, when it was one.
 	Concurrency int    `json:"concurrency,omitempty"`
 	Note        string `json:"note,omitempty"`
@@ -308,7 +311,8 @@ type Check struct {
 // Summarize computes the summary of one run's records. scale converts wall
 // to model seconds; slo is the TTFT SLO in model seconds.
 func Summarize(recs []Record, scale, slo float64) *Summary {
-	s := &Summary{TimeScale: scale, SLOTTFTS: slo, Requests: len(recs)}
+	s := &Summary{TimeScale: scale, SLOTTFTS: slo, Requests: len(recs),
+		GoodputAtSLORPM: NaN, GoodputBestRPM: NaN}
 	var ttft, itl, e2e, wttft, witl, we2e, sim, lag, proj []float64
 	var prompt, cached, output, good int
 	first, last := math.Inf(1), math.Inf(-1)
@@ -340,7 +344,7 @@ func Summarize(recs []Record, scale, slo float64) *Summary {
 			sim = append(sim, float64(r.SimTTFTS))
 			lag = append(lag, wt*scale-float64(r.SimTTFTS))
 		}
-		if r.ProjectedTTFTS.Valid() {
+		if r.SimTTFTS.Valid() && r.ProjectedTTFTS.Valid() {
 			proj = append(proj, float64(r.ProjectedTTFTS))
 		}
 		prompt += r.PromptTokens

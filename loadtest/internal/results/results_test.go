@@ -10,7 +10,7 @@ import (
 func rec(startWall, ttftWall, e2eWall float64, gaps ...float64) Record {
 	return Record{
 		StartWallS: startWall, EndWallS: startWall + e2eWall,
-		WallTTFTS: Num(ttftWall), WallE2ES: Num(e2eWall), Gaps: gaps, SimTTFTS: NaN,
+		WallTTFTS: Num(ttftWall), WallE2ES: Num(e2eWall), Gaps: gaps, SimTTFTS: NaN, ProjectedTTFTS: NaN,
 		PromptTokens: 100, CachedTokens: 25, CompletionTokens: len(gaps) + 1,
 	}
 }
@@ -132,5 +132,41 @@ func TestMedian(t *testing.T) {
 	}
 	if got := Median(runs[:1], runs[0]); got.TTFTP50 != runs[0].TTFTP50 {
 		t.Error("one run is its own median")
+	}
+}
+
+func TestProject(t *testing.T) {
+	for _, tc := range []struct {
+		wall, sim Num
+		scale     float64
+		want      float64
+	}{
+		// 50 ms on the wall, 40 of them the engine's (0.4 model s at 10×):
+		// the other 10 ms count once.
+		{0.05, 0.4, 10, 0.41},
+		// The engine's clock ran ahead of the wall: never below its TTFT.
+		{0.03, 0.4, 10, 0.4},
+		{0.05, NaN, 10, math.NaN()},
+		{NaN, 0.4, 10, math.NaN()},
+	} {
+		got := Project(tc.wall, tc.sim, tc.scale)
+		if math.IsNaN(tc.want) != !got.Valid() || (got.Valid() && !near(got, tc.want)) {
+			t.Errorf("Project(%v, %v, %v) = %v, want %v", tc.wall, tc.sim, tc.scale, got, tc.want)
+		}
+	}
+	withSim := func(wall, sim float64) Record {
+		r := rec(0, wall, 1)
+		r.SimTTFTS, r.ProjectedTTFTS = Num(sim), Project(Num(wall), Num(sim), 10)
+		return r
+	}
+	s := Summarize([]Record{withSim(0.05, 0.4), withSim(0.11, 1), withSim(0.2, 1.9)}, 10, 5)
+	if !near(s.ProjectedTTFTP50, 1.01) {
+		t.Errorf("projected p50 %v, want 1.01", s.ProjectedTTFTP50)
+	}
+	// One request without a simulator timing: no projected figure for the
+	// run rather than one over part of it.
+	s = Summarize([]Record{withSim(0.05, 0.4), rec(1, 0.1, 1)}, 10, 5)
+	if s.ProjectedTTFTP50.Valid() || s.GoodputAtSLORPM.Valid() {
+		t.Errorf("projected p50 %v, goodput at SLO %v: want none", s.ProjectedTTFTP50, s.GoodputAtSLORPM)
 	}
 }

@@ -24,6 +24,7 @@ func smallSpec(kind workload.Kind) workload.Spec {
 	s.SystemTokens = workload.Const(20)
 	s.UserTokens = workload.Const(5)
 	s.Turns = workload.Const(3)
+	s.AnswerTokens = workload.Const(3)
 	return s
 }
 
