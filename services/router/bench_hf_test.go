@@ -35,7 +35,7 @@ func BenchmarkRouteHFChat(b *testing.B) {
 		slowScrapes(c)
 		c.Tokenizers = "*=hf:" + dir
 	}, workers...)
-	routeChats(b, tr.client)
+	routeChats(b, tr.client, 0)
 }
 
 // BenchmarkRouteHFChatProcess is BenchmarkRouteHFChat against a router in
@@ -81,7 +81,26 @@ func BenchmarkRouteHFChatProcess(b *testing.B) {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { _ = conn.Close() })
-	routeChats(b, routerv1.NewRouterClient(conn))
+	routeChats(b, routerv1.NewRouterClient(conn), cmd.Process.Pid)
+}
+
+// cpuTime is a process's user+system CPU time from /proc (Linux; 0
+// elsewhere).
+func cpuTime(pid int) time.Duration {
+	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0
+	}
+	// Fields after the ")" closing the command name: utime is the 12th,
+	// stime the 13th, in clock ticks (100 per second on Linux).
+	rest := string(data[strings.LastIndexByte(string(data), ')')+2:])
+	f := strings.Fields(rest)
+	if len(f) < 13 {
+		return 0
+	}
+	u, _ := strconv.ParseInt(f[11], 10, 64)
+	s, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(u+s) * 10 * time.Millisecond
 }
 
 func hfFixture(b *testing.B) string {
@@ -110,8 +129,9 @@ func freeAddr(b *testing.B) string {
 	return ln.Addr().String()
 }
 
-// routeChats runs the 1k/8k/32k × cold/multi-turn sub-benchmarks.
-func routeChats(b *testing.B, client routerv1.RouterClient) {
+// routeChats runs the 1k/8k/32k × cold/multi-turn sub-benchmarks. With
+// the router's pid it also reports the router's CPU time per request.
+func routeChats(b *testing.B, client routerv1.RouterClient, pid int) {
 	ctx := context.Background()
 	for _, kTokens := range []int{1, 8, 32} {
 		for _, mode := range []string{"cold", "multi-turn"} {
@@ -125,6 +145,7 @@ func routeChats(b *testing.B, client routerv1.RouterClient) {
 				// otherwise be collected on the router's clock, which a
 				// router in its own process does not pay.
 				var body []byte
+				cpu0 := cpuTime(pid)
 				for i := 0; b.Loop(); i++ {
 					msgs := history
 					if mode == "cold" {
@@ -145,6 +166,9 @@ func routeChats(b *testing.B, client routerv1.RouterClient) {
 					}
 				}
 				b.StopTimer()
+				if cpu := cpuTime(pid) - cpu0; pid != 0 && cpu > 0 {
+					b.ReportMetric(float64(cpu.Microseconds())/float64(len(lat)), "router-cpu-µs/op")
+				}
 				reportPercentiles(b, lat)
 			})
 		}
