@@ -51,7 +51,7 @@ bench: ## Run the hot-path benchmarks (Route, gateway overhead, KV event decode,
 bench-routing: ## Routing benchmark on a simulated fleet, scaled down (~7.5 min on 2 cores): bench/routing.{json,md,html}.
 	$(GO) build -o $(BIN)/switchyard ./cmd/switchyard
 	$(GO) build -o $(BIN)/loadtest ./loadtest
-	$(BIN)/loadtest compare --switchyard-bin $(BIN)/switchyard --time-scale 10 \
+	$(BIN)/loadtest compare --switchyard-bin $(BIN)/switchyard --time-scale 10 --kv-events \
 	  --out bench/routing.json --table bench/routing.md --records -
 
 .PHONY: fuzz
