@@ -67,8 +67,18 @@ type shard struct {
 	held map[Hash]uint64   // bit s (s < 63): slot s holds the block; overflowBit: see over
 	over map[Hash][]uint16 // slots >= 63 holding the block, sorted
 	spec map[Hash][]specHold
-	_    [cacheLine]byte
+	// due lists speculative hashes by the second their entry expires, so
+	// Sweep visits what may have expired instead of every entry: a router
+	// taking long unique prompts holds millions of speculative blocks
+	// (each lives for the request's predicted TTFT plus the TTL), and a
+	// full walk every second burned its CPU and held shard locks for
+	// milliseconds. An extended entry is listed again under its new
+	// second; a stale listing finds it alive and drops it.
+	due map[int64][]Hash
+	_   [cacheLine]byte
 }
+
+func dueSecond(untilNs int64) int64 { return untilNs / int64(time.Second) }
 
 type specHold struct {
 	slot  uint16
@@ -289,10 +299,13 @@ func (x *Index) Speculate(worker string, hashes []Hash, until time.Time) {
 		sh.mu.Lock()
 		if sh.spec == nil {
 			sh.spec = map[Hash][]specHold{}
+			sh.due = map[int64][]Hash{}
 		}
 		for _, h := range hs {
 			sh.speculate(h, s, u)
 		}
+		sec := dueSecond(u)
+		sh.due[sec] = append(sh.due[sec], hs...)
 		sh.mu.Unlock()
 	})
 }
@@ -313,25 +326,58 @@ func (sh *shard) speculate(h Hash, s int, until int64) {
 func (x *Index) Sweep(now time.Time) int {
 	n := now.UnixNano()
 	freed := 0
+	nowSec := dueSecond(n)
 	for i := range x.shards {
 		sh := &x.shards[i]
 		sh.mu.Lock()
-		for h, list := range sh.spec {
-			kept := list[:0]
-			for _, e := range list {
-				if e.until > n {
-					kept = append(kept, e)
-				} else {
-					freed++
+		for sec, hs := range sh.due {
+			if sec > nowSec {
+				continue
+			}
+			for _, h := range hs {
+				freed += sh.expire(h, n)
+			}
+			if sec < nowSec {
+				delete(sh.due, sec)
+				continue
+			}
+			// The current second: what has not expired yet stays listed.
+			kept := hs[:0]
+			for _, h := range hs {
+				if len(sh.spec[h]) > 0 {
+					kept = append(kept, h)
 				}
 			}
 			if len(kept) == 0 {
-				delete(sh.spec, h)
+				delete(sh.due, sec)
 			} else {
-				sh.spec[h] = kept
+				sh.due[sec] = kept
 			}
 		}
 		sh.mu.Unlock()
+	}
+	return freed
+}
+
+// expire drops h's speculative entries expired at n and returns how many.
+func (sh *shard) expire(h Hash, n int64) int {
+	list, ok := sh.spec[h]
+	if !ok {
+		return 0
+	}
+	freed := 0
+	kept := list[:0]
+	for _, e := range list {
+		if e.until > n {
+			kept = append(kept, e)
+		} else {
+			freed++
+		}
+	}
+	if len(kept) == 0 {
+		delete(sh.spec, h)
+	} else {
+		sh.spec[h] = kept
 	}
 	return freed
 }

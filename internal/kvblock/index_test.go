@@ -467,3 +467,51 @@ func BenchmarkMemoryPerBlock(b *testing.B) {
 	}
 	b.ReportMetric(v, "B/block")
 }
+
+// TestIndexSweepMatchesModel: speculative entries with scattered expiries
+// and extensions; after every Sweep exactly the entries alive at that time
+// remain, whichever expiry second they were listed under.
+func TestIndexSweepMatchesModel(t *testing.T) {
+	x := NewIndex()
+	rng := rand.New(rand.NewPCG(7, 7))
+	type key struct {
+		w string
+		h Hash
+	}
+	model := map[key]int64{}
+	now := now0
+	hashes := prompt(3, 200)
+	for step := range 400 {
+		w := []string{"a", "b", "c"}[rng.IntN(3)]
+		start := rng.IntN(len(hashes))
+		hs := hashes[start:min(len(hashes), start+1+rng.IntN(20))]
+		until := now.Add(time.Duration(rng.IntN(5000)) * time.Millisecond)
+		x.Speculate(w, hs, until)
+		for _, h := range hs {
+			k := key{w, h}
+			model[k] = max(model[k], until.UnixNano())
+		}
+		now = now.Add(time.Duration(rng.IntN(300)) * time.Millisecond)
+		if step%7 == 0 {
+			wantFreed := 0
+			for k, u := range model {
+				if u <= now.UnixNano() {
+					delete(model, k)
+					wantFreed++
+				}
+			}
+			if got := x.Sweep(now); got != wantFreed {
+				t.Fatalf("step %d: Sweep freed %d, want %d", step, got, wantFreed)
+			}
+			left := 0
+			for i := range x.shards {
+				for _, list := range x.shards[i].spec {
+					left += len(list)
+				}
+			}
+			if left != len(model) {
+				t.Fatalf("step %d: %d speculative entries left, want %d", step, left, len(model))
+			}
+		}
+	}
+}
