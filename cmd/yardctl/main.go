@@ -1,6 +1,6 @@
 // Command yardctl is Switchyard's CLI. Online commands talk to a router's
-// REST API; offline policy commands (validate, lint, explain from a state
-// file) and tokenize arrive with the issues that build them.
+// REST API; validate and explain -f check policies offline; tokenize shows
+// the token ids a worker computes for a prompt or chat request.
 package main
 
 import (

@@ -90,6 +90,40 @@ func TestTokenize(t *testing.T) {
 	if strings.TrimSpace(out) != want {
 		t.Errorf("ids = %s, want %s", out, want)
 	}
+	// A whole request renders as the router and vLLM render it: the
+	// golden's tool-call arguments are JSON strings, its tools lack
+	// declared fields.
+	data, err := os.ReadFile(filepath.Join("..", "..", "internal", "tokenizer", "hf", "testdata", "golden", "requests.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var goldens struct {
+		Cases []struct {
+			Template, Name string
+			Body           json.RawMessage
+			Output         string
+		}
+	}
+	if err := json.Unmarshal(data, &goldens); err != nil {
+		t.Fatal(err)
+	}
+	checked := 0
+	for _, c := range goldens.Cases {
+		if c.Template != "qwen3" {
+			continue
+		}
+		code, out, errOut := runCLI(t, string(c.Body), "tokenize", "--tokenizer", dir, "--chat", "--render")
+		if code != 0 || out != c.Output {
+			t.Errorf("%s: exit %d %s\nrendered %q\nwant     %q", c.Name, code, errOut, out, c.Output)
+		}
+		checked++
+	}
+	if checked == 0 {
+		t.Error("no qwen3 request goldens")
+	}
+	if code, _, errOut := runCLI(t, `{"messages":[{"role":"bot","content":"x"}]}`, "tokenize", "--tokenizer", dir, "--chat"); code == 0 || !strings.Contains(errOut, "messages[0].role") {
+		t.Errorf("bad role accepted or unnamed: %d %q", code, errOut)
+	}
 	if code, _, errOut := runCLI(t, "x", "tokenize"); code == 0 || !strings.Contains(errOut, "tokenizer") {
 		t.Errorf("missing --tokenizer accepted: %d %q", code, errOut)
 	}

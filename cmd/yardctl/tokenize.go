@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -8,7 +9,8 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/switchyard-dev/switchyard/internal/tokenizer/chattemplate"
+	"github.com/switchyard-dev/switchyard/internal/openaiapi"
+	"github.com/switchyard-dev/switchyard/internal/tokenizer"
 	"github.com/switchyard-dev/switchyard/internal/tokenizer/hf"
 )
 
@@ -18,10 +20,11 @@ const maxTokenizeInput = 256 << 20
 // runTokenize prints the token ids of a prompt read on stdin, exactly as
 // vLLM would compute them: a plain prompt is tokenized like a completions
 // prompt (with the tokenizer's special tokens, e.g. Llama 3's BOS); with
-// --chat, stdin holds an OpenAI messages array (or a chat request object
-// with "messages", and optionally "tools", "add_generation_prompt" and
-// "chat_template_kwargs"), which is rendered with the model's chat template
-// and tokenized without adding special tokens, as vLLM does for chat.
+// --chat, stdin holds an OpenAI messages array or a whole chat request,
+// which goes through the same request handling as the router and the
+// simulator (internal/tokenizer: tools, tool calls, chat_template_kwargs as
+// vLLM passes them), is rendered with the model's chat template and
+// tokenized without adding special tokens, as vLLM does for chat.
 func runTokenize(_ context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("yardctl tokenize", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -50,14 +53,11 @@ func runTokenize(_ context.Context, args []string, stdin io.Reader, stdout, stde
 	if !*chat {
 		ids = tok.EncodeWithSpecialTokens(string(in))
 	} else {
-		if tok.Chat() == nil {
-			return fmt.Errorf("%s has no chat template", *dir)
-		}
-		msgs, opts, err := chatInput(in, *addGen)
+		req, err := chatRequest(in, *addGen)
 		if err != nil {
 			return err
 		}
-		text, err := tok.Chat().Render(msgs, opts)
+		text, err := tokenizer.ChatText(tok, req)
 		if err != nil {
 			return err
 		}
@@ -78,46 +78,21 @@ func runTokenize(_ context.Context, args []string, stdin io.Reader, stdout, stde
 	return err
 }
 
-// chatInput reads a messages array or a chat request object.
-func chatInput(in []byte, addGen bool) ([]any, chattemplate.Options, error) {
-	opts := chattemplate.Options{AddGenerationPrompt: addGen}
-	v, err := chattemplate.ParseJSON(in)
-	if err != nil {
-		return nil, opts, fmt.Errorf("parse stdin: %w", err)
+// chatRequest reads a messages array or a chat request object; addGen
+// applies when the request does not say.
+func chatRequest(in []byte, addGen bool) (*openaiapi.ChatCompletionRequest, error) {
+	if t := bytes.TrimSpace(in); len(t) > 0 && t[0] == '[' {
+		in = append(append([]byte(`{"messages":`), t...), '}')
 	}
-	switch x := v.(type) {
-	case []any:
-		return x, opts, nil
-	case *chattemplate.Dict:
-		m, _ := x.Get("messages")
-		msgs, ok := m.([]any)
-		if !ok {
-			return nil, opts, errors.New("stdin: the request object has no messages array")
+	req, apiErr := openaiapi.ParseChatCompletionRequest(in)
+	if apiErr != nil {
+		if apiErr.Param != "" {
+			return nil, fmt.Errorf("stdin: %s: %s", apiErr.Param, apiErr.Message)
 		}
-		if t, ok := x.Get("tools"); ok && t != nil {
-			if opts.Tools, ok = t.([]any); !ok {
-				return nil, opts, errors.New("stdin: tools is not an array")
-			}
-		}
-		if g, ok := x.Get("add_generation_prompt"); ok {
-			b, isBool := g.(bool)
-			if !isBool {
-				return nil, opts, errors.New("stdin: add_generation_prompt is not a boolean")
-			}
-			opts.AddGenerationPrompt = b
-		}
-		if k, ok := x.Get("chat_template_kwargs"); ok && k != nil {
-			kw, isDict := k.(*chattemplate.Dict)
-			if !isDict {
-				return nil, opts, errors.New("stdin: chat_template_kwargs is not an object")
-			}
-			opts.Kwargs = map[string]any{}
-			for _, key := range kw.Keys() {
-				name, _ := key.(string)
-				opts.Kwargs[name], _ = kw.Get(key)
-			}
-		}
-		return msgs, opts, nil
+		return nil, fmt.Errorf("stdin: %s", apiErr.Message)
 	}
-	return nil, opts, errors.New("stdin: expected a JSON array of messages or a chat request object")
+	if req.AddGenerationPrompt == nil {
+		req.AddGenerationPrompt = &addGen
+	}
+	return req, nil
 }
