@@ -273,7 +273,7 @@ func (s *service) readPrompt(l *lookup, req *routerv1.RouteRequest) {
 	if l.tokBuf == nil {
 		l.tokBuf = make([]uint32, 0, 1024)
 	}
-	p, err := prompt.ReadInto(l.tokBuf, req.GetApi(), req.GetBody(), s.toks.For(req.GetModel()))
+	p, err := prompt.Read(l.tokBuf, req.GetApi(), req.GetBody(), s.toks.For(req.GetModel()))
 	if p.Kind == prompt.Tokens && cap(p.Tokens) > cap(l.tokBuf) && cap(p.Tokens) <= maxPooledTokens {
 		l.tokBuf = p.Tokens[:0] // grown: keep the larger buffer
 	}

@@ -34,7 +34,7 @@ func BenchmarkReadChatHF(b *testing.B) {
 							[2]string{"user", "Question " + strconv.Itoa(i) + ": who signed the ledger after the storm?"})
 					}
 					body = appendBody(body[:0], msgs)
-					p, err := ReadInto(ids, chat, body, tok)
+					p, err := Read(ids, chat, body, tok)
 					if err != nil {
 						b.Fatal(err)
 					}

@@ -72,18 +72,13 @@ func (p Prompt) Len() int {
 var ErrUnsupportedAPI = errors.New("prompt of this api is not read by the router")
 
 // Read extracts the prompt of body for api. tok is the model's tokenizer;
-// nil asks for the prompt text. An empty body is not an error: the Prompt
-// is then None. For a batch of completion prompts only the first counts:
-// each is a request of its own to the worker, and they usually share their
-// prefix anyway.
-func Read(api routerv1.ApiKind, body []byte, tok tokenizer.Tokenizer) (Prompt, error) {
-	return ReadInto(nil, api, body, tok)
-}
-
-// ReadInto is Read that tokenizes a chat prompt into buf (reset to length
-// 0), so a caller can reuse one buffer across requests; the Prompt's
-// Tokens may then alias it.
-func ReadInto(buf []uint32, api routerv1.ApiKind, body []byte, tok tokenizer.Tokenizer) (Prompt, error) {
+// nil asks for the prompt text. A chat prompt's token ids are appended to
+// buf[:0] (nil: a new slice), so a caller can reuse one buffer across
+// requests; the Prompt's Tokens may then alias it. An empty body is not an
+// error: the Prompt is then None. For a batch of completion prompts only
+// the first counts: each is a request of its own to the worker, and they
+// usually share their prefix anyway.
+func Read(buf []uint32, api routerv1.ApiKind, body []byte, tok tokenizer.Tokenizer) (Prompt, error) {
 	if len(bytes.TrimSpace(body)) == 0 {
 		return Prompt{}, nil
 	}

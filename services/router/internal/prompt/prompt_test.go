@@ -73,7 +73,7 @@ func TestRead(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			p, err := Read(tt.api, []byte(tt.body), tt.tok)
+			p, err := Read(nil, tt.api, []byte(tt.body), tt.tok)
 			if tt.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 					t.Fatalf("err = %v, want %q", err, tt.wantErr)
@@ -105,7 +105,7 @@ func TestRead(t *testing.T) {
 			}
 		})
 	}
-	if _, err := Read(anth, []byte(`{}`), tok); !errors.Is(err, ErrUnsupportedAPI) {
+	if _, err := Read(nil, anth, []byte(`{}`), tok); !errors.Is(err, ErrUnsupportedAPI) {
 		t.Fatalf("anthropic: %v", err)
 	}
 }
@@ -119,11 +119,11 @@ func TestSharedPrefixes(t *testing.T) {
 	first := `{"messages":[{"role":"system","content":"` + doc + `"},{"role":"user","content":"Summarise."}],"add_generation_prompt":false}`
 	second := `{"messages":[{"role":"system","content":"` + doc + `"},{"role":"user","content":"Summarise."},{"role":"assistant","content":"It is a valley."},{"role":"user","content":"More."}]}`
 	for _, tk := range []tokenizer.Tokenizer{tok, nil} {
-		a, err := Read(chat, []byte(first), tk)
+		a, err := Read(nil, chat, []byte(first), tk)
 		if err != nil {
 			t.Fatal(err)
 		}
-		b, err := Read(chat, []byte(second), tk)
+		b, err := Read(nil, chat, []byte(second), tk)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -156,8 +156,8 @@ func FuzzRead(f *testing.F) {
 	f.Fuzz(func(t *testing.T, api uint8, body []byte) {
 		kind := routerv1.ApiKind(api % 4)
 		for _, tk := range []tokenizer.Tokenizer{tok, nil} {
-			p, err := Read(kind, body, tk)
-			q, err2 := Read(kind, body, tk)
+			p, err := Read(nil, kind, body, tk)
+			q, err2 := Read(nil, kind, body, tk)
 			if (err == nil) != (err2 == nil) || p.Kind != q.Kind || !slices.Equal(p.Tokens, q.Tokens) || p.Text != q.Text {
 				t.Fatalf("not deterministic: %v/%v %v/%v", err, err2, p.Kind, q.Kind)
 			}
@@ -189,14 +189,14 @@ func FuzzRead(f *testing.F) {
 func BenchmarkReadChat8k(b *testing.B) {
 	tok := tokenizer.NewSimple()
 	body := []byte(`{"model":"m","messages":[{"role":"system","content":"` + strings.Repeat(tokenizer.SampleText+" ", 60) + `"},{"role":"user","content":"Summarise."}]}`)
-	p, err := Read(chat, body, tok)
+	p, err := Read(nil, chat, body, tok)
 	if err != nil {
 		b.Fatal(err)
 	}
 	b.ReportMetric(float64(p.Len()), "tokens")
 	b.SetBytes(int64(len(body)))
 	for b.Loop() {
-		_, _ = Read(chat, body, tok)
+		_, _ = Read(nil, chat, body, tok)
 	}
 }
 
@@ -230,7 +230,7 @@ func TestHuggingFaceTokenizersMatchTheWorker(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			tok := fixtureTokenizer(t, name)
 			chatBody := []byte(`{"messages":[{"role":"system","content":"Be brief."},{"role":"user","content":"Hello there, ünïcode ✓"}]}`)
-			p, err := Read(chat, chatBody, tok)
+			p, err := Read(nil, chat, chatBody, tok)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -240,7 +240,7 @@ func TestHuggingFaceTokenizersMatchTheWorker(t *testing.T) {
 				t.Fatalf("chat ids differ from the worker's (%v)", err)
 			}
 			complBody := []byte(`{"prompt":["Once upon a time","ignored"]}`)
-			p, err = Read(compl, complBody, tok)
+			p, err = Read(nil, compl, complBody, tok)
 			if err != nil {
 				t.Fatal(err)
 			}
