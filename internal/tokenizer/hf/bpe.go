@@ -67,6 +67,9 @@ type bpe struct {
 // so the limit is generous, like Hugging Face's 256 characters.
 const maxCachedWord = 512
 
+// wordCacheBytes bounds the word cache: some 100k distinct words.
+const wordCacheBytes = 4 << 20
+
 // encodeWord appends the ids of one pre-token (raw bytes, non-empty).
 func (m *bpe) encodeWord(dst []uint32, w string) []uint32 {
 	if len(w) == 1 {

@@ -13,6 +13,4 @@ const (
 	// segCacheMin is the shortest segment worth caching: below it the
 	// word cache already makes tokenizing cheap.
 	segCacheMin = 64
-	// wordCacheBytes bounds the word cache: some 100k distinct words.
-	wordCacheBytes = 4 << 20
 )
