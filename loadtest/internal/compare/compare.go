@@ -193,40 +193,10 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	})
 	fs.IntVar(&c.Concurrency, "concurrency", d.Concurrency, "headline concurrency of every workload, added to the levels run (0: per workload, the level at which random's median TTFT is closest to the reference Service baseline's)")
 	fs.Func("sweep", "concurrency levels to run, comma-separated: LEVELS for every workload, WORKLOAD=LEVELS for one; repeatable, later ones win (default "+describeSweep(d)+")", func(s string) error {
-		kind, val, err := perWorkload(s)
-		if err != nil {
-			return err
-		}
-		v, err := ParseInts(val)
-		if err != nil {
-			return err
-		}
-		if kind == "" {
-			// A plain list is every workload's, so it also replaces
-			// the per-workload defaults; later WORKLOAD= flags refine it.
-			c.Sweep = v
-			clear(c.SweepFor)
-		} else {
-			c.SweepFor[kind] = v
-		}
-		return nil
+		return setPerWorkload(s, ParseInts, &c.Sweep, c.SweepFor)
 	})
 	fs.Func("requests", "requests per run: N for every workload, WORKLOAD=N for one; repeatable, later ones win; 0: bound by --duration only (default "+describeRequests(d)+")", func(s string) error {
-		kind, val, err := perWorkload(s)
-		if err != nil {
-			return err
-		}
-		n, err := strconv.Atoi(strings.TrimSpace(val))
-		if err != nil || n < 0 {
-			return fmt.Errorf("requests %q: want a count of 0 or more", val)
-		}
-		if kind == "" {
-			c.Requests = n
-			clear(c.RequestsFor)
-		} else {
-			c.RequestsFor[kind] = n
-		}
-		return nil
+		return setPerWorkload(s, parseRequests, &c.Requests, c.RequestsFor)
 	})
 	fs.Float64Var(&c.SLOAttainment, "slo-attainment", d.SLOAttainment, "share of a level's requests within the TTFT SLO for the level to meet the SLO (the goodput headline's level)")
 	fs.IntVar(&c.Repeat, "repeat", d.Repeat, "run each configuration this many times (fresh fleet each) and report medians")
@@ -333,6 +303,35 @@ func (c *Config) RequestsOf(kind workload.Kind) int {
 
 // perWorkload splits "WORKLOAD=VALUE" into its parts; a value without a
 // workload gives an empty kind.
+// setPerWorkload applies a per-workload flag: VALUE sets every workload's
+// (and drops the per-workload ones, defaults included, so later
+// WORKLOAD=VALUE flags refine it), WORKLOAD=VALUE sets one.
+func setPerWorkload[T any](s string, parse func(string) (T, error), all *T, per map[workload.Kind]T) error {
+	kind, val, err := perWorkload(s)
+	if err != nil {
+		return err
+	}
+	v, err := parse(val)
+	if err != nil {
+		return err
+	}
+	if kind == "" {
+		*all = v
+		clear(per)
+	} else {
+		per[kind] = v
+	}
+	return nil
+}
+
+func parseRequests(val string) (int, error) {
+	n, err := strconv.Atoi(strings.TrimSpace(val))
+	if err != nil || n < 0 {
+		return 0, fmt.Errorf("requests %q: want a count of 0 or more", val)
+	}
+	return n, nil
+}
+
 func perWorkload(s string) (workload.Kind, string, error) {
 	name, val, ok := strings.Cut(s, "=")
 	if !ok {
