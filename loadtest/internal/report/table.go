@@ -85,23 +85,18 @@ func WriteTable(w io.Writer, f *results.File) error {
 		_, o := bs[results.Oracle]
 		hasRandom, hasOracle = hasRandom || r, hasOracle || o
 	}
-	b.WriteString("| workload | strategy | c | TTFT p50 | TTFT p95 |")
-	sep := "|---|---|---:|---:|---:|"
+	cols := []string{"workload", "strategy", "c", "TTFT p50", "TTFT p95"}
 	if hasProjected {
-		b.WriteString(" projected TTFT p50 | projected TTFT p95 |")
-		sep += "---:|---:|"
+		cols = append(cols, "projected TTFT p50", "projected TTFT p95")
 	}
-	b.WriteString(" E2E p50 | ITL p50 | shed | cache hit |")
-	sep += "---:|---:|---:|---:|"
+	cols = append(cols, "E2E p50", "ITL p50", "shed", "cache hit")
 	if hasRandom {
-		b.WriteString(" TTFT p50 vs random | TTFT p95 vs random |")
-		sep += "---:|---:|"
+		cols = append(cols, "TTFT p50 vs random", "TTFT p95 vs random")
 	}
 	if hasOracle {
-		b.WriteString(" TTFT p50 vs oracle |")
-		sep += "---:|"
+		cols = append(cols, "TTFT p50 vs oracle")
 	}
-	b.WriteString("\n" + sep + "\n")
+	writeHeader(&b, cols, 2)
 	for _, wl := range Workloads(f) {
 		bs := f.Workloads[wl]
 		for _, st := range Strategies(bs) {
@@ -220,19 +215,15 @@ func writeGoodput(b *strings.Builder, f *results.File, hasRandom bool) {
 		}
 	}
 	fmt.Fprintf(b, "\nGoodput: requests per minute whose TTFT met the SLO. A level meets the SLO when at least %.0f %% of its requests do; each strategy is taken at the highest level at which it met the SLO (at its best level when none) and compared with random at that same level, as the reference reported (see the README). Best: each at its own best level.\n\n", target*100)
-	b.WriteString("| workload | strategy | SLO | met the SLO up to | goodput rpm there |")
-	sep := "|---|---|---:|---:|---:|"
+	cols := []string{"workload", "strategy", "SLO", "met the SLO up to", "goodput rpm there"}
 	if hasRandom {
-		b.WriteString(" vs random there |")
-		sep += "---:|"
+		cols = append(cols, "vs random there")
 	}
-	b.WriteString(" best goodput rpm |")
-	sep += "---:|"
+	cols = append(cols, "best goodput rpm")
 	if hasRandom {
-		b.WriteString(" best vs random's best |")
-		sep += "---:|"
+		cols = append(cols, "best vs random's best")
 	}
-	b.WriteString("\n" + sep + "\n")
+	writeHeader(b, cols, 2)
 	for _, wl := range Workloads(f) {
 		bs := f.Workloads[wl]
 		for _, st := range Strategies(bs) {
@@ -318,4 +309,22 @@ func Lagging(f *results.File) []string {
 		}
 	}
 	return out
+}
+
+// writeHeader writes a Markdown table's header and alignment rows: the
+// first left columns left-aligned, the figures after them right-aligned.
+func writeHeader(b *strings.Builder, cols []string, left int) {
+	b.WriteString("|")
+	for _, c := range cols {
+		b.WriteString(" " + c + " |")
+	}
+	b.WriteString("\n|")
+	for i := range cols {
+		if i < left {
+			b.WriteString("---|")
+		} else {
+			b.WriteString("---:|")
+		}
+	}
+	b.WriteString("\n")
 }
