@@ -214,7 +214,11 @@ func (x *Index) byShard(hashes []Hash, f func(sh *shard, hs []Hash)) {
 }
 
 // Remove records that worker no longer holds hashes. Hashes it did not hold
-// are ignored.
+// are ignored. The worker's speculative holds on them go too: an eviction
+// is the worker's own word that the block is gone, and a guess left
+// standing would keep sending a conversation to a worker that has just
+// dropped its history, where every later turn is prefilled from scratch
+// until the guess expires.
 func (x *Index) Remove(worker string, hashes []Hash) {
 	s := x.slot(worker)
 	if s < 0 || len(hashes) == 0 {
@@ -226,6 +230,9 @@ func (x *Index) Remove(worker string, hashes []Hash) {
 		for _, h := range hs {
 			if sh.remove(h, s) {
 				removed++
+			}
+			if sh.spec != nil {
+				sh.unspeculate(h, s)
 			}
 		}
 		sh.mu.Unlock()
@@ -319,6 +326,26 @@ func (sh *shard) speculate(h Hash, s int, until int64) {
 		}
 	}
 	sh.spec[h] = append(list, specHold{slot: uint16(s), until: until})
+}
+
+// unspeculate drops slot s's speculative hold on h. Its listing in due
+// stays; Sweep finds nothing there and moves on.
+func (sh *shard) unspeculate(h Hash, s int) {
+	list, ok := sh.spec[h]
+	if !ok {
+		return
+	}
+	for i := range list {
+		if int(list[i].slot) == s {
+			list = append(list[:i], list[i+1:]...)
+			break
+		}
+	}
+	if len(list) == 0 {
+		delete(sh.spec, h)
+	} else {
+		sh.spec[h] = list
+	}
 }
 
 // Sweep frees speculative entries expired at now and returns how many it

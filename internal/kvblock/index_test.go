@@ -230,6 +230,37 @@ func TestIndexSweep(t *testing.T) {
 	}
 }
 
+// TestIndexRemoveDropsSpeculation: an eviction reported by the worker ends
+// its own guesses about the block, not another worker's, and Sweep copes
+// with the listing left behind.
+func TestIndexRemoveDropsSpeculation(t *testing.T) {
+	x := NewIndex()
+	p := prompt(1, 4)
+	x.Store("a", p[:2])
+	x.Speculate("a", p, now0.Add(time.Hour))
+	x.Speculate("b", p, now0.Add(time.Hour))
+	if got := x.Prefixes(p, []string{"a", "b"}, now0, nil); !slices.Equal(got, []int{4, 4}) {
+		t.Fatalf("before eviction: %v", got)
+	}
+	x.Remove("a", p[2:3]) // evicts a speculated, never confirmed block
+	x.Remove("a", p[:1])  // evicts a confirmed and speculated block
+	if got := x.Prefixes(p, []string{"a", "b"}, now0, nil); !slices.Equal(got, []int{0, 4}) {
+		t.Fatalf("after evicting a's first block: %v", got)
+	}
+	if got := x.Prefixes(p[1:], []string{"a", "b"}, now0, nil); !slices.Equal(got, []int{1, 3}) {
+		t.Fatalf("from the second block: %v", got)
+	}
+	if n := x.Sweep(now0.Add(2 * time.Hour)); n != 6 {
+		t.Fatalf("Sweep freed %d, want 6 (a's 2 left, b's 4)", n)
+	}
+	if got := x.Prefixes(p, []string{"a", "b"}, now0.Add(2*time.Hour), nil); !slices.Equal(got, []int{0, 0}) {
+		t.Fatalf("after sweep: %v", got)
+	}
+	if got := x.Prefixes(p[1:], []string{"a"}, now0.Add(2*time.Hour), nil); !slices.Equal(got, []int{1}) {
+		t.Fatalf("a's confirmed second block: %v", got)
+	}
+}
+
 // TestIndexConcurrentReaders runs many lookups while a writer churns other
 // workers' blocks and one worker's content is stable; the stable worker's
 // answer must never change. Run with -race.

@@ -47,10 +47,14 @@ type SimTiming struct {
 	QueueTime    float64 `json:"queue_seconds"`
 	CachedTokens int     `json:"cached_tokens"`
 	Preemptions  int     `json:"preemptions"`
+	// Worker is the serving worker's index in its `switchyard sim` (it
+	// listens on port+Worker): benchmarks see where a router sent each
+	// request.
+	Worker int `json:"worker"`
 }
 
-func timing(r engine.RequestStats) *SimTiming {
-	return &SimTiming{TTFT: r.TTFT, E2E: r.E2E, QueueTime: r.QueueTime, CachedTokens: r.CachedTokens, Preemptions: r.Preemptions}
+func (w *worker) timing(r engine.RequestStats) *SimTiming {
+	return &SimTiming{TTFT: r.TTFT, E2E: r.E2E, QueueTime: r.QueueTime, CachedTokens: r.CachedTokens, Preemptions: r.Preemptions, Worker: w.id}
 }
 
 // EstimateResponse is the body of POST /sim/v1/estimate.
@@ -314,13 +318,13 @@ func (o *response) whole(ctx context.Context, rw http.ResponseWriter) {
 				Logprobs: nullJSON, FinishReason: &finishLength,
 			}},
 			Usage: o.usage(res),
-		}, SimTiming: timing(res)}
+		}, SimTiming: o.w.timing(res)}
 	} else {
 		body = completionOut{Completion: openaiapi.Completion{
 			ID: o.id, Object: openaiapi.ObjectTextCompletion, Created: o.created, Model: o.p.model,
 			Choices: []openaiapi.CompletionChoice{{Text: text, Logprobs: nullJSON, FinishReason: &finishLength}},
 			Usage:   o.usage(res),
-		}, SimTiming: timing(res)}
+		}, SimTiming: o.w.timing(res)}
 	}
 	rw.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(rw).Encode(body)
@@ -366,7 +370,7 @@ func (o *response) stream(ctx context.Context, rw http.ResponseWriter) {
 			var finish *string
 			var st *SimTiming
 			if last {
-				finish, st = &finishLength, timing(res)
+				finish, st = &finishLength, o.w.timing(res)
 			}
 			text := o.w.tok.Decode([]uint32{tok})
 			var ok bool

@@ -120,7 +120,9 @@ type simChat struct {
 }
 
 func TestChatCompletion(t *testing.T) {
-	f := startFleet(t, fastConfig())
+	cfg := fastConfig()
+	cfg.Workers = 2
+	f := startFleet(t, cfg)
 	url := f.Workers()[0].URL + "/v1/chat/completions"
 	body := chatBody(longText(1, 600), 7, nil)
 
@@ -143,8 +145,12 @@ func TestChatCompletion(t *testing.T) {
 		u.PromptTokensDetails == nil || u.PromptTokensDetails.CachedTokens != 0 {
 		t.Fatalf("usage: %+v", u)
 	}
-	if first.SimTiming == nil || first.SimTiming.TTFT <= 0 || first.SimTiming.E2E < first.SimTiming.TTFT {
+	if first.SimTiming == nil || first.SimTiming.TTFT <= 0 || first.SimTiming.E2E < first.SimTiming.TTFT || first.SimTiming.Worker != 0 {
 		t.Errorf("sim timing: %+v", first.SimTiming)
+	}
+	var other simChat
+	if _, data := post(t, f.Workers()[1].URL+"/v1/chat/completions", body); json.Unmarshal(data, &other) != nil || other.SimTiming == nil || other.SimTiming.Worker != 1 {
+		t.Errorf("worker 1's sim timing: %s", data)
 	}
 
 	_, data = post(t, url, body)

@@ -52,8 +52,10 @@ type Script struct {
 	ErrorAfter int
 	// NoDone ends the stream without [DONE].
 	NoDone bool
-	// SimTTFT, when positive, is sent as sim_timing on the last chunk.
-	SimTTFT float64
+	// SimTTFT, when positive, is sent as sim_timing on the last chunk,
+	// with SimWorker as its worker.
+	SimTTFT   float64
+	SimWorker int
 }
 
 // Server is a running fake.
@@ -159,7 +161,7 @@ func serve(w http.ResponseWriter, sc Script) {
 		}
 		ch := map[string]any{"object": "chat.completion.chunk", "choices": []choice{{Delta: delta{Content: &c}}}}
 		if i == len(sc.Chunks)-1 && sc.SimTTFT > 0 {
-			ch["sim_timing"] = map[string]any{"ttft_seconds": sc.SimTTFT}
+			ch["sim_timing"] = map[string]any{"ttft_seconds": sc.SimTTFT, "worker": sc.SimWorker}
 		}
 		event(ch)
 	}

@@ -42,6 +42,9 @@ type Record struct {
 	// Target is the worker a baseline picked; empty when the server
 	// picked (the gateway).
 	Target string `json:"target,omitempty"`
+	// SimWorker is the index of the simulated worker that served the
+	// request, whoever picked it; null against a real server.
+	SimWorker *int `json:"sim_worker"`
 	// StartS is when the request was sent, since the run's start.
 	StartS float64 `json:"start_s"`
 	Status int     `json:"status"`

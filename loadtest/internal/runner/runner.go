@@ -293,6 +293,9 @@ func (r *run) request(ctx context.Context, s *workload.Session, k int, answers [
 	if res.SimTTFT >= 0 {
 		rec.SimTTFTS = results.Num(res.SimTTFT)
 	}
+	if res.SimWorker >= 0 {
+		rec.SimWorker = &res.SimWorker
+	}
 	rec.WallE2ES = results.Num(res.E2E.Seconds())
 	rec.E2ES = rec.WallE2ES * results.Num(p.TimeScale)
 	if res.Chunks > 0 {

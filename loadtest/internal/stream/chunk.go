@@ -24,7 +24,8 @@ type chunk struct {
 	// SimTiming is the simulator's own account of the request in model
 	// seconds (switchyard sim adds it to the last chunk).
 	SimTiming *struct {
-		TTFT float64 `json:"ttft_seconds"`
+		TTFT   float64 `json:"ttft_seconds"`
+		Worker *int    `json:"worker"`
 	} `json:"sim_timing"`
 	Error *struct {
 		Message string `json:"message"`
@@ -39,12 +40,13 @@ type decoded struct {
 	usage                      bool
 	prompt, cached, completion int
 	simTTFT                    float64 // -1 when absent
+	simWorker                  int     // -1 when absent
 	err                        string  // an error event's message
 }
 
 // decodeEvent interprets one event's data. "[DONE]" is reported as done.
 func decodeEvent(data []byte) (d decoded, done bool, err error) {
-	d.simTTFT = -1
+	d.simTTFT, d.simWorker = -1, -1
 	if string(data) == "[DONE]" {
 		return d, true, nil
 	}
@@ -75,6 +77,9 @@ func decodeEvent(data []byte) (d decoded, done bool, err error) {
 	}
 	if c.SimTiming != nil {
 		d.simTTFT = c.SimTiming.TTFT
+		if c.SimTiming.Worker != nil {
+			d.simWorker = *c.SimTiming.Worker
+		}
 	}
 	return d, false, nil
 }

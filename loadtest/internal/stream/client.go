@@ -75,6 +75,9 @@ type Result struct {
 	// SimTTFT is the simulator's own TTFT in model seconds; -1 when the
 	// server is not the simulator.
 	SimTTFT float64
+	// SimWorker is the index of the simulated worker that served the
+	// request; -1 when the server is not the simulator.
+	SimWorker int
 }
 
 // OK reports a complete, successful stream.
@@ -121,7 +124,7 @@ const maxErrorBody = 8 << 10
 // Chat posts body to baseURL+"/chat/completions" and reads the stream.
 // keepText keeps the generated text (multi-turn needs the answers).
 func (c *Client) Chat(ctx context.Context, baseURL string, body []byte, keepText bool) Result {
-	res := Result{SimTTFT: -1, Sent: c.now()}
+	res := Result{SimTTFT: -1, SimWorker: -1, Sent: c.now()}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimSuffix(baseURL, "/")+"/chat/completions", bytes.NewReader(body))
 	if err != nil {
 		res.Err = fmt.Sprintf("build request: %v", err)
@@ -198,6 +201,9 @@ func (c *Client) readStream(ctx context.Context, body io.Reader, res *Result, ke
 		}
 		if d.simTTFT >= 0 {
 			res.SimTTFT = d.simTTFT
+		}
+		if d.simWorker >= 0 {
+			res.SimWorker = d.simWorker
 		}
 	}
 	res.Text = text.String()

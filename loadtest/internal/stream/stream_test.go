@@ -90,7 +90,7 @@ func TestScriptedStream(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			srv := fakeoai.New(func(fakeoai.Request) fakeoai.Script {
-				return fakeoai.Script{Chunks: tc.chunks, PromptTokens: 40, CachedTokens: 16, SimTTFT: 1.5}
+				return fakeoai.Script{Chunks: tc.chunks, PromptTokens: 40, CachedTokens: 16, SimTTFT: 1.5, SimWorker: 2}
 			})
 			defer srv.Close()
 			clk := &scriptedClock{base: time.Unix(1000, 0), at: tc.clock}
@@ -118,8 +118,8 @@ func TestScriptedStream(t *testing.T) {
 			if !res.Usage || res.PromptTokens != 40 || res.CachedTokens != 16 || res.CompletionToks != len(tc.chunks) {
 				t.Errorf("usage %v prompt %d cached %d completion %d", res.Usage, res.PromptTokens, res.CachedTokens, res.CompletionToks)
 			}
-			if res.SimTTFT != 1.5 {
-				t.Errorf("sim TTFT %v, want 1.5", res.SimTTFT)
+			if res.SimTTFT != 1.5 || res.SimWorker != 2 {
+				t.Errorf("sim TTFT %v worker %d, want 1.5 and 2", res.SimTTFT, res.SimWorker)
 			}
 		})
 	}
