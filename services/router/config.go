@@ -69,6 +69,13 @@ type Config struct {
 	// costs more than recomputing the prefix elsewhere. 0 ranks on
 	// predicted TTFT alone.
 	RecomputeWeight float64
+	// KVPressureWeight scales the charge, added likewise, for the cached
+	// context a request's new blocks would push out of a candidate's KV
+	// cache, estimated from its scraped occupancy: it spreads long-lived
+	// contexts (conversations) over the fleet's caches instead of piling
+	// them onto one worker whose cache then thrashes. 0 leaves occupancy
+	// out.
+	KVPressureWeight float64
 	// Priors of the TTFT predictor, before any completion was observed.
 	PrefillRatePrior float64
 	QueueCostPrior   time.Duration
@@ -93,6 +100,7 @@ func DefaultConfig() Config {
 		SpeculativeTTL:   2 * time.Second,
 		ApproxTTL:        2 * time.Minute,
 		RecomputeWeight:  1,
+		KVPressureWeight: 1,
 		PrefillRatePrior: prior.PrefillRate,
 		QueueCostPrior:   seconds(prior.PerQueued),
 		BaseTTFTPrior:    seconds(prior.Base),
@@ -138,6 +146,8 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.ApproxTTL, "approx-ttl", d.ApproxTTL, "how long the approximate index (models without tokenizer, workers without KV events) remembers a routed prefix")
 	fs.Float64Var(&c.RecomputeWeight, "recompute-weight", d.RecomputeWeight,
 		"weight of the charge for prefilling tokens another worker caches, added to the predicted TTFT (0: predicted TTFT alone)")
+	fs.Float64Var(&c.KVPressureWeight, "kv-pressure-weight", d.KVPressureWeight,
+		"weight of the charge for the cached context a request would push out of a worker's KV cache (scraped vllm:kv_cache_usage_perc and num_gpu_blocks), added to the predicted TTFT (0: occupancy ignored)")
 	fs.Float64Var(&c.PrefillRatePrior, "prefill-rate-prior", d.PrefillRatePrior, "prefill tokens per second assumed for a worker before its TTFTs are learned")
 	fs.DurationVar(&c.QueueCostPrior, "queue-cost-prior", d.QueueCostPrior, "TTFT cost of each request queued or running ahead, before it is learned")
 	fs.DurationVar(&c.BaseTTFTPrior, "ttft-base-prior", d.BaseTTFTPrior, "fixed part of a TTFT (one engine step, network), before it is learned")
@@ -200,6 +210,9 @@ func (c *Config) Validate() error {
 	}
 	if !(c.RecomputeWeight >= 0 && c.RecomputeWeight <= 100) {
 		errs = append(errs, fmt.Errorf("recompute-weight: %v is outside [0, 100]", c.RecomputeWeight))
+	}
+	if !(c.KVPressureWeight >= 0 && c.KVPressureWeight <= 100) {
+		errs = append(errs, fmt.Errorf("kv-pressure-weight: %v is outside [0, 100]", c.KVPressureWeight))
 	}
 	if !(c.PrefillRatePrior >= predict.MinPrefillRate && c.PrefillRatePrior <= predict.MaxPrefillRate) {
 		errs = append(errs, fmt.Errorf("prefill-rate-prior: %v tokens/s is outside [%v, %v]", c.PrefillRatePrior, predict.MinPrefillRate, predict.MaxPrefillRate))

@@ -101,7 +101,7 @@ func New(cfg Config, log zerolog.Logger) (*Server, error) {
 		return nil, fmt.Errorf("router tokenizers: %w", err)
 	}
 	log = log.With().Str("component", "router").Str("router_id", cfg.RouterID).Logger()
-	table := load.NewTable(load.Config{Prior: cfg.predictPrior(), RecomputeWeight: cfg.RecomputeWeight})
+	table := load.NewTable(load.Config{Prior: cfg.predictPrior(), RecomputeWeight: cfg.RecomputeWeight, PressureWeight: cfg.KVPressureWeight})
 	s := &Server{
 		cfg:    cfg,
 		log:    log,

@@ -243,8 +243,9 @@ func TestExplainTable(t *testing.T) {
 			t.Errorf("candidate %d = %v, want %+v", i, cd, w)
 		}
 		// Eligible candidates carry their prediction; nothing is cached
-		// (no body), so the score is the predicted TTFT.
-		if w.eligible != (cd.GetPredictedTtftSeconds() > 0) || cd.GetScore() != cd.GetPredictedTtftSeconds() {
+		// (no body), so the score is the predicted TTFT plus the cache
+		// pressure charge: the fake worker is 37.5 % full.
+		if w.eligible != (cd.GetPredictedTtftSeconds() > 0) || w.eligible != (cd.GetScore() > cd.GetPredictedTtftSeconds()) {
 			t.Errorf("candidate %d: predicted %v score %v", i, cd.GetPredictedTtftSeconds(), cd.GetScore())
 		}
 	}

@@ -33,7 +33,7 @@
 //
 // # Score
 //
-// The decision minimises score = predicted TTFT + recompute, where
+// The decision minimises score = predicted TTFT + recompute + pressure, where
 // recompute is RecomputeWeight × the time this candidate would spend
 // prefilling tokens another candidate already caches. The TTFT alone is
 // greedy for the one request: against an idle worker, the holder of a
@@ -43,6 +43,18 @@
 // recompute term charges that duplicated work, so requests stay with the
 // worker holding their prefix until its queue costs more than recomputing
 // the prefix elsewhere: then the router moves on.
+//
+// A third term, pressure, is PressureWeight × the time to recompute the
+// cached context the request's new blocks are expected to push out of the
+// candidate's KV cache: its uncached tokens × the share of the cache
+// holding live context once they are in (scraped occupancy plus the
+// uncached tokens routed there since the scrape). Without it, a new
+// conversation's first request is predicted no faster on an idle worker
+// than on one busy decoding for others (decode barely slows a prefill),
+// conversations pile onto one worker beyond its cache, and every later
+// turn there is prefilled from scratch as their histories evict each
+// other. With it, new contexts go where there is room, and a request
+// whose prefix is cached stays (its few new blocks weigh little).
 //
 // A consequence worth knowing: when completions never arrive (no NATS, or
 // a gateway that does not publish them), an entry stops weighing on the
@@ -132,9 +144,13 @@ type Estimate struct {
 	// from its completion.
 	Features predict.Features
 	// Recompute is the charge for prefilling tokens another candidate
-	// caches, seconds; Score = TTFT + Recompute is what is minimised.
+	// caches, seconds.
 	Recompute float64
-	Score     float64
+	// Pressure is the charge for the cached context the request's new
+	// blocks are expected to push out of this candidate's cache, seconds.
+	Pressure float64
+	// Score = TTFT + Recompute + Pressure is what is minimised.
+	Score float64
 }
 
 // Request is what a decision needs to know about the request.
@@ -211,11 +227,21 @@ func (c Choice) Reason() string {
 	}
 	b = strconv.AppendInt(b, int64(math.Round(e.PrefillRate)), 10)
 	b = append(b, " tok/s)"...)
-	if e.Recompute > 0 {
+	if e.Recompute > 0 || e.Pressure > 0 {
 		b = append(b, "; score "...)
 		b = appendSeconds(b, e.Score)
-		b = append(b, " with recompute "...)
-		b = appendSeconds(b, e.Recompute)
+		b = append(b, " with"...)
+		if e.Recompute > 0 {
+			b = append(b, " recompute "...)
+			b = appendSeconds(b, e.Recompute)
+		}
+		if e.Pressure > 0 {
+			if e.Recompute > 0 {
+				b = append(b, " +"...)
+			}
+			b = append(b, " cache pressure "...)
+			b = appendSeconds(b, e.Pressure)
+		}
 	}
 	if r := c.RunnerUp; r.ID != "" {
 		b = append(b, "; next best "...)
@@ -308,6 +334,9 @@ type Config struct {
 	// candidate caches (see Score in the package comment); 0 ranks on
 	// predicted TTFT alone.
 	RecomputeWeight float64
+	// PressureWeight scales the charge for filling a candidate's KV cache
+	// (see Score in the package comment); 0 leaves cache occupancy out.
+	PressureWeight float64
 }
 
 // ProviderExtraBase is added to the prior's fixed TTFT for an external
@@ -363,11 +392,13 @@ type endpoint struct {
 	running    int64
 	kvUsage    float64
 	blockSize  int
+	numBlocks  int       // one engine's KV cache in blocks; 0 when unknown
 	lastScrape time.Time // end of last successful scrape
 	scrapeSent time.Time // start of last successful scrape; splits fresh from old
 
 	entries          map[string]*entry
 	fresh            int64
+	freshTokens      int64 // uncached prompt tokens of the fresh entries
 	completedOld     int64
 	modelsConfigured bool
 
@@ -395,6 +426,7 @@ type entry struct {
 // NewTable returns an empty table.
 func NewTable(cfg Config) *Table {
 	cfg.RecomputeWeight = max(0, cfg.RecomputeWeight)
+	cfg.PressureWeight = max(0, cfg.PressureWeight)
 	return &Table{cfg: cfg, byID: map[string]*endpoint{}, byModel: map[string][]*endpoint{}, firstRound: make(chan struct{}),
 		tombstones: map[requestKey]time.Time{}, fleet: map[string]*predict.Model{}}
 }
@@ -523,14 +555,15 @@ func (t *Table) Observe(id string, started time.Time, res scrape.Result) {
 	ep.healthy = true
 	ep.lastErr = ""
 	ep.waiting, ep.running = res.Waiting, res.Running
-	ep.kvUsage, ep.blockSize = res.KVCacheUsage, res.BlockSize
+	ep.kvUsage, ep.blockSize, ep.numBlocks = res.KVCacheUsage, res.BlockSize, res.NumGPUBlocks
 	ep.lastScrape = now
 	ep.scrapeSent = started
 	ep.completedOld = 0
-	ep.fresh = 0
+	ep.fresh, ep.freshTokens = 0, 0
 	for _, e := range ep.entries {
 		if !e.at.Before(started) {
 			ep.fresh++
+			ep.freshTokens += e.tokens
 			continue
 		}
 		if !e.old {
@@ -686,12 +719,33 @@ func (t *Table) pickLocked(req *Request, now time.Time) (Choice, Outcome, *endpo
 // recompute charge for recompute tokens cached on another candidate.
 func (t *Table) estimate(ep *endpoint, model string, now time.Time, prompt, cached, recompute int64) Estimate {
 	m := t.predictor(ep, model)
-	e := ep.estimate(now, uncachedWith(&m, prompt, cached), &m)
+	uncached := uncachedWith(&m, prompt, cached)
+	e := ep.estimate(now, uncached, &m)
 	if recompute > 0 && t.cfg.RecomputeWeight > 0 {
 		e.Recompute = t.cfg.RecomputeWeight * float64(recompute) / e.PrefillRate
 	}
-	e.Score = e.TTFT + e.Recompute
+	if t.cfg.PressureWeight > 0 {
+		e.Pressure = t.cfg.PressureWeight * ep.displaced(uncached) / e.PrefillRate
+	}
+	e.Score = e.TTFT + e.Recompute + e.Pressure
 	return e
+}
+
+// displaced is how many tokens of cached context a request allocating
+// uncached new tokens on ep is expected to push out: each new block
+// displaces live context with the probability that a block of the cache
+// holds live context once the request is in. Live is the scraped
+// occupancy (vllm:kv_cache_usage_perc: blocks referenced by requests)
+// plus the uncached tokens routed here since the scrape. 0 when the cache
+// size is unknown.
+func (ep *endpoint) displaced(uncached int64) float64 {
+	capacity := float64(ep.numBlocks) * float64(ep.blockSize)
+	if capacity <= 0 || uncached <= 0 {
+		return 0
+	}
+	live := ep.kvUsage*capacity + float64(max(0, ep.freshTokens))
+	u := float64(uncached)
+	return u * min(1, (live+u)/capacity)
 }
 
 // estimate predicts with m the TTFT of a request with uncached tokens on ep
@@ -760,6 +814,7 @@ func (ep *endpoint) record(id, model string, at time.Time, uncached int64, est E
 		ep.pendingOld++
 	} else {
 		ep.fresh++
+		ep.freshTokens += e.tokens
 	}
 	ep.entries[id] = e
 	ep.queue = append(ep.queue, e)
@@ -905,6 +960,7 @@ func (t *Table) completeLocked(ep *endpoint, c *Completion) bool {
 		ep.completedOld++
 	} else {
 		ep.fresh--
+		ep.freshTokens -= e.tokens
 	}
 	return true
 }
@@ -931,6 +987,7 @@ func (t *Table) Expire(cutoff time.Time) int {
 			delete(ep.entries, id)
 			if !e.at.Before(ep.scrapeSent) {
 				ep.fresh--
+				ep.freshTokens -= e.tokens
 			}
 			n++
 		}

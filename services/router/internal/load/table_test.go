@@ -312,6 +312,16 @@ func TestReason(t *testing.T) {
 	if got := c.Reason(); got != want {
 		t.Fatalf("reason %q\nwant   %q", got, want)
 	}
+	c.Estimate.Pressure, c.Estimate.Score = 0.125, 0.875
+	want = "predicted TTFT 0.500s = wait 0.200s (ahead: 5 requests, 1500 prefill tokens) + prefill 0.300s " +
+		"(prompt unknown: typical uncached size, at 3000 tok/s); score 0.875s with recompute 0.250s + cache pressure 0.125s; 4 eligible"
+	if got := c.Reason(); got != want {
+		t.Fatalf("reason %q\nwant   %q", got, want)
+	}
+	c.Estimate.Recompute, c.Estimate.Score = 0, 0.625
+	if got, want := c.Reason(), "score 0.625s with cache pressure 0.125s; 4 eligible"; !strings.HasSuffix(got, want) {
+		t.Fatalf("reason %q\nwant suffix %q", got, want)
+	}
 }
 
 // fleet builds a table of n idle endpoints e0..e(n-1) serving "m".
@@ -548,5 +558,80 @@ func TestNewEndpointPredictedLikeItsFleet(t *testing.T) {
 	}
 	if v := tb.Endpoints("")[1]; v.Learned != 0 || v.PrefillRate != predict.DefaultPrior().PrefillRate {
 		t.Fatalf("endpoint view should show its own (empty) history: %+v", v)
+	}
+}
+
+// withCache is a scrape of an idle-queued worker (running requests, none
+// waiting) whose KV cache of blocks×16 tokens is usage full.
+func withCache(running int64, usage float64, blocks int) scrape.Result {
+	return scrape.Result{Metrics: scrape.Metrics{Running: running, KVCacheUsage: usage, BlockSize: 16, NumGPUBlocks: blocks}}
+}
+
+// TestCachePressure: with the queues alike, a new context goes to the
+// worker with room in its KV cache; a request whose prefix is cached stays
+// with it however full it is; without the weight, or without a known cache
+// size, occupancy plays no part.
+func TestCachePressure(t *testing.T) {
+	const blocks = 1781 // the simulator's default cache, ~28.5k tokens
+	usage := map[string]float64{"e0": 0.9, "e1": 0.2, "e2": 0.6}
+	tests := []struct {
+		name   string
+		weight float64
+		blocks int
+		prompt int64
+		cached map[string]int64
+		want   string
+	}{
+		{name: "a new conversation goes where there is room", weight: 1, blocks: blocks, prompt: 4500, want: "e1"},
+		{name: "a cached history stays on a full worker", weight: 1, blocks: blocks, prompt: 6400, cached: map[string]int64{"e0": 6000}, want: "e0"},
+		{name: "weight 0: the tie goes by rotation", weight: 0, blocks: blocks, prompt: 4500, want: "e0"},
+		{name: "cache size unknown: the tie goes by rotation", weight: 1, blocks: 0, prompt: 4500, want: "e0"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tb := NewTable(Config{Prior: predict.DefaultPrior(), RecomputeWeight: 1, PressureWeight: tt.weight})
+			tb.SetEndpoints([]endpoints.Spec{spec("e0", "m"), spec("e1", "m"), spec("e2", "m")})
+			for id, u := range usage {
+				tb.Observe(id, t0, withCache(3, u, tt.blocks))
+			}
+			c, out := tb.Route(Request{Model: "m", ID: "r", PromptTokens: tt.prompt, Cached: cachedOn(tt.cached)}, t0.Add(time.Second))
+			if out != Routed || c.EndpointID != tt.want {
+				t.Fatalf("routed to %s (%v), want %s: %s", c.EndpointID, out, tt.want, c.Reason())
+			}
+			if (tt.weight > 0 && tt.blocks > 0) != (c.Estimate.Pressure > 0) || c.Estimate.Score != c.Estimate.TTFT+c.Estimate.Recompute+c.Estimate.Pressure {
+				t.Fatalf("estimate %+v", c.Estimate)
+			}
+		})
+	}
+}
+
+// TestDisplacedCountsRoutedSinceScrape: what was routed to a worker since
+// its last scrape fills its cache as far as the charge is concerned, until
+// the next scrape reports the occupancy itself.
+func TestDisplacedCountsRoutedSinceScrape(t *testing.T) {
+	tb := NewTable(Config{Prior: predict.DefaultPrior(), PressureWeight: 1})
+	tb.SetEndpoints([]endpoints.Spec{spec("e0", "m")})
+	tb.Observe("e0", t0, withCache(0, 0.5, 100)) // 1600 tokens, 800 live
+	ep := tb.byID["e0"]
+	if got := ep.displaced(400); got != 300 { // 400 × (800+400)/1600
+		t.Fatalf("displaced(400) = %v, want 300", got)
+	}
+	tb.Route(Request{Model: "m", ID: "x", PromptTokens: 400}, t0.Add(time.Second))
+	if got := ep.displaced(400); got != 400 { // 400 × min(1, (800+400+400)/1600)
+		t.Fatalf("after routing 400 tokens: displaced(400) = %v, want 400", got)
+	}
+	if !tb.Complete(Completion{RequestID: "x", EndpointID: "e0", At: t0.Add(2 * time.Second)}) {
+		t.Fatal("completion released nothing")
+	}
+	if got := ep.displaced(400); got != 300 {
+		t.Fatalf("after its completion: displaced(400) = %v, want 300", got)
+	}
+	tb.Route(Request{Model: "m", ID: "y", PromptTokens: 800}, t0.Add(3*time.Second))
+	tb.Observe("e0", t0.Add(4*time.Second), withCache(0, 0.25, 100)) // the scrape after y: 400 live
+	if got := ep.displaced(400); got != 200 {                        // 400 × (400+400)/1600
+		t.Fatalf("after the next scrape: displaced(400) = %v, want 200", got)
+	}
+	if got := ep.displaced(0); got != 0 {
+		t.Fatalf("displaced(0) = %v", got)
 	}
 }

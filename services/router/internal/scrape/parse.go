@@ -26,8 +26,10 @@ type Metrics struct {
 	// KVCacheUsage is the mean over engines, 0..1: engines have caches of
 	// the same size, so the mean is the fraction of the worker's total.
 	KVCacheUsage float64
-	// BlockSize from vllm:cache_config_info; 0 when not exported.
-	BlockSize int
+	// BlockSize and NumGPUBlocks (one engine's cache: engines of a worker
+	// are alike) from vllm:cache_config_info; 0 when not exported.
+	BlockSize    int
+	NumGPUBlocks int
 	// Engines is how many distinct engine label values were seen.
 	Engines int
 }
@@ -84,6 +86,13 @@ func ParseMetrics(r io.Reader) (Metrics, error) {
 				n, err := strconv.Atoi(bs)
 				if err == nil && n > 0 && n > m.BlockSize {
 					m.BlockSize = n
+				}
+			}
+			// vLLM renders an unset value as "None": read as unknown.
+			if nb := labelValue(s, vllm.CacheConfigLabelNumGPUBlks); nb != "" {
+				n, err := strconv.Atoi(nb)
+				if err == nil && n > 0 && n > m.NumGPUBlocks {
+					m.NumGPUBlocks = n
 				}
 			}
 		}

@@ -33,9 +33,9 @@ func TestParseMetrics(t *testing.T) {
 		wantErr string
 	}{
 		{name: "vllm two engines", in: readFixture(t, "vllm_metrics_dp2.txt"),
-			want: Metrics{Waiting: 5, Running: 5, KVCacheUsage: 0.5, BlockSize: 16, Engines: 2}},
+			want: Metrics{Waiting: 5, Running: 5, KVCacheUsage: 0.5, BlockSize: 16, NumGPUBlocks: 27431, Engines: 2}},
 		{name: "vllm one engine, idle, no kv gauge", in: readFixture(t, "vllm_metrics_single.txt"),
-			want: Metrics{Waiting: 0, Running: 0, KVCacheUsage: 0, BlockSize: 32, Engines: 1}},
+			want: Metrics{Waiting: 0, Running: 0, KVCacheUsage: 0, BlockSize: 32, NumGPUBlocks: 9000, Engines: 1}},
 		{name: "untyped series without labels",
 			in:   "vllm:num_requests_waiting 2\nvllm:num_requests_running 7\nvllm:kv_cache_usage_perc 1.5\n",
 			want: Metrics{Waiting: 2, Running: 7, KVCacheUsage: 1, Engines: 1}},
@@ -48,6 +48,9 @@ func TestParseMetrics(t *testing.T) {
 		{name: "bad block size ignored",
 			in:   "vllm:num_requests_waiting 0\nvllm:num_requests_running 0\nvllm:cache_config_info{block_size=\"x\"} 1\n",
 			want: Metrics{Engines: 1}},
+		{name: "blocks not yet profiled",
+			in:   "vllm:num_requests_waiting 0\nvllm:num_requests_running 0\nvllm:cache_config_info{block_size=\"16\",num_gpu_blocks=\"None\"} 1\n",
+			want: Metrics{BlockSize: 16, Engines: 1}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
