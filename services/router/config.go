@@ -76,6 +76,10 @@ type Config struct {
 	// them onto one worker whose cache then thrashes. 0 leaves occupancy
 	// out.
 	KVPressureWeight float64
+	// Pprof serves Go's profiles under /debug/pprof/ on the HTTP port.
+	// Off by default: a profile shows the process's internals to whoever
+	// can reach the port.
+	Pprof bool
 	// Priors of the TTFT predictor, before any completion was observed.
 	PrefillRatePrior float64
 	QueueCostPrior   time.Duration
@@ -148,6 +152,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 		"weight of the charge for prefilling tokens another worker caches, added to the predicted TTFT (0: predicted TTFT alone)")
 	fs.Float64Var(&c.KVPressureWeight, "kv-pressure-weight", d.KVPressureWeight,
 		"weight of the charge for the cached context a request would push out of a worker's KV cache (scraped vllm:kv_cache_usage_perc and num_gpu_blocks), added to the predicted TTFT (0: occupancy ignored)")
+	fs.BoolVar(&c.Pprof, "pprof", false, "serve Go's CPU, heap and goroutine profiles under /debug/pprof/ on the HTTP port (go tool pprof http://HOST/debug/pprof/profile)")
 	fs.Float64Var(&c.PrefillRatePrior, "prefill-rate-prior", d.PrefillRatePrior, "prefill tokens per second assumed for a worker before its TTFTs are learned")
 	fs.DurationVar(&c.QueueCostPrior, "queue-cost-prior", d.QueueCostPrior, "TTFT cost of each request queued or running ahead, before it is learned")
 	fs.DurationVar(&c.BaseTTFTPrior, "ttft-base-prior", d.BaseTTFTPrior, "fixed part of a TTFT (one engine step, network), before it is learned")

@@ -375,6 +375,27 @@ func TestREST(t *testing.T) {
 	}
 }
 
+// TestPprofOnlyWhenAsked: profiles are served on the HTTP port with
+// --pprof and not without.
+func TestPprofOnlyWhenAsked(t *testing.T) {
+	w := newFakeWorker(t, "m")
+	for _, on := range []bool{false, true} {
+		tr := startRouter(t, func(c *router.Config) { c.Pprof = on }, w)
+		for _, path := range []string{"/debug/pprof/", "/debug/pprof/heap", "/debug/pprof/cmdline"} {
+			resp, err := http.Get("http://" + tr.srv.HTTPAddr() + path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if want := map[bool]int{false: http.StatusNotFound, true: http.StatusOK}[on]; resp.StatusCode != want {
+				t.Errorf("pprof=%v: GET %s status %d, want %d: %.200s", on, path, resp.StatusCode, want, body)
+			}
+		}
+		tr.stop(t)
+	}
+}
+
 // publishCompletion plays the gateway's part: an attempt on endpoint ended.
 func publishCompletion(t testing.TB, nc *nats.Conn, reqID, endpoint string) {
 	t.Helper()
