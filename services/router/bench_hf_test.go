@@ -59,7 +59,7 @@ func BenchmarkRouteHFChatProcess(b *testing.B) {
 	}
 	cmd := exec.Command(bin, "router", "--grpc-addr", grpcAddr, "--http-addr", httpAddr,
 		"--nats-url", "", "--endpoints", strings.Join(eps, ","), "--scrape-interval", "1h",
-		"--tokenizers", "*=hf:"+dir, "--log-level", "warn")
+		"--tokenizers", "*=hf:"+dir, "--log-level", "warn", "--pprof")
 	cmd.Stderr = os.Stderr
 	if err := cmd.Start(); err != nil {
 		b.Fatal(err)
