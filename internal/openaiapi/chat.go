@@ -2,6 +2,7 @@ package openaiapi
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -129,20 +130,43 @@ func (c *MessageContent) UnmarshalJSON(b []byte) error {
 
 // plainJSONString returns the text of a JSON string literal that needs no
 // unescaping: no backslash, quote or control byte inside, valid UTF-8.
+// ASCII runs are checked eight bytes at a time: prompts are long, and a
+// byte-at-a-time scan was a twentieth of a router's CPU.
 func plainJSONString(b []byte) (string, bool) {
 	if len(b) < 2 || b[0] != '"' || b[len(b)-1] != '"' {
 		return "", false
 	}
 	inner := b[1 : len(b)-1]
-	for _, ch := range inner {
+	i := 0
+	for ; i+8 <= len(inner); i += 8 {
+		if !plainASCII8(binary.LittleEndian.Uint64(inner[i:])) {
+			break
+		}
+	}
+	rest := inner[i:]
+	for _, ch := range rest {
 		if ch == '\\' || ch == '"' || ch < 0x20 {
 			return "", false
 		}
 	}
-	if !utf8.Valid(inner) {
+	if !utf8.Valid(rest) {
 		return "", false
 	}
 	return string(inner), true
+}
+
+const (
+	ones  = 0x0101010101010101
+	highs = 0x8080808080808080
+)
+
+// plainASCII8 reports whether the eight bytes of w are all ASCII, none a
+// control byte, a quote or a backslash. hasZero is the classic SWAR test:
+// a byte of v is zero exactly when the result has its high bit set.
+func plainASCII8(w uint64) bool {
+	hasZero := func(v uint64) uint64 { return (v - ones) & ^v & highs }
+	lessThanSpace := (w - ones*0x20) & ^w & highs
+	return w&highs == 0 && lessThanSpace == 0 && hasZero(w^(ones*'"')) == 0 && hasZero(w^(ones*'\\')) == 0
 }
 
 // MarshalJSON writes the form that was read.
