@@ -48,9 +48,14 @@ func BenchmarkRouteHFChatProcess(b *testing.B) {
 		b.Fatal(err)
 	}
 	workers := benchWorkers(b)
-	bin := filepath.Join(b.TempDir(), "switchyard")
-	if out, err := exec.Command("go", "build", "-o", bin, "../../cmd/switchyard").CombinedOutput(); err != nil {
-		b.Fatalf("build switchyard: %v\n%s", err, out)
+	// SWITCHYARD_BENCH_BIN runs a given build instead, so that two builds
+	// can be compared turn about on the same machine.
+	bin := os.Getenv("SWITCHYARD_BENCH_BIN")
+	if bin == "" {
+		bin = filepath.Join(b.TempDir(), "switchyard")
+		if out, err := exec.Command("go", "build", "-o", bin, "../../cmd/switchyard").CombinedOutput(); err != nil {
+			b.Fatalf("build switchyard: %v\n%s", err, out)
+		}
 	}
 	grpcAddr, httpAddr := freeAddr(b), freeAddr(b)
 	var eps []string

@@ -21,6 +21,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
+	goruntime "runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -139,7 +140,11 @@ func New(cfg Config, log zerolog.Logger) (*Server, error) {
 		}
 	}
 
-	s.grpcSrv = grpc.NewServer(grpc.MaxRecvMsgSize(cfg.MaxRecvMsgBytes))
+	// Route's stack grows deep (JSON, template, tokenizer); workers that
+	// live across calls keep theirs grown instead of copying a fresh
+	// goroutine's stack up on every call. Calls beyond the workers get a
+	// goroutine of their own, as without the option.
+	s.grpcSrv = grpc.NewServer(grpc.MaxRecvMsgSize(cfg.MaxRecvMsgBytes), grpc.NumStreamWorkers(uint32(goruntime.GOMAXPROCS(0))))
 	routerv1.RegisterRouterServer(s.grpcSrv, s.svc)
 	healthpb.RegisterHealthServer(s.grpcSrv, s.health)
 	reflection.Register(s.grpcSrv)
