@@ -606,7 +606,11 @@ func (x *Index) walkInline(hashes []Hash, alive uint64, nowNs int64, endAt *[inl
 			for _, pos := range order[lo:hi] {
 				h := hashes[base+int(pos)]
 				m := sh.held[h]
-				if spec {
+				// Guesses matter only for candidates still matching that
+				// the confirmed mask leaves out; with KV events, a cached
+				// history is confirmed on its holder, and this saves the
+				// second probe for nearly every block.
+				if spec && alive&^m != 0 {
 					for _, e := range sh.spec[h] {
 						if e.until > nowNs && e.slot < inlineSlots {
 							m |= 1 << e.slot

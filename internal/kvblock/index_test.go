@@ -388,14 +388,15 @@ func FuzzIndexOps(f *testing.F) {
 	f.Add([]byte{0, 1, 5, 1, 2, 3, 4, 0, 5, 8})
 	f.Add([]byte{0, 70, 9, 3, 70, 2, 0, 1, 2, 5, 1, 0})
 	f.Fuzz(func(t *testing.T, ops []byte) {
-		p := prompt(1, 12)
+		// Longer than Prefixes' first two windows (32, then 64 blocks).
+		p := prompt(1, 120)
 		x := NewIndex()
 		model := map[string]map[Hash]bool{}
 		spec := map[string]map[Hash]int64{}
 		now := now0.UnixNano()
 		for i := 0; i+2 < len(ops); i += 3 {
 			w := "w" + strconv.Itoa(int(ops[i+1])%80)
-			k := int(ops[i+2]) % (len(p) + 1)
+			k := int(ops[i+2]) * (len(p) + 1) / 256
 			if model[w] == nil {
 				model[w], spec[w] = map[Hash]bool{}, map[Hash]int64{}
 			}
@@ -409,6 +410,7 @@ func FuzzIndexOps(f *testing.F) {
 				x.Remove(w, p[k:])
 				for _, h := range p[k:] {
 					delete(model[w], h)
+					delete(spec[w], h) // an eviction ends the guess too
 				}
 			case 2:
 				x.Clear(w)
