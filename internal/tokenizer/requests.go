@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"unicode"
 
 	"github.com/switchyard-dev/switchyard/internal/openaiapi"
 )
@@ -79,14 +80,16 @@ func ChatOf(req *openaiapi.ChatCompletionRequest) (*Chat, error) {
 	if req.ChatTemplate != nil {
 		return nil, &InputError{Param: "chat_template", Msg: "a per-request chat template is not supported"}
 	}
-	if req.ContinueFinalMessage != nil && *req.ContinueFinalMessage {
-		return nil, &InputError{Param: "continue_final_message", Msg: "continue_final_message is not supported"}
+	continueFinal := req.ContinueFinalMessage != nil && *req.ContinueFinalMessage
+	if continueFinal && req.WantsGenerationPrompt() {
+		// vLLM's words; add_generation_prompt defaults to true there too.
+		return nil, &InputError{Param: "continue_final_message", Msg: "cannot set both continue_final_message and add_generation_prompt to true"}
 	}
 	msgs, err := ChatMessages(req)
 	if err != nil {
 		return nil, err
 	}
-	c := &Chat{Messages: msgs, AddGenerationPrompt: req.WantsGenerationPrompt()}
+	c := &Chat{Messages: msgs, AddGenerationPrompt: req.WantsGenerationPrompt(), ContinueFinalMessage: continueFinal}
 	if !isJSONNull(req.Tools) {
 		c.Tools = req.Tools
 	}
@@ -153,4 +156,33 @@ func CompletionPrompts(t Tokenizer, req *openaiapi.CompletionRequest) ([][]uint3
 		out[i] = encode(s)
 	}
 	return out, nil
+}
+
+// ContinueFinal cuts a rendered chat right after the final message's text,
+// as transformers' apply_chat_template does for continue_final_message: at
+// the last occurrence of that text stripped of whitespace, keeping the
+// message's trailing whitespace only when the template kept it and the
+// message has no leading whitespace. A template that does not render the
+// text is an error.
+func ContinueFinal(rendered string, msgs []Message) (string, error) {
+	if len(msgs) == 0 {
+		return rendered, nil
+	}
+	final := msgs[len(msgs)-1].Content
+	stripped := strings.TrimFunc(final, pyIsSpace)
+	at := strings.LastIndex(rendered, stripped)
+	if at < 0 {
+		return "", &InputError{Param: "continue_final_message",
+			Msg: "the final message does not appear in the prompt the chat template renders, so it cannot be continued"}
+	}
+	if lstripped := strings.TrimLeftFunc(final, pyIsSpace); strings.HasPrefix(rendered[at:], final) && len(lstripped) == len(final) {
+		return rendered[:at+len(final)], nil
+	}
+	return rendered[:at+len(stripped)], nil
+}
+
+// pyIsSpace is Python's str.isspace, what strip() removes: Unicode
+// White_Space and the separators U+001C–U+001F.
+func pyIsSpace(r rune) bool {
+	return unicode.IsSpace(r) || (r >= 0x1c && r <= 0x1f)
 }

@@ -188,6 +188,9 @@ func (t *Simple) ApplyChatTemplate(c *Chat) (string, error) {
 		b.WriteString(IMStart)
 		b.WriteString("assistant\n")
 	}
+	if c.ContinueFinalMessage {
+		return ContinueFinal(b.String(), c.Messages)
+	}
 	return b.String(), nil
 }
 

@@ -35,6 +35,10 @@ type Chat struct {
 	Kwargs json.RawMessage
 	// AddGenerationPrompt ends the prompt with the assistant turn opener.
 	AddGenerationPrompt bool
+	// ContinueFinalMessage ends the prompt inside the final message, so
+	// the model continues it (vLLM's continue_final_message): see
+	// ContinueFinal.
+	ContinueFinalMessage bool
 }
 
 // Message is a chat message reduced to what a chat template reads. Content

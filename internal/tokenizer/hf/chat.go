@@ -60,7 +60,11 @@ func (t *Tokenizer) ApplyChatTemplate(c *tokenizer.Chat) (string, error) {
 			opts.Kwargs[name], _ = d.Get(k)
 		}
 	}
-	return t.chat.Render(msgs, opts)
+	out, err := t.chat.Render(msgs, opts)
+	if err != nil || !c.ContinueFinalMessage {
+		return out, err
+	}
+	return tokenizer.ContinueFinal(out, c.Messages)
 }
 
 type fieldError struct{ param, msg string }

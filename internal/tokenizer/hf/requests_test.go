@@ -69,7 +69,10 @@ func TestRequestErrors(t *testing.T) {
 		{`{"messages":[{"role":"assistant","content":"","tool_calls":[{"type":"custom","function":{"name":"f"}}]}]}`, "messages[0].tool_calls[0]"},
 		{`{"messages":[{"role":"user","content":"x"}],"chat_template_kwargs":[1]}`, "chat_template_kwargs"},
 		{`{"messages":[{"role":"user","content":"x"}],"chat_template":"{{ 1 }}"}`, "chat_template"},
-		{`{"messages":[{"role":"user","content":"x"}],"continue_final_message":true,"add_generation_prompt":false}`, "continue_final_message"},
+		{`{"messages":[{"role":"user","content":"x"},{"role":"assistant","content":"y"}],"continue_final_message":true}`, "continue_final_message"},
+		// Qwen3's template moves a <think> block out of the content, so
+		// the final message's text is not in the render to continue.
+		{`{"messages":[{"role":"user","content":"q"},{"role":"assistant","content":"<think>x</think>"}],"continue_final_message":true,"add_generation_prompt":false}`, "continue_final_message"},
 	} {
 		req, apiErr := openaiapi.ParseChatCompletionRequest([]byte(tc.body))
 		if apiErr != nil {

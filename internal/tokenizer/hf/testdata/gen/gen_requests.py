@@ -111,6 +111,18 @@ def vllm_inputs(body):
     return conversation, tools, body.get("add_generation_prompt", True), kwargs
 
 
+def continue_final(rendered, conversation):
+    """transformers' apply_chat_template with continue_final_message=True
+    (vLLM passes the flag through): cut the render after the final message."""
+    final = conversation[-1]["content"]
+    if final.strip() not in rendered:
+        raise ValueError("final message not in the render")
+    loc = rendered.rindex(final.strip())
+    if rendered[loc : loc + len(final.lstrip())] == final:
+        return rendered[: loc + len(final.lstrip())]
+    return rendered[: loc + len(final.strip())]
+
+
 WEATHER = {
     "type": "function",
     "function": {
@@ -178,6 +190,21 @@ BODIES = {
         "add_generation_prompt": False,
         "messages": [{"role": "system", "content": "S"}, {"role": "user", "content": "U"}, {"role": "assistant", "content": "A"}],
     },
+    "continue_final": {
+        "add_generation_prompt": False,
+        "continue_final_message": True,
+        "messages": [{"role": "user", "content": "Write a haiku about rain."}, {"role": "assistant", "content": "Soft rain on the roof,"}],
+    },
+    "continue_trailing_space": {
+        "add_generation_prompt": False,
+        "continue_final_message": True,
+        "messages": [{"role": "user", "content": "Tell a story."}, {"role": "assistant", "content": "Once upon a time, "}],
+    },
+    "continue_leading_space": {
+        "add_generation_prompt": False,
+        "continue_final_message": True,
+        "messages": [{"role": "system", "content": "S"}, {"role": "user", "content": "Go on."}, {"role": "assistant", "content": "\n  indented start"}],
+    },
     "llama_tool": {
         "tools": [WEATHER, BARE],
         "messages": [
@@ -193,6 +220,8 @@ CASES = [
     ("qwen3", "tool_use"), ("qwen3", "bad_arguments"), ("qwen3", "reasoning_and_parts"),
     ("qwen3", "reasoning_after_query"), ("qwen3", "thinking_off"), ("qwen3", "no_generation_prompt"),
     ("llama3_1", "llama_tool"), ("llama3_1", "reasoning_and_parts"), ("llama3_1", "no_generation_prompt"),
+    ("qwen3", "continue_final"), ("qwen3", "continue_trailing_space"), ("qwen3", "continue_leading_space"),
+    ("llama3_1", "continue_final"), ("llama3_1", "continue_trailing_space"), ("llama3_1", "continue_leading_space"),
 ]
 
 
@@ -207,6 +236,8 @@ def main():
         case["output"] = template.render(
             messages=messages, tools=tools, documents=None, add_generation_prompt=add_gen, **{**special, **kwargs}
         )
+        if body.get("continue_final_message"):
+            case["output"] = continue_final(case["output"], messages)
         out.append(case)
     path = os.path.join(TESTDATA, "golden", "requests.json")
     os.makedirs(os.path.dirname(path), exist_ok=True)
