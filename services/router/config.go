@@ -76,6 +76,10 @@ type Config struct {
 	// them onto one worker whose cache then thrashes. 0 leaves occupancy
 	// out.
 	KVPressureWeight float64
+	// GCPercent is the Go garbage collector's target (GOGC) for a router
+	// run as its own process; 0 keeps Go's default, and a GOGC
+	// environment variable wins over it.
+	GCPercent int
 	// Pprof serves Go's profiles under /debug/pprof/ on the HTTP port.
 	// Off by default: a profile shows the process's internals to whoever
 	// can reach the port.
@@ -105,6 +109,7 @@ func DefaultConfig() Config {
 		ApproxTTL:        2 * time.Minute,
 		RecomputeWeight:  1,
 		KVPressureWeight: 1,
+		GCPercent:        defaultGCPercent,
 		PrefillRatePrior: prior.PrefillRate,
 		QueueCostPrior:   seconds(prior.PerQueued),
 		BaseTTFTPrior:    seconds(prior.Base),
@@ -112,6 +117,9 @@ func DefaultConfig() Config {
 }
 
 var prior = predict.DefaultPrior()
+
+// defaultGCPercent: see --gc-percent and the README's Route figures.
+const defaultGCPercent = 400
 
 func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
 
@@ -152,6 +160,8 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 		"weight of the charge for prefilling tokens another worker caches, added to the predicted TTFT (0: predicted TTFT alone)")
 	fs.Float64Var(&c.KVPressureWeight, "kv-pressure-weight", d.KVPressureWeight,
 		"weight of the charge for the cached context a request would push out of a worker's KV cache (scraped vllm:kv_cache_usage_perc and num_gpu_blocks), added to the predicted TTFT (0: occupancy ignored)")
+	fs.IntVar(&c.GCPercent, "gc-percent", d.GCPercent,
+		"Go GC target (GOGC) of the router process: each request's garbage dies with it, and the requests that overlap a collection make Route's tail; higher means fewer collections for more heap (up to 1+N/100 times the live heap); 0 keeps Go's 100; a GOGC environment variable wins")
 	fs.BoolVar(&c.Pprof, "pprof", false, "serve Go's CPU, heap and goroutine profiles under /debug/pprof/ on the HTTP port (go tool pprof http://HOST/debug/pprof/profile)")
 	fs.Float64Var(&c.PrefillRatePrior, "prefill-rate-prior", d.PrefillRatePrior, "prefill tokens per second assumed for a worker before its TTFTs are learned")
 	fs.DurationVar(&c.QueueCostPrior, "queue-cost-prior", d.QueueCostPrior, "TTFT cost of each request queued or running ahead, before it is learned")
@@ -215,6 +225,9 @@ func (c *Config) Validate() error {
 	}
 	if !(c.RecomputeWeight >= 0 && c.RecomputeWeight <= 100) {
 		errs = append(errs, fmt.Errorf("recompute-weight: %v is outside [0, 100]", c.RecomputeWeight))
+	}
+	if c.GCPercent < 0 || c.GCPercent > 10000 {
+		errs = append(errs, fmt.Errorf("gc-percent: %d is outside [0, 10000]", c.GCPercent))
 	}
 	if !(c.KVPressureWeight >= 0 && c.KVPressureWeight <= 100) {
 		errs = append(errs, fmt.Errorf("kv-pressure-weight: %v is outside [0, 100]", c.KVPressureWeight))

@@ -21,7 +21,9 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"os"
 	goruntime "runtime"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -453,6 +455,11 @@ func (s *Server) sweepLoop(ctx context.Context) {
 
 // Run builds and serves a router until ctx ends.
 func Run(ctx context.Context, cfg Config, log zerolog.Logger) error {
+	// The GC target is the process's, so it is set here and not in New:
+	// `switchyard dev` runs every service in one process.
+	if _, set := os.LookupEnv("GOGC"); !set && cfg.GCPercent > 0 {
+		debug.SetGCPercent(cfg.GCPercent)
+	}
 	s, err := New(cfg, log)
 	if err != nil {
 		return err
