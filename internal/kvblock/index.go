@@ -66,7 +66,11 @@ type shard struct {
 	mu   sync.RWMutex
 	held map[Hash]uint64   // bit s (s < 63): slot s holds the block; overflowBit: see over
 	over map[Hash][]uint16 // slots >= 63 holding the block, sorted
-	spec map[Hash][]specHold
+	// spec holds each speculated hash's first holder inline, so the map
+	// has no pointer for the collector to follow and a new guess
+	// allocates nothing; specMore holds the rare further holders.
+	spec     map[Hash]specHold
+	specMore map[Hash][]specHold
 	// due lists speculative hashes by the second their entry expires, so
 	// Sweep visits what may have expired instead of every entry: a router
 	// taking long unique prompts holds millions of speculative blocks
@@ -81,8 +85,9 @@ type shard struct {
 func dueSecond(untilNs int64) int64 { return untilNs / int64(time.Second) }
 
 type specHold struct {
-	slot  uint16
 	until int64 // unix nanoseconds
+	slot  uint16
+	more  bool // in spec: specMore has further holders of the hash
 }
 
 // NewIndex returns an empty index.
@@ -305,7 +310,7 @@ func (x *Index) Speculate(worker string, hashes []Hash, until time.Time) {
 	x.byShard(hashes, func(sh *shard, hs []Hash) {
 		sh.mu.Lock()
 		if sh.spec == nil {
-			sh.spec = map[Hash][]specHold{}
+			sh.spec = map[Hash]specHold{}
 			sh.due = map[int64][]Hash{}
 		}
 		for _, h := range hs {
@@ -315,37 +320,6 @@ func (x *Index) Speculate(worker string, hashes []Hash, until time.Time) {
 		sh.due[sec] = append(sh.due[sec], hs...)
 		sh.mu.Unlock()
 	})
-}
-
-func (sh *shard) speculate(h Hash, s int, until int64) {
-	list := sh.spec[h]
-	for i := range list {
-		if int(list[i].slot) == s {
-			list[i].until = max(list[i].until, until)
-			return
-		}
-	}
-	sh.spec[h] = append(list, specHold{slot: uint16(s), until: until})
-}
-
-// unspeculate drops slot s's speculative hold on h. Its listing in due
-// stays; Sweep finds nothing there and moves on.
-func (sh *shard) unspeculate(h Hash, s int) {
-	list, ok := sh.spec[h]
-	if !ok {
-		return
-	}
-	for i := range list {
-		if int(list[i].slot) == s {
-			list = append(list[:i], list[i+1:]...)
-			break
-		}
-	}
-	if len(list) == 0 {
-		delete(sh.spec, h)
-	} else {
-		sh.spec[h] = list
-	}
 }
 
 // Sweep frees speculative entries expired at now and returns how many it
@@ -371,7 +345,7 @@ func (x *Index) Sweep(now time.Time) int {
 			// The current second: what has not expired yet stays listed.
 			kept := hs[:0]
 			for _, h := range hs {
-				if len(sh.spec[h]) > 0 {
+				if _, ok := sh.spec[h]; ok {
 					kept = append(kept, h)
 				}
 			}
@@ -382,29 +356,6 @@ func (x *Index) Sweep(now time.Time) int {
 			}
 		}
 		sh.mu.Unlock()
-	}
-	return freed
-}
-
-// expire drops h's speculative entries expired at n and returns how many.
-func (sh *shard) expire(h Hash, n int64) int {
-	list, ok := sh.spec[h]
-	if !ok {
-		return 0
-	}
-	freed := 0
-	kept := list[:0]
-	for _, e := range list {
-		if e.until > n {
-			kept = append(kept, e)
-		} else {
-			freed++
-		}
-	}
-	if len(kept) == 0 {
-		delete(sh.spec, h)
-	} else {
-		sh.spec[h] = kept
 	}
 	return freed
 }
@@ -420,18 +371,8 @@ func (x *Index) Forget(worker string) {
 	for i := range x.shards {
 		sh := &x.shards[i]
 		sh.mu.Lock()
-		for h, list := range sh.spec {
-			kept := list[:0]
-			for _, e := range list {
-				if int(e.slot) != s {
-					kept = append(kept, e)
-				}
-			}
-			if len(kept) == 0 {
-				delete(sh.spec, h)
-			} else {
-				sh.spec[h] = kept
-			}
+		for h := range sh.spec {
+			sh.unspeculate(h, s)
 		}
 		sh.mu.Unlock()
 	}
@@ -522,6 +463,7 @@ func (x *Index) Prefixes(hashes []Hash, workers []string, now time.Time, out []i
 	}
 	// Candidates past the inline slots: one probe per hash, checking their
 	// side lists under the shard's lock.
+	var specBuf [8]specHold
 	for i := 0; i < n && (alive != 0 || len(spill) > 0); i++ {
 		h := hashes[i]
 		sh := x.shardOf(h)
@@ -529,7 +471,7 @@ func (x *Index) Prefixes(hashes []Hash, workers []string, now time.Time, out []i
 		m := sh.held[h]
 		var specList []specHold
 		if len(sh.spec) > 0 {
-			specList = sh.spec[h]
+			specList = sh.holders(h, specBuf[:0])
 			for _, e := range specList {
 				if e.until > nowNs && e.slot < inlineSlots {
 					m |= 1 << e.slot
@@ -611,9 +553,16 @@ func (x *Index) walkInline(hashes []Hash, alive uint64, nowNs int64, endAt *[inl
 				// history is confirmed on its holder, and this saves the
 				// second probe for nearly every block.
 				if spec && alive&^m != 0 {
-					for _, e := range sh.spec[h] {
+					if e, ok := sh.spec[h]; ok {
 						if e.until > nowNs && e.slot < inlineSlots {
 							m |= 1 << e.slot
+						}
+						if e.more {
+							for _, e := range sh.specMore[h] {
+								if e.until > nowNs && e.slot < inlineSlots {
+									m |= 1 << e.slot
+								}
+							}
 						}
 					}
 				}

@@ -400,7 +400,7 @@ func FuzzIndexOps(f *testing.F) {
 			if model[w] == nil {
 				model[w], spec[w] = map[Hash]bool{}, map[Hash]int64{}
 			}
-			switch ops[i] % 6 {
+			switch ops[i] % 7 {
 			case 0:
 				x.Store(w, p[:k])
 				for _, h := range p[:k] {
@@ -431,6 +431,16 @@ func FuzzIndexOps(f *testing.F) {
 				x.Forget(w)
 				clear(model[w])
 				clear(spec[w])
+			case 6:
+				at := now0.Add(time.Duration(int(ops[i+2])-128) * time.Millisecond)
+				x.Sweep(at)
+				for _, held := range spec {
+					for h, until := range held {
+						if until <= at.UnixNano() {
+							delete(held, h)
+						}
+					}
+				}
 			}
 		}
 		var workers []string
@@ -538,13 +548,32 @@ func TestIndexSweepMatchesModel(t *testing.T) {
 			}
 			left := 0
 			for i := range x.shards {
-				for _, list := range x.shards[i].spec {
-					left += len(list)
-				}
+				left += x.shards[i].specCount()
 			}
 			if left != len(model) {
 				t.Fatalf("step %d: %d speculative entries left, want %d", step, left, len(model))
 			}
 		}
+	}
+}
+
+// BenchmarkSpeculateNew is the router after routing a cold 8k-token
+// prompt: 512 blocks never seen before speculated on one worker, then
+// looked up, in an index where earlier prompts' guesses expire.
+func BenchmarkSpeculateNew(b *testing.B) {
+	x := NewIndex()
+	workers := []string{"w0", "w1", "w2", "w3"}
+	now := now0
+	var out []int
+	i := 0
+	for b.Loop() {
+		p := prompt(uint32(i), 512)
+		x.Speculate(workers[i%len(workers)], p, now.Add(3*time.Second))
+		out = x.Prefixes(p, workers, now, out)
+		now = now.Add(10 * time.Millisecond)
+		if i%100 == 0 {
+			x.Sweep(now)
+		}
+		i++
 	}
 }
