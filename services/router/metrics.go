@@ -37,8 +37,8 @@ func newMetrics(table *load.Table, kv *kvblock.Index, kvStats func() (kvsync.Sta
 	m := &metrics{
 		reg: prometheus.NewRegistry(),
 		routeDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name:    "switchyard_router_route_duration_seconds",
-			Help:    "Time to answer Route, from request decoded to response built.",
+			Name: "switchyard_router_route_duration_seconds",
+			Help: "Time to answer Route, from request decoded to response built.",
 			// Sub-millisecond for routing on load and text; up to tens of
 			// milliseconds for long prompts through a real tokenizer, with
 			// a bucket at 2 ms, the 8k-token target (README).
