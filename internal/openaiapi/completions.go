@@ -6,6 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"math"
+
+	jsonv2 "github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
 )
 
 // CompletionRequest is the body of POST /v1/completions.
@@ -41,6 +44,25 @@ type Prompt struct {
 
 // Len is the number of prompts (a batch when > 1).
 func (p Prompt) Len() int { return len(p.Texts) + len(p.TokenIDs) }
+
+// UnmarshalJSONFrom is UnmarshalJSON for the decoder decodeBody uses: a
+// string prompt, the long common case, is decoded in place rather than
+// captured and decoded again; the array forms go through UnmarshalJSON.
+func (p *Prompt) UnmarshalJSONFrom(dec *jsontext.Decoder) error {
+	if dec.PeekKind() == '"' {
+		var s string
+		if err := jsonv2.UnmarshalDecode(dec, &s); err != nil {
+			return err
+		}
+		*p = Prompt{Texts: []string{s}}
+		return nil
+	}
+	raw, err := dec.ReadValue()
+	if err != nil {
+		return err
+	}
+	return p.UnmarshalJSON(raw)
+}
 
 // UnmarshalJSON accepts the four OpenAI prompt forms.
 func (p *Prompt) UnmarshalJSON(b []byte) error {

@@ -222,6 +222,11 @@ func TestMessageContentStringFastPathAgreesWithEncodingJSON(t *testing.T) {
 		if got.Text == nil || *got.Text != want {
 			t.Errorf("%s: got %v, want %q", lit, got.Text, want)
 		}
+		// The same literal inside a body goes through UnmarshalJSONFrom.
+		decodesAsEncodingJSON[ChatCompletionRequest](t, []byte(`{"messages":[{"role":"user","content":`+lit+`}]}`))
+	}
+	for _, content := range []string{`null`, `[]`, `[{"type":"text","text":"a\nb"}]`, `7`, `{}`, `true`, `[1]`} {
+		decodesAsEncodingJSON[ChatCompletionRequest](t, []byte(`{"messages":[{"role":"user","content":`+content+`}]}`))
 	}
 	for _, bad := range []string{`"`, `"unterminated`, "\"raw\ncontrol\""} {
 		var c MessageContent
