@@ -201,8 +201,8 @@ func routeChats(b *testing.B, client routerv1.RouterClient, pid int, httpAddr st
 
 type chatMessage struct{ role, content string }
 
-// conversation is a system prompt and alternating turns totalling about
-// chars characters; salt makes every message unique.
+// conversation is a system prompt and alternating turns of paragraphs
+// totalling about chars characters; salt makes every message unique.
 func conversation(chars int, salt string) []chatMessage {
 	msgs := []chatMessage{{"system", salt + "You keep a harbour town's archive."}}
 	n := 0
@@ -211,7 +211,9 @@ func conversation(chars int, salt string) []chatMessage {
 		if i%2 == 1 {
 			role = "assistant"
 		}
-		c := salt + "Turn " + strconv.Itoa(i) + ". " + strings.Repeat(tokenizer.SampleText+" ", 2)
+		// Paragraphs, as real messages have: their newlines are escapes
+		// in the JSON body, which decoders take a slower path for.
+		c := salt + "Turn " + strconv.Itoa(i) + ".\n\n" + tokenizer.SampleText + "\n\n" + tokenizer.SampleText
 		msgs = append(msgs, chatMessage{role, c})
 		n += len(c)
 	}
