@@ -102,3 +102,22 @@ func TestUsageErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestOutputsNone: "-" means no file for every output flag, and the
+// defaults derived from --out follow it.
+func TestOutputsNone(t *testing.T) {
+	for _, tc := range []struct {
+		in, want outputs
+	}{
+		{outputs{json: "-"}, outputs{}},
+		{outputs{json: "-", records: "r.jsonl"}, outputs{records: "r.jsonl"}},
+		{outputs{json: "b/x.json", html: "-"}, outputs{json: "b/x.json", records: "b/x.requests.jsonl"}},
+		{outputs{json: "b/x.json", records: "-"}, outputs{json: "b/x.json", html: "b/x.html"}},
+	} {
+		got := tc.in
+		got.resolve()
+		if got != tc.want {
+			t.Errorf("resolve(%+v) = %+v, want %+v", tc.in, got, tc.want)
+		}
+	}
+}

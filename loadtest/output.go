@@ -21,7 +21,7 @@ type outputs struct {
 }
 
 func (o *outputs) registerFlags(fs *flag.FlagSet, base string) {
-	fs.StringVar(&o.json, "out", base+".json", "summary JSON (workloads.<workload>.<strategy>); empty: none")
+	fs.StringVar(&o.json, "out", base+".json", "summary JSON (workloads.<workload>.<strategy>); empty or - for none")
 	fs.StringVar(&o.records, "records", "", "per-request JSON lines (default: the --out path with .requests.jsonl); - for none")
 	fs.StringVar(&o.html, "html", "", "HTML report (default: the --out path with .html); - for none")
 	fs.StringVar(&o.table, "table", "", "also write the Markdown table to this file")
@@ -29,6 +29,9 @@ func (o *outputs) registerFlags(fs *flag.FlagSet, base string) {
 
 // resolve fills the defaults derived from --out.
 func (o *outputs) resolve() {
+	if o.json == "-" {
+		o.json = "" // as for --records and --html, not a file named "-"
+	}
 	stem := o.json
 	if ext := filepath.Ext(stem); ext == ".json" {
 		stem = stem[:len(stem)-len(ext)]
