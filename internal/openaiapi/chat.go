@@ -2,11 +2,9 @@ package openaiapi
 
 import (
 	"bytes"
-	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"unicode/utf8"
 
 	jsonv2 "github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
@@ -94,7 +92,9 @@ type MessageContent struct {
 	Parts []ContentPart
 }
 
-// UnmarshalJSON accepts a string, an array of parts or null.
+// UnmarshalJSON accepts a string, an array of parts or null. It serves
+// encoding/json; the decoder every request body goes through (decodeBody)
+// uses UnmarshalJSONFrom.
 func (c *MessageContent) UnmarshalJSON(b []byte) error {
 	*c = MessageContent{}
 	b = bytes.TrimSpace(b)
@@ -102,14 +102,6 @@ func (c *MessageContent) UnmarshalJSON(b []byte) error {
 	case bytes.Equal(b, []byte("null")):
 		return nil
 	case len(b) > 0 && b[0] == '"':
-		// The enclosing decoder has already validated b as a JSON string;
-		// without escapes and with valid UTF-8 its text is the bytes
-		// between the quotes. Prompts are long, and decoding them a second
-		// time is most of a router's body-reading cost.
-		if s, ok := plainJSONString(b); ok {
-			c.Text = &s
-			return nil
-		}
 		var s string
 		if err := json.Unmarshal(b, &s); err != nil {
 			return err
@@ -121,10 +113,7 @@ func (c *MessageContent) UnmarshalJSON(b []byte) error {
 		if err := json.Unmarshal(b, &parts); err != nil {
 			return err
 		}
-		if parts == nil {
-			parts = []ContentPart{}
-		}
-		c.Parts = parts
+		c.setParts(parts)
 		return nil
 	}
 	return errContentType
@@ -135,9 +124,9 @@ var errContentType = errors.New("content must be a string, an array of content p
 
 // UnmarshalJSONFrom is UnmarshalJSON for the decoder decodeBody uses: the
 // string or parts are decoded in place, in the decoder's own (v1)
-// semantics, instead of the value being captured, scanned again and, when
-// it has escapes — real messages have newlines — decoded a third time by
-// a fresh decoder (four times slower on an 8k-token chat).
+// semantics, instead of the value being captured and decoded again by a
+// fresh decoder (four times slower on an 8k-token chat whose messages have
+// newlines, as real ones do). Prompts are long and read on every request.
 func (c *MessageContent) UnmarshalJSONFrom(dec *jsontext.Decoder) error {
 	*c = MessageContent{}
 	switch dec.PeekKind() {
@@ -156,54 +145,18 @@ func (c *MessageContent) UnmarshalJSONFrom(dec *jsontext.Decoder) error {
 		if err := jsonv2.UnmarshalDecode(dec, &parts); err != nil {
 			return err
 		}
-		if parts == nil {
-			parts = []ContentPart{}
-		}
-		c.Parts = parts
+		c.setParts(parts)
 		return nil
 	}
 	return errContentType
 }
 
-// plainJSONString returns the text of a JSON string literal that needs no
-// unescaping: no backslash, quote or control byte inside, valid UTF-8.
-// ASCII runs are checked eight bytes at a time: prompts are long, and a
-// byte-at-a-time scan was a twentieth of a router's CPU.
-func plainJSONString(b []byte) (string, bool) {
-	if len(b) < 2 || b[0] != '"' || b[len(b)-1] != '"' {
-		return "", false
+// setParts keeps an empty array distinct from no parts.
+func (c *MessageContent) setParts(parts []ContentPart) {
+	if parts == nil {
+		parts = []ContentPart{}
 	}
-	inner := b[1 : len(b)-1]
-	i := 0
-	for ; i+8 <= len(inner); i += 8 {
-		if !plainASCII8(binary.LittleEndian.Uint64(inner[i:])) {
-			break
-		}
-	}
-	rest := inner[i:]
-	for _, ch := range rest {
-		if ch == '\\' || ch == '"' || ch < 0x20 {
-			return "", false
-		}
-	}
-	if !utf8.Valid(rest) {
-		return "", false
-	}
-	return string(inner), true
-}
-
-const (
-	ones  = 0x0101010101010101
-	highs = 0x8080808080808080
-)
-
-// plainASCII8 reports whether the eight bytes of w are all ASCII, none a
-// control byte, a quote or a backslash. hasZero is the classic SWAR test:
-// a byte of v is zero exactly when the result has its high bit set.
-func plainASCII8(w uint64) bool {
-	hasZero := func(v uint64) uint64 { return (v - ones) & ^v & highs }
-	lessThanSpace := (w - ones*0x20) & ^w & highs
-	return w&highs == 0 && lessThanSpace == 0 && hasZero(w^(ones*'"')) == 0 && hasZero(w^(ones*'\\')) == 0
+	c.Parts = parts
 }
 
 // MarshalJSON writes the form that was read.

@@ -205,7 +205,9 @@ func FuzzParseCompletionRequest(f *testing.F) {
 	})
 }
 
-func TestMessageContentStringFastPathAgreesWithEncodingJSON(t *testing.T) {
+// TestMessageContentAgreesWithEncodingJSON: content read by UnmarshalJSON
+// and, inside a body, by UnmarshalJSONFrom, is what encoding/json reads.
+func TestMessageContentAgreesWithEncodingJSON(t *testing.T) {
 	for _, lit := range []string{
 		`""`, `"plain text"`, `"日本語 ✓"`, `"esc\"aped"`, `"tab\there"`, `"\u00e9\ud83d\ude00"`,
 		"\"bad \xff utf8\"", `"slash\/"`, `"line\nbreak"`,
@@ -233,5 +235,43 @@ func TestMessageContentStringFastPathAgreesWithEncodingJSON(t *testing.T) {
 		if err := c.UnmarshalJSON([]byte(bad)); err == nil {
 			t.Errorf("%q accepted", bad)
 		}
+	}
+}
+
+// BenchmarkParseChat8k reads an 8k-token chat body the way the router does
+// on every request; real messages carry escapes (newlines, quotes), the
+// "plain" variant none.
+func BenchmarkParseChat8k(b *testing.B) {
+	for _, v := range []struct{ name, line string }{
+		{"escaped", "The harbour master wrote: \"tide at six\".\nShips waited.\n"},
+		{"plain", "The harbour master wrote that the tide turns at six and ships waited. "},
+	} {
+		b.Run(v.name, func(b *testing.B) {
+			body := []byte(`{"model":"m","messages":[`)
+			for i := 0; len(body) < 36<<10; i++ {
+				if i > 0 {
+					body = append(body, ',')
+				}
+				role := "user"
+				if i%2 == 1 {
+					role = "assistant"
+				}
+				var content string
+				for len(content) < 800 {
+					content += v.line
+				}
+				q, _ := json.Marshal(content)
+				body = append(body, `{"role":"`+role+`","content":`...)
+				body = append(body, q...)
+				body = append(body, '}')
+			}
+			body = append(body, "]}"...)
+			b.SetBytes(int64(len(body)))
+			for b.Loop() {
+				if _, err := ParseChatCompletionRequest(body); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }
