@@ -3,7 +3,6 @@ package router_test
 import (
 	"context"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"os"
@@ -242,27 +241,7 @@ func appendChatBody(dst []byte, model string, msgs []chatMessage) []byte {
 // routeOver2ms reads the router's Route duration histogram: how many
 // calls took over 2 ms, and how many there were.
 func routeOver2ms(b *testing.B, httpAddr string) (over, count float64) {
-	resp, err := http.Get("http://" + httpAddr + "/metrics")
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(resp.Body)
-	if err != nil {
-		b.Fatal(err)
-	}
-	var within float64
-	for _, line := range strings.Split(string(data), "\n") {
-		name, value, ok := strings.Cut(line, " ")
-		if !ok {
-			continue
-		}
-		switch name {
-		case `switchyard_router_route_duration_seconds_bucket{le="0.002"}`:
-			within, _ = strconv.ParseFloat(value, 64)
-		case "switchyard_router_route_duration_seconds_count":
-			count, _ = strconv.ParseFloat(value, 64)
-		}
-	}
-	return count - within, count
+	text := metricsAt(b, httpAddr)
+	count = metricValue(text, "switchyard_router_route_duration_seconds_count")
+	return count - metricValue(text, `switchyard_router_route_duration_seconds_bucket{le="0.002"}`), count
 }

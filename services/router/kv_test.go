@@ -305,7 +305,13 @@ func TestRouterStartedLate(t *testing.T) {
 
 func (tr *testRouter) metricsText(t testing.TB) string {
 	t.Helper()
-	resp, err := http.Get("http://" + tr.srv.HTTPAddr() + "/metrics")
+	return metricsAt(t, tr.srv.HTTPAddr())
+}
+
+// metricsAt is the /metrics page of the router serving HTTP at addr.
+func metricsAt(t testing.TB, addr string) string {
+	t.Helper()
+	resp, err := http.Get("http://" + addr + "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}
