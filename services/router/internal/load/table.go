@@ -562,8 +562,7 @@ func (t *Table) Observe(id string, started time.Time, res scrape.Result) {
 	ep.fresh, ep.freshTokens = 0, 0
 	for _, e := range ep.entries {
 		if !e.at.Before(started) {
-			ep.fresh++
-			ep.freshTokens += e.tokens
+			ep.countFresh(e, 1)
 			continue
 		}
 		if !e.old {
@@ -731,6 +730,13 @@ func (t *Table) estimate(ep *endpoint, model string, now time.Time, prompt, cach
 	return e
 }
 
+// countFresh adds (sign 1) or removes (sign -1) a fresh entry, one
+// decided since the last scrape was sent, from the fresh counts.
+func (ep *endpoint) countFresh(e *entry, sign int64) {
+	ep.fresh += sign
+	ep.freshTokens += sign * e.tokens
+}
+
 // displaced is how many tokens of cached context a request allocating
 // uncached new tokens on ep is expected to push out: each new block
 // displaces live context with the probability that a block of the cache
@@ -813,8 +819,7 @@ func (ep *endpoint) record(id, model string, at time.Time, uncached int64, est E
 		e.old = true
 		ep.pendingOld++
 	} else {
-		ep.fresh++
-		ep.freshTokens += e.tokens
+		ep.countFresh(e, 1)
 	}
 	ep.entries[id] = e
 	ep.queue = append(ep.queue, e)
@@ -959,8 +964,7 @@ func (t *Table) completeLocked(ep *endpoint, c *Completion) bool {
 	if e.at.Before(ep.scrapeSent) {
 		ep.completedOld++
 	} else {
-		ep.fresh--
-		ep.freshTokens -= e.tokens
+		ep.countFresh(e, -1)
 	}
 	return true
 }
@@ -986,8 +990,7 @@ func (t *Table) Expire(cutoff time.Time) int {
 			ep.unpend(e)
 			delete(ep.entries, id)
 			if !e.at.Before(ep.scrapeSent) {
-				ep.fresh--
-				ep.freshTokens -= e.tokens
+				ep.countFresh(e, -1)
 			}
 			n++
 		}
