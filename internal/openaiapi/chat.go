@@ -238,8 +238,11 @@ var validRoles = map[string]bool{
 // supports (n > 1, image parts) is the server's decision.
 func ParseChatCompletionRequest(body []byte) (*ChatCompletionRequest, *APIError) {
 	var req ChatCompletionRequest
-	if apiErr := decodeBody(body, &req); apiErr != nil {
-		return nil, apiErr
+	if !decodeChatFast(body, &req) {
+		req = ChatCompletionRequest{}
+		if apiErr := decodeBody(body, &req); apiErr != nil {
+			return nil, apiErr
+		}
 	}
 	if len(req.Messages) == 0 {
 		return nil, InvalidRequest("messages", "messages must be a non-empty array")

@@ -138,6 +138,7 @@ func FuzzParseChatCompletionRequest(f *testing.F) {
 			t.Fatalf("request %v and error %v", r, err)
 		}
 		decodesAsEncodingJSON[ChatCompletionRequest](t, body)
+		fastDecodesAsEncodingJSON(t, body)
 		if err != nil {
 			if err.Status != 400 || err.Message == "" {
 				t.Fatalf("bad error %+v", err)
