@@ -71,13 +71,17 @@ type shard struct {
 	// allocates nothing; specMore holds the rare further holders.
 	spec     map[Hash]specHold
 	specMore map[Hash][]specHold
-	// due lists speculative hashes by the second their entry expires, so
-	// Sweep visits what may have expired instead of every entry: a router
-	// taking long unique prompts holds millions of speculative blocks
-	// (each lives for the request's predicted TTFT plus the TTL), and a
-	// full walk every second burned its CPU and held shard locks for
-	// milliseconds. An extended entry is listed again under its new
-	// second; a stale listing finds it alive and drops it.
+	// due lists speculative hashes by a second at or before which their
+	// earliest hold expires, so Sweep visits what may have expired
+	// instead of every entry: a router taking long unique prompts holds
+	// millions of speculative blocks (each lives for the request's
+	// predicted TTFT plus the TTL), and a full walk every second burned
+	// its CPU and held shard locks for milliseconds. A hash is listed when
+	// it gains a holder; an extended hold is not listed again — a
+	// conversation resends its whole history every turn, and listing it
+	// each time grew the lists by the prompt's length per request — but
+	// Sweep, finding it alive under its old second, lists it under its
+	// new one.
 	due map[int64][]Hash
 	_   [cacheLine]byte
 }
@@ -313,11 +317,16 @@ func (x *Index) Speculate(worker string, hashes []Hash, until time.Time) {
 			sh.spec = map[Hash]specHold{}
 			sh.due = map[int64][]Hash{}
 		}
-		for _, h := range hs {
-			sh.speculate(h, s, u)
-		}
 		sec := dueSecond(u)
-		sh.due[sec] = append(sh.due[sec], hs...)
+		listed := sh.due[sec]
+		for _, h := range hs {
+			if sh.speculate(h, s, u) {
+				listed = append(listed, h)
+			}
+		}
+		if len(listed) > 0 {
+			sh.due[sec] = listed
+		}
 		sh.mu.Unlock()
 	})
 }
@@ -328,36 +337,37 @@ func (x *Index) Sweep(now time.Time) int {
 	n := now.UnixNano()
 	freed := 0
 	nowSec := dueSecond(n)
+	var again []relist
 	for i := range x.shards {
 		sh := &x.shards[i]
 		sh.mu.Lock()
+		again = again[:0]
 		for sec, hs := range sh.due {
 			if sec > nowSec {
 				continue
 			}
+			delete(sh.due, sec)
 			for _, h := range hs {
-				freed += sh.expire(h, n)
-			}
-			if sec < nowSec {
-				delete(sh.due, sec)
-				continue
-			}
-			// The current second: what has not expired yet stays listed.
-			kept := hs[:0]
-			for _, h := range hs {
-				if _, ok := sh.spec[h]; ok {
-					kept = append(kept, h)
+				f, next := sh.expire(h, n)
+				freed += f
+				if next != 0 {
+					again = append(again, relist{h, dueSecond(next)})
 				}
 			}
-			if len(kept) == 0 {
-				delete(sh.due, sec)
-			} else {
-				sh.due[sec] = kept
-			}
+		}
+		// After the walk: a listing added to a second being walked could
+		// be visited again in the same Sweep.
+		for _, r := range again {
+			sh.due[r.sec] = append(sh.due[r.sec], r.h)
 		}
 		sh.mu.Unlock()
 	}
 	return freed
+}
+
+type relist struct {
+	h   Hash
+	sec int64
 }
 
 // Forget drops everything about worker, confirmed and speculative, and frees

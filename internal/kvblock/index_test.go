@@ -577,3 +577,76 @@ func BenchmarkSpeculateNew(b *testing.B) {
 		i++
 	}
 }
+
+// BenchmarkSpeculateMultiTurn is the router on a conversation that keeps
+// going without KV events (the dev fleet without --kv-events, or events
+// lagging): each turn resends a 512-block history, looked up and then
+// speculated again on the chosen worker with 2 new blocks, at 800
+// requests a second, with the router's once-a-second Sweep.
+func BenchmarkSpeculateMultiTurn(b *testing.B) {
+	x := NewIndex()
+	workers := make([]string, 16)
+	for i := range workers {
+		workers[i] = "w" + strconv.Itoa(i)
+	}
+	history := prompt(1, 512)
+	now := now0
+	lastSweep := now
+	var out []int
+	i := 0
+	for b.Loop() {
+		p := append(history[:len(history):len(history)], prompt(uint32(1000+i), 2)...)
+		out = x.Prefixes(p, workers, now, out)
+		x.Speculate(workers[i%16/8], p, now.Add(2500*time.Millisecond))
+		now = now.Add(1250 * time.Microsecond)
+		if now.Sub(lastSweep) >= time.Second {
+			x.Sweep(now)
+			lastSweep = now
+		}
+		i++
+	}
+}
+
+// TestSweepListsResentPrefixOnce: a conversation resends its history on
+// every turn, extending the same holds; they are listed for Sweep once,
+// not once per turn, and stay alive until the last extension expires.
+func TestSweepListsResentPrefixOnce(t *testing.T) {
+	x := NewIndex()
+	history := prompt(5, 100)
+	now := now0
+	for turn := range 1000 {
+		x.Speculate("a", history, now.Add(2*time.Second))
+		now = now.Add(10 * time.Millisecond)
+		if turn%100 == 99 {
+			if freed := x.Sweep(now); freed != 0 {
+				t.Fatalf("turn %d: Sweep freed %d of holds extended every turn", turn, freed)
+			}
+		}
+		if n := dueListings(x); n > 2*len(history) {
+			t.Fatalf("turn %d: %d listings for %d held hashes", turn, n, len(history))
+		}
+	}
+	// The last extension ran to now-10ms+2s.
+	if freed := x.Sweep(now.Add(time.Second)); freed != 0 {
+		t.Fatalf("Sweep freed %d before the last expiry", freed)
+	}
+	if got := x.Prefixes(history, []string{"a"}, now.Add(time.Second), nil); got[0] != len(history) {
+		t.Fatalf("prefix %d before expiry", got[0])
+	}
+	if freed := x.Sweep(now.Add(2 * time.Second)); freed != len(history) {
+		t.Fatalf("Sweep after the last expiry freed %d, want %d", freed, len(history))
+	}
+	if n := dueListings(x); n != 0 {
+		t.Fatalf("%d listings left with nothing held", n)
+	}
+}
+
+func dueListings(x *Index) int {
+	n := 0
+	for i := range x.shards {
+		for _, hs := range x.shards[i].due {
+			n += len(hs)
+		}
+	}
+	return n
+}

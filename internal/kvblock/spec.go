@@ -6,23 +6,27 @@ package kvblock
 // common case must cost one map entry and no allocation.
 
 // speculate records slot s as holding h until the given time, extending
-// an existing hold, never shortening it.
-func (sh *shard) speculate(h Hash, s int, until int64) {
+// an existing hold, never shortening it. It reports whether the hold is
+// new: an extended one is already listed in due at or before its old
+// expiry, where Sweep finds it alive and lists it again (see Sweep).
+func (sh *shard) speculate(h Hash, s int, until int64) bool {
 	first, ok := sh.spec[h]
 	switch {
 	case !ok:
 		sh.spec[h] = specHold{until: until, slot: uint16(s)}
-		return
+		return true
 	case int(first.slot) == s:
-		first.until = max(first.until, until)
-		sh.spec[h] = first
-		return
+		if until > first.until {
+			first.until = until
+			sh.spec[h] = first
+		}
+		return false
 	}
 	more := sh.specMore[h]
 	for i := range more {
 		if int(more[i].slot) == s {
 			more[i].until = max(more[i].until, until)
-			return
+			return false
 		}
 	}
 	if sh.specMore == nil {
@@ -33,6 +37,7 @@ func (sh *shard) speculate(h Hash, s int, until int64) {
 		first.more = true
 		sh.spec[h] = first
 	}
+	return true
 }
 
 // holders appends every speculative holder of h to dst.
@@ -91,18 +96,19 @@ func (sh *shard) unspeculate(h Hash, s int) {
 	sh.setHolders(h, kept)
 }
 
-// expire drops h's speculative holds expired at n and returns how many.
-func (sh *shard) expire(h Hash, n int64) int {
+// expire drops h's speculative holds expired at n. It returns how many it
+// dropped and the earliest expiry of those left (0: none left).
+func (sh *shard) expire(h Hash, n int64) (freed int, next int64) {
 	first, ok := sh.spec[h]
 	if !ok {
-		return 0
+		return 0, 0
 	}
 	if !first.more {
 		if first.until > n {
-			return 0
+			return 0, first.until
 		}
 		delete(sh.spec, h)
-		return 1
+		return 1, 0
 	}
 	var buf [8]specHold
 	hs := sh.holders(h, buf[:0])
@@ -110,11 +116,14 @@ func (sh *shard) expire(h Hash, n int64) int {
 	for _, e := range hs {
 		if e.until > n {
 			kept = append(kept, e)
+			if next == 0 || e.until < next {
+				next = e.until
+			}
 		}
 	}
-	freed := len(hs) - len(kept)
+	freed = len(hs) - len(kept)
 	sh.setHolders(h, kept)
-	return freed
+	return freed, next
 }
 
 // specCount is the number of speculative holds in the shard.
