@@ -152,6 +152,13 @@ func TestRender(t *testing.T) {
 		{"plus_chain_lists", "{{ [1] + [2] + [3] }} {{ (1,) + (2,) }}", nil, "[1, 2, 3] (1, 2)"},
 		{"plus_chain_numbers", "{{ 1 + 2 + 3.5 }} {{ 'a' + ('b' + 'c') }} {{ (1 + 2) ~ 'x' }}", nil, "6.5 abc 3x"},
 		{"tuple_repr", "{{ (1,) }} {{ (1, 'a') }} {{ {'a': 1}.items() | list }}", nil, "(1,) (1, 'a') [('a', 1)]"},
+		// Jinja's getitem turns Python's TypeError into Undefined.
+		{"unhashable_item", "[{{ {'a': 1}[[1]] }}]{{ {'a': 1}[x] is defined }}", map[string]any{"x": []any{"a"}}, "[]False"},
+		// Past dictLinear keys a Dict indexes them: lookups, updates and
+		// order must not change.
+		{"big_dict", "{% set d = {'k0': 0, 'k1': 1, 'k2': 2, 'k3': 3, 'k4': 4, 'k5': 5, 'k6': 6, 'k7': 7, 'k8': 8, 'k9': 9, 1: 'one', true: 'yes'} %}" +
+			"{{ d.k0 }}{{ d['k8'] }}{{ d.k9 }}{{ d[1] }}{{ d[1.0] }}{{ 'k5' in d }}{{ 'k10' in d }}{{ d | length }}{{ d.get('k7') }}{{ d.keys() | list | last }}",
+			nil, "089yesyesTrueFalse1171"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -199,6 +206,11 @@ func TestErrors(t *testing.T) {
 		{"unterminated_string", "{{ 'abc }}", true, false},
 		{"huge_range", "{% for i in range(1000000) %}{% endfor %}", false, false},
 		{"macro_recursion", "{% macro m() %}{{ m() }}{% endmacro %}{{ m() }}", false, false},
+		// Python's TypeError; a Go map keyed by a list panics.
+		{"unhashable_dict_key", "{{ {[1]: 2} }}", false, false},
+		{"unhashable_in", "{{ [1] in {'a': 1} }}", false, false},
+		{"unhashable_get", "{{ {'a': 1}.get({}) }}", false, false},
+		{"unhashable_func_key", "{{ {range: 1} }}", false, false},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -260,6 +272,7 @@ func FuzzCompileRender(f *testing.F) {
 		"{{ x }}", "{% for m in messages %}{{ m.role }}{% endfor %}", "{%- if a -%}b{%+ else +%}c{% endif %}",
 		"{{ 'a' ~ 1 | string }}", "{% set ns = namespace(a=1) %}{% set ns.a = 2 %}{{ ns.a }}", "{{ [1,2][::-1] | tojson }}",
 		"{% raw %}{{{% endraw %}", "{# c #}{{ {'a': (1, 2)} }}", "{% macro m(a) %}{{ a }}{% endmacro %}{{ m(m) }}",
+		"{{ {'a': 1}[messages] }}{{ {x: 1} }}",
 	} {
 		f.Add(s)
 	}

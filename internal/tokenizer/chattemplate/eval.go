@@ -462,6 +462,9 @@ func (r *renderer) eval(x expr, sc *scope) (any, error) {
 			if err != nil {
 				return nil, err
 			}
+			if !Hashable(k) {
+				return nil, unhashable(k)
+			}
 			v, err := r.eval(x.vals[i], sc)
 			if err != nil {
 				return nil, err
@@ -817,6 +820,9 @@ func contains(container, item any) (bool, error) {
 		}
 		return false, nil
 	case *Dict:
+		if !Hashable(item) {
+			return false, unhashable(item)
+		}
 		_, ok := c.Get(item)
 		return ok, nil
 	case undefined:
@@ -1119,4 +1125,9 @@ func (l *loopInfo) attr(name string) any {
 		})
 	}
 	return undefined{name: name}
+}
+
+// unhashable is Python's TypeError for a dict key that cannot be one.
+func unhashable(k any) error {
+	return errorf("unhashable type: '%s'", typeName(k))
 }

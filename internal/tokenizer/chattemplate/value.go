@@ -29,33 +29,83 @@ import (
 // Dict is an insertion-ordered dictionary, like Python's dict. Order matters:
 // tojson writes keys in it, and templates iterate in it.
 type Dict struct {
-	keys  []any
-	vals  []any
+	keys []any
+	vals []any
+	// index is built once the dict outgrows a linear search: a message or
+	// a tool is a handful of keys, and a prompt builds one Dict per
+	// message, every request.
 	index map[any]int
 }
 
-// NewDict returns an empty Dict.
-func NewDict() *Dict { return &Dict{index: map[any]int{}} }
+// dictLinear is the size up to which a Dict is searched linearly.
+const dictLinear = 8
 
-// Set sets key to v, keeping the key's position when it exists.
+// NewDict returns an empty Dict.
+func NewDict() *Dict { return &Dict{} }
+
+// Set sets key to v, keeping the key's position when it exists. A key
+// that is not Hashable is ignored: callers with keys from a template check
+// first and raise Python's TypeError.
 func (d *Dict) Set(key, v any) {
+	if !Hashable(key) {
+		return
+	}
 	key = hashKey(key)
-	if i, ok := d.index[key]; ok {
+	if i, ok := d.find(key); ok {
 		d.vals[i] = v
 		return
 	}
-	d.index[key] = len(d.keys)
+	if d.index != nil {
+		d.index[key] = len(d.keys)
+	} else if len(d.keys) == dictLinear {
+		d.index = make(map[any]int, 2*dictLinear)
+		for i, k := range d.keys {
+			d.index[k] = i
+		}
+		d.index[key] = len(d.keys)
+	}
 	d.keys = append(d.keys, key)
 	d.vals = append(d.vals, v)
 }
 
-// Get returns the value of key.
+// Get returns the value of key; a key that is not Hashable is in no dict.
 func (d *Dict) Get(key any) (any, bool) {
-	i, ok := d.index[hashKey(key)]
+	if !Hashable(key) {
+		return nil, false
+	}
+	i, ok := d.find(hashKey(key))
 	if !ok {
 		return nil, false
 	}
 	return d.vals[i], true
+}
+
+// find looks up a key already through hashKey.
+func (d *Dict) find(key any) (int, bool) {
+	if d.index != nil {
+		i, ok := d.index[key]
+		return i, ok
+	}
+	for i, k := range d.keys {
+		if k == key {
+			return i, true
+		}
+	}
+	return 0, false
+}
+
+// Hashable reports whether v can be a dict key here: None, booleans,
+// numbers, strings and Undefined. Python also hashes tuples and
+// callables; no chat template keys a dict by those, and refusing them
+// keeps every key a comparable Go value (a list or a function as a Go map
+// key is a run-time panic, and keys can come from a request's
+// chat_template_kwargs).
+func Hashable(v any) bool {
+	switch v.(type) {
+	case nil, bool, int, int64, float64, string, undefined:
+		return true
+	}
+	return false
 }
 
 // Len is the number of keys.
