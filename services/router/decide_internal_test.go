@@ -147,3 +147,43 @@ func TestDecideMatchesIndex(t *testing.T) {
 		t.Fatalf("routed to %s, want w15 (holds the whole prefix): %s", got, d.GetReason())
 	}
 }
+
+// TestApproxIndexSampled: for workers without KV events the approximate
+// index keeps every approxStride-th block hash of a routed prompt, and
+// still finds the routed prefix, rounded down to approxStride blocks, once
+// the speculative entries are gone.
+func TestApproxIndexSampled(t *testing.T) {
+	s, body := benchService(t)
+	s.sizes = noBlockSizes{}
+	s.kv = kvblock.NewIndex() // nothing confirmed: a fleet without events
+	now := time.Now()
+	req := &routerv1.RouteRequest{RequestId: "x", Model: "m", Api: routerv1.ApiKind_API_KIND_CHAT_COMPLETIONS, Body: body}
+	resp, err := s.route(req, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	target := resp.GetTarget().GetId()
+	l := s.getLookup()
+	s.readPrompt(l, req)
+	usable := (len(l.prompt.Tokens) - 1) / defaultBlockSize
+	if usable%approxStride == 0 {
+		t.Fatalf("prompt of %d usable blocks: pick one that is not a multiple of %d", usable, approxStride)
+	}
+	later := now.Add(time.Minute) // past the speculative TTL, within the approximate one
+	s.kv.Sweep(later)
+	var out load.Outcome
+	l.cands, out = s.table.Candidates("m", nil, l.cands)
+	if out != load.Routed {
+		t.Fatal(out)
+	}
+	s.lookupCached(l, later)
+	want := int64(usable / approxStride * approxStride * defaultBlockSize)
+	if got := l.cachedOn(target); got != want {
+		t.Fatalf("approximate index: %d tokens cached on %s, want %d", got, target, want)
+	}
+	for _, c := range l.cands {
+		if c.ID != target && l.cachedOn(c.ID) != 0 {
+			t.Fatalf("%d tokens cached on %s, which was not routed to", l.cachedOn(c.ID), c.ID)
+		}
+	}
+}

@@ -31,6 +31,16 @@ const (
 	// approxChunkBytes is the approximate index's unit of prompt text,
 	// about one 16-token block of English.
 	approxChunkBytes = 16 * prompt.BytesPerToken
+	// approxStride: the approximate index keeps every approxStride-th
+	// token-block hash of a routed prompt. A chained hash stands for its
+	// whole prefix, so the sampled hashes still find the longest routed
+	// prefix, to within approxStride blocks (64 tokens at vLLM's block
+	// size) — the index is a memory of the router's own decisions, not of
+	// what the worker holds. It holds a decision for minutes, not the
+	// speculative seconds, and at every block it was the router's
+	// largest map: each cold 8k prompt added 512 entries, lookups and
+	// inserts missing the CPU cache.
+	approxStride = 4
 )
 
 func checkModel(model string) error {
@@ -132,6 +142,7 @@ type lookup struct {
 	held   []int   // per cands entry: leading blocks the KV index has on it
 	chains []chain // token-block hashes, one chain per block size
 	text   []kvblock.Hash
+	sparse []kvblock.Hash // a chain's hashes for approx (see approxStride)
 	// Per-candidate block size and whether it comes from KV events, and
 	// lookup scratch.
 	bs     []int
@@ -351,12 +362,23 @@ func (s *service) lookupTokens(l *lookup, now time.Time) {
 			l.cached[i] = int64(l.out[k] * bs)
 		}
 		if len(l.aids) > 0 {
-			l.out = s.approx.Prefixes(hashes, l.aids, now, l.out)
+			l.sparse = sparse(l.sparse, hashes)
+			l.out = s.approx.Prefixes(l.sparse, l.aids, now, l.out)
 			for k, i := range l.aidx {
-				l.cached[i] = max(l.cached[i], int64(l.out[k]*bs))
+				l.cached[i] = max(l.cached[i], int64(l.out[k]*approxStride*bs))
 			}
 		}
 	}
+}
+
+// sparse sets dst to every approxStride-th hash of a chain: the ones that
+// end a run of approxStride blocks.
+func sparse(dst, hashes []kvblock.Hash) []kvblock.Hash {
+	dst = dst[:0]
+	for i := approxStride - 1; i < len(hashes); i += approxStride {
+		dst = append(dst, hashes[i])
+	}
+	return dst
 }
 
 func (s *service) addChain(l *lookup, bs int, toks []uint32) *chain {
@@ -410,7 +432,8 @@ func (s *service) speculate(l *lookup, c load.Choice, now time.Time) {
 		until := now.Add(time.Duration(c.Estimate.TTFT*float64(time.Second)) + s.specTTL)
 		s.kv.Speculate(c.EndpointID, ch.hashes[min(held, len(ch.hashes)):], until)
 		if !events {
-			s.approx.Speculate(c.EndpointID, ch.hashes, now.Add(s.approxTTL))
+			l.sparse = sparse(l.sparse, ch.hashes)
+			s.approx.Speculate(c.EndpointID, l.sparse, now.Add(s.approxTTL))
 		}
 	case prompt.Text:
 		s.approx.Speculate(c.EndpointID, l.text, now.Add(s.approxTTL))
