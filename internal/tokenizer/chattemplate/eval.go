@@ -289,14 +289,28 @@ func (r *renderer) execFor(n *forNode, sc *scope, out *strings.Builder) error {
 		}
 		return nil
 	}
-	// Each iteration gets a fresh scope: as in Jinja, a variable set in the
-	// body does not survive into the next iteration (namespace() does).
+	// Each iteration starts from an empty scope: as in Jinja, a variable
+	// set in the body does not survive into the next iteration
+	// (namespace() does). One scope is emptied and reused unless the body
+	// defines a macro, which would keep it; a chat render loops over every
+	// message of the conversation, and a scope per iteration was a
+	// tenth of its time. The loop object is one for the whole loop, as
+	// Jinja's LoopContext is.
+	loop := &loopInfo{length: len(items), items: items}
+	inner := &scope{parent: sc}
 	for i, item := range items {
-		inner := &scope{parent: sc}
+		if i > 0 {
+			if n.definesMacro {
+				inner = &scope{parent: sc}
+			} else {
+				*inner = scope{parent: sc}
+			}
+		}
 		if err := r.assign(n.target, item, inner); err != nil {
 			return err
 		}
-		inner.set("loop", &loopInfo{index0: i, length: len(items), items: items})
+		loop.index0 = i
+		inner.set("loop", loop)
 		c, err := r.exec(n.body, inner, out)
 		if err != nil {
 			return err

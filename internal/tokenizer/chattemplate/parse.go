@@ -78,6 +78,9 @@ type (
 		cond      expr
 		body, els []node
 		recursive bool
+		// definesMacro: the body defines a macro, which keeps the scope
+		// it was defined in (so each iteration needs a scope of its own).
+		definesMacro bool
 	}
 	setNode struct {
 		target expr // nameExpr, tupleExpr or getattr on a name (namespace)
@@ -416,7 +419,44 @@ func (p *parser) parseFor() (node, error) {
 	if n.recursive {
 		return nil, p.errorf("recursive for loops are not supported")
 	}
+	n.definesMacro = definesMacro(n.body)
 	return n, p.endBlock()
+}
+
+// definesMacro reports whether body defines a macro at any depth.
+func definesMacro(body []node) bool {
+	for _, n := range body {
+		switch n := n.(type) {
+		case *macroNode:
+			return true
+		case *ifNode:
+			for _, b := range n.bodies {
+				if definesMacro(b) {
+					return true
+				}
+			}
+			if definesMacro(n.els) {
+				return true
+			}
+		case *forNode:
+			if n.definesMacro || definesMacro(n.els) {
+				return true
+			}
+		case *setBlockNode:
+			if definesMacro(n.body) {
+				return true
+			}
+		case *filterBlockNode:
+			if definesMacro(n.body) {
+				return true
+			}
+		case *withNode:
+			if definesMacro(n.body) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // parseTupleNoCond parses a for loop's iterable, where "if" starts the

@@ -170,3 +170,24 @@ func BenchmarkLoad(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkRender is the chat template alone on an 8k-token conversation
+// (the part of BenchmarkChatPrompt's multi-turn case that no cache
+// serves: a template may look at any message, so every request renders
+// its whole history).
+func BenchmarkRender(b *testing.B) {
+	for _, model := range []string{"qwen3", "llama3_1"} {
+		b.Run(model, func(b *testing.B) {
+			tok := fixture(b, model)
+			msgs := chatOfTokens(b, tok, 8000)
+			opts := chattemplate.Options{AddGenerationPrompt: true}
+			b.ReportMetric(float64(len(msgs)), "messages")
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := tok.Chat().Render(msgs, opts); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
