@@ -27,10 +27,7 @@ func decodeChatFast(body []byte, r *ChatCompletionRequest) bool {
 		case "model":
 			ok = seen.first(0) && s.optString(&r.Model)
 		case "messages":
-			ok = seen.first(1) && (s.null() || s.array(func() bool {
-				r.Messages = append(r.Messages, ChatMessage{})
-				return s.message(&r.Messages[len(r.Messages)-1])
-			}))
+			ok = seen.first(1) && s.messages(&r.Messages)
 		case "max_tokens":
 			ok = seen.first(2) && s.optInt(&r.MaxTokens)
 		case "max_completion_tokens":
@@ -71,6 +68,21 @@ var chatRequestFields = []string{
 	"stream_options", "seed", "temperature", "top_p", "user", "tools",
 	"add_generation_prompt", "chat_template_kwargs", "chat_template",
 	"continue_final_message",
+}
+
+// messages reads the messages array; an empty one is a non-nil empty
+// slice, as encoding/json leaves it.
+func (s *scanner) messages(dst *[]ChatMessage) bool {
+	if s.null() {
+		return true
+	}
+	msgs := []ChatMessage{}
+	ok := s.array(func() bool {
+		msgs = append(msgs, ChatMessage{})
+		return s.message(&msgs[len(msgs)-1])
+	})
+	*dst = msgs
+	return ok
 }
 
 func (s *scanner) message(m *ChatMessage) bool {

@@ -38,6 +38,7 @@ func TestChatFastPathTaken(t *testing.T) {
 		`{"model":"m","messages":[{"role":"assistant","content":"x","reasoning":"r","reasoning_content":null}],"temperature":0.7,"top_p":1,"seed":-3,"n":1,"user":"u","frequency_penalty":0,"logit_bias":{"1":-100},"stop":["\n"],"chat_template_kwargs":{"enable_thinking":false},"continue_final_message":false,"chat_template":null}`,
 		`{"messages":[{"role":"user","content":"\u00e9\ud83d\ude00 \ud800 \udc00x \/ \b\f\r\t"}],"metadata":{"a":[true,false,null,1.5e-3,{"b":"c"}]}}`,
 		`{"messages":[{"role":"user","content":[]}],"stream":null,"max_tokens":null}`,
+		`{"messages":[]}`, `{"messages":null,"model":null}`, `{}`,
 	} {
 		if !fastDecodesAsEncodingJSON(t, []byte(body)) {
 			t.Errorf("fast path gave up on %s", body)
