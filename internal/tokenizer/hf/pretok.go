@@ -96,6 +96,14 @@ func classAt(s string, i int) (uint8, int) {
 // run returns the end of the run of characters of class cls starting at i.
 func run(s string, i int, cls uint8) int {
 	for i < len(s) {
+		// ASCII without the call: a word is a run, and most text ASCII.
+		if b := s[i]; b < utf8.RuneSelf {
+			if asciiClass[b] != cls {
+				break
+			}
+			i++
+			continue
+		}
 		c, n := classAt(s, i)
 		if c != cls {
 			break
