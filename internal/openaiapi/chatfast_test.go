@@ -3,6 +3,7 @@ package openaiapi
 import (
 	"encoding/json"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -107,6 +108,31 @@ func TestScannerStrings(t *testing.T) {
 		s := scanner{b: []byte(bad)}
 		if _, ok := s.str(); ok {
 			t.Errorf("%q accepted", bad)
+		}
+	}
+}
+
+// TestChatFastKnowsEveryField: a field added to a request type must be
+// read by the fast path too, which would otherwise skip it as unknown and
+// drop it without a word.
+func TestChatFastKnowsEveryField(t *testing.T) {
+	for _, c := range []struct {
+		typ   reflect.Type
+		known []string
+	}{
+		{reflect.TypeFor[ChatCompletionRequest](), chatRequestFields},
+		{reflect.TypeFor[ChatMessage](), chatMessageFields},
+		{reflect.TypeFor[ContentPart](), contentPartFields},
+		{reflect.TypeFor[StreamOptions](), streamOptionsFields},
+	} {
+		for i := range c.typ.NumField() {
+			name, _, _ := strings.Cut(c.typ.Field(i).Tag.Get("json"), ",")
+			if !slices.Contains(c.known, name) {
+				t.Errorf("%s.%s (%q) is not read by the chat fast path (chatfast.go)", c.typ.Name(), c.typ.Field(i).Name, name)
+			}
+		}
+		if len(c.known) != c.typ.NumField() {
+			t.Errorf("%s: the fast path lists %d fields, the type has %d", c.typ.Name(), len(c.known), c.typ.NumField())
 		}
 	}
 }
