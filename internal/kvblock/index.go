@@ -83,7 +83,10 @@ type shard struct {
 	// Sweep, finding it alive under its old second, lists it under its
 	// new one.
 	due map[int64][]Hash
-	_   [cacheLine]byte
+	// specPeak is the most entries spec has held since it was last
+	// rebuilt (see Sweep).
+	specPeak int
+	_        [cacheLine]byte
 }
 
 func dueSecond(untilNs int64) int64 { return untilNs / int64(time.Second) }
@@ -341,6 +344,7 @@ func (x *Index) Sweep(now time.Time) int {
 	for i := range x.shards {
 		sh := &x.shards[i]
 		sh.mu.Lock()
+		sh.specPeak = max(sh.specPeak, len(sh.spec))
 		again = again[:0]
 		for sec, hs := range sh.due {
 			if sec > nowSec {
@@ -360,9 +364,33 @@ func (x *Index) Sweep(now time.Time) int {
 		for _, r := range again {
 			sh.due[r.sec] = append(sh.due[r.sec], r.h)
 		}
+		// A Go map keeps the memory of the entries deleted from it, and a
+		// burst of cold prompts grows spec to millions of entries (a
+		// queue of long predicted TTFTs keeps them for minutes): once it
+		// is down to a quarter of its peak, it is rebuilt at its size.
+		if sh.specPeak >= minShrink && len(sh.spec) <= sh.specPeak/4 {
+			sh.spec = resized(sh.spec)
+			sh.specMore = resized(sh.specMore)
+			sh.specPeak = len(sh.spec)
+		}
 		sh.mu.Unlock()
 	}
 	return freed
+}
+
+// minShrink is the peak size below which a map is not worth rebuilding.
+const minShrink = 1024
+
+// resized copies m into a map sized for what it holds now.
+func resized[V any](m map[Hash]V) map[Hash]V {
+	if m == nil {
+		return nil
+	}
+	out := make(map[Hash]V, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
 }
 
 type relist struct {

@@ -650,3 +650,36 @@ func dueListings(x *Index) int {
 	}
 	return n
 }
+
+// TestSweepGivesBackMemory: after a burst of speculative holds expires,
+// the index gives the memory back (a Go map never shrinks by itself).
+func TestSweepGivesBackMemory(t *testing.T) {
+	const blocks = 200_000
+	x := NewIndex()
+	hashes := make([]Hash, blocks)
+	r := rand.New(rand.NewPCG(9, 9))
+	for i := range hashes {
+		hashes[i] = Hash(r.Uint64())
+	}
+	runtime.GC()
+	var before, burst, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	for i := 0; i < blocks; i += 512 {
+		x.Speculate("w"+strconv.Itoa(i%7), hashes[i:min(i+512, blocks)], now0.Add(time.Second))
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&burst)
+	if freed := x.Sweep(now0.Add(2 * time.Second)); freed != blocks {
+		t.Fatalf("Sweep freed %d of %d", freed, blocks)
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	runtime.KeepAlive(x)
+	runtime.KeepAlive(hashes)
+	held := int64(burst.HeapAlloc) - int64(before.HeapAlloc)
+	kept := int64(after.HeapAlloc) - int64(before.HeapAlloc)
+	t.Logf("heap: %d KB during the burst, %d KB after it expired", held>>10, kept>>10)
+	if kept > held/8 {
+		t.Fatalf("%d KB still held after every hold expired (%d KB during the burst)", kept>>10, held>>10)
+	}
+}
