@@ -47,6 +47,9 @@ type ChatCompletionRequest struct {
 	// ChatTemplateKwargs (vLLM) are extra chat template variables, e.g.
 	// enable_thinking.
 	ChatTemplateKwargs json.RawMessage `json:"chat_template_kwargs,omitempty"`
+	// Documents (vLLM) are the documents a RAG chat template renders into
+	// the prompt: objects of strings, e.g. {"title": ..., "text": ...}.
+	Documents json.RawMessage `json:"documents,omitempty"`
 	// ChatTemplate (vLLM) replaces the model's chat template for this
 	// request.
 	ChatTemplate *string `json:"chat_template,omitempty"`

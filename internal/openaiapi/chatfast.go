@@ -56,6 +56,8 @@ func decodeChatFast(body []byte, r *ChatCompletionRequest) bool {
 			ok = seen.first(14) && s.optStringPtr(&r.ChatTemplate)
 		case "continue_final_message":
 			ok = seen.first(15) && s.optBoolPtr(&r.ContinueFinalMessage)
+		case "documents":
+			ok = seen.first(16) && s.rawField(&r.Documents)
 		default:
 			ok = !foldsToAny(key, chatRequestFields) && s.skip(1)
 		}
@@ -67,7 +69,7 @@ var chatRequestFields = []string{
 	"model", "messages", "max_tokens", "max_completion_tokens", "n", "stream",
 	"stream_options", "seed", "temperature", "top_p", "user", "tools",
 	"add_generation_prompt", "chat_template_kwargs", "chat_template",
-	"continue_final_message",
+	"continue_final_message", "documents",
 }
 
 // messages reads the messages array; an empty one is a non-nil empty

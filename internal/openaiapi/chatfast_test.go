@@ -40,6 +40,7 @@ func TestChatFastPathTaken(t *testing.T) {
 		`{"messages":[{"role":"user","content":"\u00e9\ud83d\ude00 \ud800 \udc00x \/ \b\f\r\t"}],"metadata":{"a":[true,false,null,1.5e-3,{"b":"c"}]}}`,
 		`{"messages":[{"role":"user","content":[]}],"stream":null,"max_tokens":null}`,
 		`{"messages":[]}`, `{"messages":null,"model":null}`, `{}`,
+		`{"messages":[{"role":"user","content":"q"}],"documents":[{"title":"A","text":"alpha"}]}`,
 	} {
 		if !fastDecodesAsEncodingJSON(t, []byte(body)) {
 			t.Errorf("fast path gave up on %s", body)

@@ -96,6 +96,9 @@ func ChatOf(req *openaiapi.ChatCompletionRequest) (*Chat, error) {
 	if !isJSONNull(req.ChatTemplateKwargs) {
 		c.Kwargs = req.ChatTemplateKwargs
 	}
+	if !isJSONNull(req.Documents) {
+		c.Documents = req.Documents
+	}
 	return c, nil
 }
 

@@ -33,6 +33,9 @@ type Chat struct {
 	Tools json.RawMessage
 	// Kwargs is the request's chat_template_kwargs object (nil: none).
 	Kwargs json.RawMessage
+	// Documents is the request's documents array as sent (nil: none), for
+	// RAG templates.
+	Documents json.RawMessage
 	// AddGenerationPrompt ends the prompt with the assistant turn opener.
 	AddGenerationPrompt bool
 	// ContinueFinalMessage ends the prompt inside the final message, so

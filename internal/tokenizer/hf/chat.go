@@ -21,7 +21,9 @@ import (
 //     an empty or missing value, becomes {}; an empty list is dropped;
 //   - each tool as {type, function: {name, description, parameters, ...},
 //     ...}: declared fields first, None when absent, extra fields after;
-//   - chat_template_kwargs as extra template variables.
+//   - chat_template_kwargs as extra template variables;
+//   - documents as the template's documents, each an object of strings
+//     (vLLM's list[dict[str, str]]).
 func (t *Tokenizer) ApplyChatTemplate(c *tokenizer.Chat) (string, error) {
 	if t.chat == nil {
 		return "", errors.New("tokenizer has no chat template")
@@ -44,6 +46,13 @@ func (t *Tokenizer) ApplyChatTemplate(c *tokenizer.Chat) (string, error) {
 			return "", &tokenizer.InputError{Param: "tools" + err.param, Msg: err.msg}
 		}
 		opts.Tools = tools
+	}
+	if c.Documents != nil {
+		docs, err := templateDocuments(c.Documents)
+		if err != nil {
+			return "", &tokenizer.InputError{Param: "documents" + err.param, Msg: err.msg}
+		}
+		opts.Documents = docs
 	}
 	if c.Kwargs != nil {
 		v, err := chattemplate.ParseJSON(c.Kwargs)
@@ -183,6 +192,36 @@ func templateTools(raw []byte) ([]any, *fieldError) {
 		out[i] = t
 	}
 	return out, nil
+}
+
+// templateDocuments is the request's documents as vLLM validates them: a
+// list of objects whose values are strings.
+func templateDocuments(raw []byte) ([]any, *fieldError) {
+	v, err := chattemplate.ParseJSON(raw)
+	if err != nil {
+		return nil, &fieldError{"", "invalid JSON: " + err.Error()}
+	}
+	list, ok := v.([]any)
+	if !ok {
+		return nil, &fieldError{"", "documents must be an array of objects"}
+	}
+	for i, item := range list {
+		doc, ok := item.(*chattemplate.Dict)
+		if !ok {
+			return nil, &fieldError{fmt.Sprintf("[%d]", i), "a document must be an object of strings"}
+		}
+		for _, k := range doc.Keys() {
+			if v, _ := doc.Get(k); !isString(v) {
+				return nil, &fieldError{fmt.Sprintf("[%d].%v", i, k), "a document's values must be strings"}
+			}
+		}
+	}
+	return list, nil
+}
+
+func isString(v any) bool {
+	_, ok := v.(string)
+	return ok
 }
 
 // withDeclared is d in a pydantic model_dump's order: the declared fields

@@ -10,6 +10,7 @@ import (
 
 	"github.com/switchyard-dev/switchyard/internal/openaiapi"
 	"github.com/switchyard-dev/switchyard/internal/tokenizer"
+	"github.com/switchyard-dev/switchyard/internal/tokenizer/chattemplate"
 )
 
 // TestRequestGoldens: an OpenAI chat request renders to the prompt vLLM
@@ -104,6 +105,7 @@ func FuzzChatRequest(f *testing.F) {
 		f.Add([]byte(c.Body))
 	}
 	f.Add([]byte(`{"messages":[{"role":"assistant","content":null,"tool_calls":[{"function":{"name":"f","arguments":"{\"a\":[1,{\"b\":null}]}"}}]}],"tools":[{"function":{"name":"f","parameters":{"x":1.5e300}}}]}`))
+	f.Add([]byte(`{"messages":[{"role":"user","content":"q"}],"documents":[{"title":"A","text":"alpha"}]}`))
 	tok := fixture(f, "qwen3")
 	f.Fuzz(func(t *testing.T, body []byte) {
 		req, apiErr := openaiapi.ParseChatCompletionRequest(body)
@@ -123,4 +125,43 @@ func FuzzChatRequest(f *testing.F) {
 			t.Fatalf("prompt does not survive encode/decode: %q", text)
 		}
 	})
+}
+
+// TestDocuments: a request's documents reach the chat template as vLLM
+// hands them to transformers (the `documents` variable of RAG templates
+// such as Command R's and Granite's), and documents vLLM's schema refuses
+// are refused with their field.
+func TestDocuments(t *testing.T) {
+	tok := *fixture(t, "qwen3")
+	chat, err := chattemplate.New(`{% if documents %}{% for d in documents %}<doc {{ loop.index }}: {{ d.title }}>{{ d.text }}</doc>{% endfor %}{% endif %}`+
+		"{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok.chat = chat
+	for _, tc := range []struct{ body, want, param string }{
+		{body: `{"messages":[{"role":"user","content":"q"}],"documents":[{"title":"A","text":"alpha"},{"text":"beta","title":"B"}]}`,
+			want: "<doc 1: A>alpha</doc><doc 2: B>beta</doc><|im_start|>user\nq<|im_end|>\n"},
+		{body: `{"messages":[{"role":"user","content":"q"}],"documents":null}`, want: "<|im_start|>user\nq<|im_end|>\n"},
+		{body: `{"messages":[{"role":"user","content":"q"}]}`, want: "<|im_start|>user\nq<|im_end|>\n"},
+		{body: `{"messages":[{"role":"user","content":"q"}],"documents":{"title":"A"}}`, param: "documents"},
+		{body: `{"messages":[{"role":"user","content":"q"}],"documents":["A"]}`, param: "documents[0]"},
+		{body: `{"messages":[{"role":"user","content":"q"}],"documents":[{"title":"A"},{"title":"B","page":3}]}`, param: "documents[1].page"},
+	} {
+		req, apiErr := openaiapi.ParseChatCompletionRequest([]byte(tc.body))
+		if apiErr != nil {
+			t.Fatalf("%s: %v", tc.body, apiErr)
+		}
+		got, err := tokenizer.ChatText(&tok, req)
+		if tc.param != "" {
+			var ie *tokenizer.InputError
+			if !errors.As(err, &ie) || ie.Param != tc.param {
+				t.Errorf("%s: error %v, want one for %s", tc.body, err, tc.param)
+			}
+			continue
+		}
+		if err != nil || got != tc.want {
+			t.Errorf("%s: rendered %q (%v), want %q", tc.body, got, err, tc.want)
+		}
+	}
 }
