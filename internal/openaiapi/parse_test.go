@@ -209,7 +209,8 @@ func FuzzParseCompletionRequest(f *testing.F) {
 }
 
 // TestMessageContentAgreesWithEncodingJSON: content read by UnmarshalJSON
-// and, inside a body, by UnmarshalJSONFrom, is what encoding/json reads.
+// and, inside a body, by the fast path or decodeBody, is what encoding/json
+// reads.
 func TestMessageContentAgreesWithEncodingJSON(t *testing.T) {
 	for _, lit := range []string{
 		`""`, `"plain text"`, `"日本語 ✓"`, `"esc\"aped"`, `"tab\there"`, `"\u00e9\ud83d\ude00"`,
@@ -227,8 +228,11 @@ func TestMessageContentAgreesWithEncodingJSON(t *testing.T) {
 		if got.Text == nil || *got.Text != want {
 			t.Errorf("%s: got %v, want %q", lit, got.Text, want)
 		}
-		// The same literal inside a body goes through UnmarshalJSONFrom.
-		decodesAsEncodingJSON[ChatCompletionRequest](t, []byte(`{"messages":[{"role":"user","content":`+lit+`}]}`))
+		// The same literal inside a body, through decodeBody and through
+		// the fast path (which leaves the invalid UTF-8 one to decodeBody).
+		body := []byte(`{"messages":[{"role":"user","content":` + lit + `}]}`)
+		decodesAsEncodingJSON[ChatCompletionRequest](t, body)
+		fastDecodesAsEncodingJSON(t, body)
 	}
 	for _, content := range []string{`null`, `[]`, `[{"type":"text","text":"a\nb"}]`, `7`, `{}`, `true`, `[1]`} {
 		decodesAsEncodingJSON[ChatCompletionRequest](t, []byte(`{"messages":[{"role":"user","content":`+content+`}]}`))
