@@ -160,13 +160,9 @@ func toolArguments(fn *chattemplate.Dict) any {
 
 // templateTools is the request's tools as vLLM dumps its pydantic models.
 func templateTools(raw []byte) ([]any, *fieldError) {
-	v, err := chattemplate.ParseJSON(raw)
+	list, err := jsonArray(raw, "tools must be an array")
 	if err != nil {
-		return nil, &fieldError{"", "invalid JSON: " + err.Error()}
-	}
-	list, ok := v.([]any)
-	if !ok {
-		return nil, &fieldError{"", "tools must be an array"}
+		return nil, err
 	}
 	out := make([]any, len(list))
 	for i, item := range list {
@@ -197,13 +193,9 @@ func templateTools(raw []byte) ([]any, *fieldError) {
 // templateDocuments is the request's documents as vLLM validates them: a
 // list of objects whose values are strings.
 func templateDocuments(raw []byte) ([]any, *fieldError) {
-	v, err := chattemplate.ParseJSON(raw)
+	list, err := jsonArray(raw, "documents must be an array of objects")
 	if err != nil {
-		return nil, &fieldError{"", "invalid JSON: " + err.Error()}
-	}
-	list, ok := v.([]any)
-	if !ok {
-		return nil, &fieldError{"", "documents must be an array of objects"}
+		return nil, err
 	}
 	for i, item := range list {
 		doc, ok := item.(*chattemplate.Dict)
@@ -215,6 +207,20 @@ func templateDocuments(raw []byte) ([]any, *fieldError) {
 				return nil, &fieldError{fmt.Sprintf("[%d].%v", i, k), "a document's values must be strings"}
 			}
 		}
+	}
+	return list, nil
+}
+
+// jsonArray parses a request field that must be a JSON array; notArray is
+// the error for any other value.
+func jsonArray(raw []byte, notArray string) ([]any, *fieldError) {
+	v, err := chattemplate.ParseJSON(raw)
+	if err != nil {
+		return nil, &fieldError{"", "invalid JSON: " + err.Error()}
+	}
+	list, ok := v.([]any)
+	if !ok {
+		return nil, &fieldError{"", notArray}
 	}
 	return list, nil
 }
