@@ -510,11 +510,7 @@ func (x *Index) Prefixes(hashes []Hash, workers []string, now time.Time, out []i
 		var specList []specHold
 		if len(sh.spec) > 0 {
 			specList = sh.holders(h, specBuf[:0])
-			for _, e := range specList {
-				if e.until > nowNs && e.slot < inlineSlots {
-					m |= 1 << e.slot
-				}
-			}
+			m |= inlineMask(specList, nowNs)
 		}
 		if len(spill) > 0 {
 			var ov []uint16
@@ -591,18 +587,7 @@ func (x *Index) walkInline(hashes []Hash, alive uint64, nowNs int64, endAt *[inl
 				// history is confirmed on its holder, and this saves the
 				// second probe for nearly every block.
 				if spec && alive&^m != 0 {
-					if e, ok := sh.spec[h]; ok {
-						if e.until > nowNs && e.slot < inlineSlots {
-							m |= 1 << e.slot
-						}
-						if e.more {
-							for _, e := range sh.specMore[h] {
-								if e.until > nowNs && e.slot < inlineSlots {
-									m |= 1 << e.slot
-								}
-							}
-						}
-					}
+					m |= sh.specMask(h, nowNs)
 				}
 				masks[pos] = m
 			}

@@ -40,6 +40,23 @@ func (sh *shard) speculate(h Hash, s int, until int64) bool {
 	return true
 }
 
+// specMask is the inline slots holding h speculatively at nowNs.
+func (sh *shard) specMask(h Hash, nowNs int64) uint64 {
+	var buf [8]specHold
+	return inlineMask(sh.holders(h, buf[:0]), nowNs)
+}
+
+// inlineMask is the inline slots among holds unexpired at nowNs.
+func inlineMask(holds []specHold, nowNs int64) uint64 {
+	var m uint64
+	for _, e := range holds {
+		if e.until > nowNs && e.slot < inlineSlots {
+			m |= 1 << e.slot
+		}
+	}
+	return m
+}
+
 // holders appends every speculative holder of h to dst.
 func (sh *shard) holders(h Hash, dst []specHold) []specHold {
 	first, ok := sh.spec[h]
