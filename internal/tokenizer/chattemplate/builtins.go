@@ -994,7 +994,7 @@ func dictMethod(d *Dict, name string) any {
 			if len(args) < 1 || len(args) > 2 {
 				return nil, errorf("get expected 1 or 2 arguments")
 			}
-			if !Hashable(args[0]) {
+			if !hashable(args[0]) {
 				return nil, unhashable(args[0])
 			}
 			if v, ok := d.Get(args[0]); ok {

@@ -476,7 +476,7 @@ func (r *renderer) eval(x expr, sc *scope) (any, error) {
 			if err != nil {
 				return nil, err
 			}
-			if !Hashable(k) {
+			if !hashable(k) {
 				return nil, unhashable(k)
 			}
 			v, err := r.eval(x.vals[i], sc)
@@ -834,7 +834,7 @@ func contains(container, item any) (bool, error) {
 		}
 		return false, nil
 	case *Dict:
-		if !Hashable(item) {
+		if !hashable(item) {
 			return false, unhashable(item)
 		}
 		_, ok := c.Get(item)

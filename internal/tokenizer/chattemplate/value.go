@@ -44,10 +44,10 @@ const dictLinear = 8
 func NewDict() *Dict { return &Dict{} }
 
 // Set sets key to v, keeping the key's position when it exists. A key
-// that is not Hashable is ignored: callers with keys from a template check
+// that is not hashable is ignored: callers with keys from a template check
 // first and raise Python's TypeError.
 func (d *Dict) Set(key, v any) {
-	if !Hashable(key) {
+	if !hashable(key) {
 		return
 	}
 	key = hashKey(key)
@@ -68,9 +68,9 @@ func (d *Dict) Set(key, v any) {
 	d.vals = append(d.vals, v)
 }
 
-// Get returns the value of key; a key that is not Hashable is in no dict.
+// Get returns the value of key; a key that is not hashable is in no dict.
 func (d *Dict) Get(key any) (any, bool) {
-	if !Hashable(key) {
+	if !hashable(key) {
 		return nil, false
 	}
 	i, ok := d.find(hashKey(key))
@@ -94,13 +94,13 @@ func (d *Dict) find(key any) (int, bool) {
 	return 0, false
 }
 
-// Hashable reports whether v can be a dict key here: None, booleans,
+// hashable reports whether v can be a dict key here: None, booleans,
 // numbers, strings and Undefined. Python also hashes tuples and
 // callables; no chat template keys a dict by those, and refusing them
 // keeps every key a comparable Go value (a list or a function as a Go map
 // key is a run-time panic, and keys can come from a request's
 // chat_template_kwargs).
-func Hashable(v any) bool {
+func hashable(v any) bool {
 	switch v.(type) {
 	case nil, bool, int, int64, float64, string, undefined:
 		return true
