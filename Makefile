@@ -12,17 +12,24 @@ BIN       := bin
 PKGS      := ./... ./loadtest/...
 TEST_FLAGS ?= -count=1 -timeout 20m
 FUZZTIME  ?= 20s
+# Stamped into the binaries by `make build` (internal/version); packagers
+# building from a source archive set them: make build VERSION=v1.2.3 COMMIT=...
+VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null)
+COMMIT    ?= $(shell git rev-parse HEAD 2>/dev/null)
+LDFLAGS    = -X github.com/switchyard-dev/switchyard/internal/version.version=$(VERSION) \
+             -X github.com/switchyard-dev/switchyard/internal/version.commit=$(COMMIT)
 
 .DEFAULT_GOAL := help
 
 .PHONY: help
 help: ## Show this help.
-	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  \033[36m%-14s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+	@if [ -t 1 ]; then on=$$(printf '\033[36m'); off=$$(printf '\033[0m'); fi; \
+	awk -v on="$$on" -v off="$$off" 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %s%-14s%s %s\n", on, $$1, off, $$2}' $(MAKEFILE_LIST)
 
 .PHONY: build
 build: ## Build bin/switchyard, bin/yardctl and bin/loadtest.
-	$(GO) build -o $(BIN)/switchyard ./cmd/switchyard
-	$(GO) build -o $(BIN)/yardctl ./cmd/yardctl
+	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/switchyard ./cmd/switchyard
+	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/yardctl ./cmd/yardctl
 	$(GO) build -o $(BIN)/loadtest ./loadtest
 
 .PHONY: run
