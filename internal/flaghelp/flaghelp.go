@@ -1,0 +1,37 @@
+// Package flaghelp checks flag help text the flag package cannot: that a
+// usage string does not state a default the flag prints anyway.
+package flaghelp
+
+import (
+	"bytes"
+	"flag"
+	"strings"
+)
+
+// RepeatedDefaults returns the flags of fs whose usage mentions a default
+// while the flag package also prints one, "(default X)", after it. The
+// printing is the flag package's own decision (it omits zero values), so
+// the check asks it rather than guessing: a usage may explain a computed
+// default ("default: hostname") only when the flag's registered default
+// is zero and nothing else gets printed.
+func RepeatedDefaults(fs *flag.FlagSet) []string {
+	var bad []string
+	fs.VisitAll(func(f *flag.Flag) {
+		mentions := strings.Count(strings.ToLower(f.Usage), "default")
+		if mentions == 0 {
+			return
+		}
+		// PrintDefaults of a set holding only f, with f's registered
+		// default (Var would take its current value).
+		one := flag.NewFlagSet("", flag.ContinueOnError)
+		one.Var(f.Value, f.Name, f.Usage)
+		one.Lookup(f.Name).DefValue = f.DefValue
+		var out bytes.Buffer
+		one.SetOutput(&out)
+		one.PrintDefaults()
+		if strings.Count(strings.ToLower(out.String()), "default") > mentions {
+			bad = append(bad, "--"+f.Name+": "+strings.TrimSpace(out.String()))
+		}
+	})
+	return bad
+}
