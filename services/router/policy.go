@@ -317,8 +317,8 @@ func (s *service) explainPolicy(st *policyState, req *routerv1.RouteRequest, now
 		}
 		c := &routerv1.Candidate{
 			Endpoint: &routerv1.Endpoint{Id: r.EndpointID, Url: r.URL, Models: []string{r.Model}, Kind: kind,
-				Healthy: !strings.HasPrefix(r.Unavailable, "unhealthy"), Waiting: r.Load.Waiting, Running: r.Load.Running,
-				InFlight: r.Load.InFlight, KvCacheUsage: r.KVCacheUsage},
+				Healthy: !strings.HasPrefix(r.Unavailable, "unhealthy"), LastError: r.LastError, Waiting: r.Load.Waiting, Running: r.Load.Running,
+				InFlight: r.Load.InFlight, KvCacheUsage: r.KVCacheUsage, LastScrape: timestampOrNil(r.LastScrape)},
 			InFlight:             r.Load.InFlight,
 			Waiting:              r.Load.Waiting,
 			Running:              r.Load.Running,

@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/rs/zerolog"
+	"google.golang.org/protobuf/encoding/protojson"
 
 	routerv1 "github.com/switchyard-dev/switchyard/proto/switchyard/router/v1"
 	"github.com/switchyard-dev/switchyard/services/policyd"
@@ -272,8 +274,13 @@ func TestRouteWithPolicyd(t *testing.T) {
 		reasons := map[string]string{}
 		for _, c := range resp.GetCandidates() {
 			reasons[c.GetEndpoint().GetId()] = c.GetExcludedReason()
-			if local := c.GetEndpoint().GetKind() == routerv1.TargetKind_TARGET_KIND_LOCAL; c.GetEligible() != local {
+			local := c.GetEndpoint().GetKind() == routerv1.TargetKind_TARGET_KIND_LOCAL
+			if c.GetEligible() != local {
 				t.Errorf("%s eligible %v, want %v", c.GetEndpoint().GetId(), c.GetEligible(), local)
+			}
+			// Workers are scraped, providers are not.
+			if scraped := c.GetEndpoint().GetLastScrape() != nil; scraped != local {
+				t.Errorf("%s last_scrape %v, want one: %v", c.GetEndpoint().GetId(), c.GetEndpoint().GetLastScrape(), local)
 			}
 		}
 		// The trace is default routing's: locals eligible, providers out
@@ -285,6 +292,30 @@ func TestRouteWithPolicyd(t *testing.T) {
 		} {
 			if reasons[id] != want {
 				t.Errorf("%s: excluded %q, want %q", id, reasons[id], want)
+			}
+		}
+	})
+
+	t.Run("REST explain of a chat body takes tenant and tags from the query", func(t *testing.T) {
+		waitLoads(3, 4, 0)
+		chat := `{"model":"qwen-3.6-27b","messages":[{"role":"user","content":"hi"}]}`
+		for _, tc := range []struct{ query, target, bedrock string }{
+			{"?tenant=team-a&tags=pii-detected", "sim-", "dropped by pii-stays-local/serve/pii-never-leaves-cluster (guard)"},
+			{"?tenant=payroll", "sim-", "dropped by pii-stays-local/serve/pii-never-leaves-cluster (guard)"},
+			{"?tenant=team-a", "provider/bedrock", ""},
+		} {
+			code, body := postExplain(t, tr, tc.query, chat)
+			var resp routerv1.ExplainResponse
+			if err := protojson.Unmarshal(body, &resp); code != 200 || err != nil {
+				t.Fatalf("%s: status %d %v: %s", tc.query, code, err, body)
+			}
+			if id := resp.GetResult().GetTarget().GetId(); !strings.HasPrefix(id, tc.target) {
+				t.Errorf("%s: target %s, want %s", tc.query, id, tc.target)
+			}
+			for _, c := range resp.GetCandidates() {
+				if c.GetEndpoint().GetId() == "provider/bedrock" && c.GetExcludedReason() != tc.bedrock {
+					t.Errorf("%s: bedrock excluded %q, want %q", tc.query, c.GetExcludedReason(), tc.bedrock)
+				}
 			}
 		}
 	})

@@ -52,7 +52,8 @@ import (
 	"github.com/switchyard-dev/switchyard/services/router/internal/scrape"
 )
 
-// maxRESTBody bounds a REST request; RouteRequest carries the client's body.
+// maxRESTBody bounds a REST request: it carries a client's body, as it is or
+// inside a RouteRequest.
 const maxRESTBody = 16 << 20
 
 // endpointSource supplies the endpoint set: static configuration today,
@@ -189,11 +190,10 @@ func (s *Server) setHealth(st healthpb.HealthCheckResponse_ServingStatus) {
 }
 
 func (s *Server) httpHandler() (http.Handler, error) {
-	gw := runtime.NewServeMux(
-		runtime.WithMarshalerOption(runtime.MIMEWildcard, &runtime.JSONPb{
-			MarshalOptions: protojson.MarshalOptions{UseProtoNames: true, EmitUnpopulated: true},
-		}),
-	)
+	marshaler := &runtime.JSONPb{
+		MarshalOptions: protojson.MarshalOptions{UseProtoNames: true, EmitUnpopulated: true},
+	}
+	gw := runtime.NewServeMux(runtime.WithMarshalerOption(runtime.MIMEWildcard, marshaler))
 	// In-process registration: REST calls the service directly, no
 	// loopback dial to our own gRPC port.
 	if err := routerv1.RegisterRouterHandlerServer(context.Background(), gw, s.svc); err != nil {
@@ -201,6 +201,9 @@ func (s *Server) httpHandler() (http.Handler, error) {
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/v1/", http.MaxBytesHandler(gw, maxRESTBody))
+	// Explain also takes a client's chat or completions body as it is, which
+	// the gateway's RouteRequest mapping cannot express.
+	mux.Handle("POST /v1/route:explain", http.MaxBytesHandler(&explainHandler{svc: s.svc, gw: gw, m: marshaler}, maxRESTBody))
 	mux.Handle("GET /metrics", promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.WriteHeader(http.StatusOK)

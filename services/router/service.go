@@ -517,7 +517,7 @@ func (s *service) ListEndpoints(ctx context.Context, req *routerv1.ListEndpoints
 }
 
 func endpointProto(v load.EndpointView) *routerv1.Endpoint {
-	e := &routerv1.Endpoint{
+	return &routerv1.Endpoint{
 		Id:           v.ID,
 		Url:          v.URL,
 		Models:       v.Models,
@@ -528,11 +528,17 @@ func endpointProto(v load.EndpointView) *routerv1.Endpoint {
 		Running:      v.Load.Running,
 		InFlight:     v.Load.InFlight,
 		KvCacheUsage: v.KVCacheUsage,
+		LastScrape:   timestampOrNil(v.LastScrape),
 	}
-	if !v.LastScrape.IsZero() {
-		e.LastScrape = timestamppb.New(v.LastScrape)
+}
+
+// timestampOrNil leaves a time never set (an endpoint not scraped yet)
+// out of the message rather than claiming the year 1.
+func timestampOrNil(t time.Time) *timestamppb.Timestamp {
+	if t.IsZero() {
+		return nil
 	}
-	return e
+	return timestamppb.New(t)
 }
 
 func targetKind(kind string) routerv1.TargetKind {

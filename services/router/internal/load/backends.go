@@ -24,6 +24,10 @@ type Backend struct {
 	KVCacheUsage float64
 	Estimate     Estimate
 	CachedTokens int64
+	// LastError and LastScrape are the endpoint's as Endpoints lists them,
+	// for Explain.
+	LastError  string
+	LastScrape time.Time
 }
 
 // Backends appends to dst one Backend per endpoint serving each of
@@ -47,7 +51,7 @@ func (t *Table) Backends(req Request, models []string, now time.Time, dst []Back
 		for _, ep := range cands {
 			b := Backend{
 				EndpointID: ep.spec.ID, URL: ep.spec.URL, Kind: ep.spec.Kind, Group: ep.spec.Group, Pool: ep.spec.Pool,
-				Model: model, KVCacheUsage: ep.kvUsage,
+				Model: model, KVCacheUsage: ep.kvUsage, LastError: ep.lastErr, LastScrape: ep.lastScrape,
 			}
 			switch {
 			case slices.Contains(req.Exclude, ep.spec.ID):
