@@ -116,7 +116,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.IntVar(&c.NumGPUBlocksOverride, "num-gpu-blocks-override", 0, "KV cache blocks, overriding the size derived from GPU memory (0: derive)")
 	fs.Float64Var(&c.GPUMemoryUtilization, "gpu-memory-utilization", d.GPUMemoryUtilization, "fraction of the simulated 48 GB GPU vLLM may use (sizes the KV cache)")
 	fs.StringVar(&c.KVEventsConfig, "kv-events-config", "", `vLLM KV events config JSON, e.g. {"enable_kv_cache_events":true,"publisher":"zmq","endpoint":"tcp://*:5557","replay_endpoint":"tcp://*:5567"}`)
-	fs.BoolVar(&c.EnablePromptTokensDetails, "enable-prompt-tokens-details", d.EnablePromptTokensDetails, "report usage.prompt_tokens_details.cached_tokens (vLLM's default is false)")
+	fs.BoolVar(&c.EnablePromptTokensDetails, "enable-prompt-tokens-details", d.EnablePromptTokensDetails, "report usage.prompt_tokens_details.cached_tokens (vLLM does only when given this flag)")
 	fs.Int64Var(&c.Seed, "seed", 0, "seed of the generated text")
 	fs.StringVar(&c.Tokenizer, "tokenizer", "", "Hugging Face tokenizer directory (tokenizer.json + tokenizer_config.json); empty: the simulator's simple tokenizer")
 	fs.StringVar(&c.KVEventsEncoding, "kv-events-encoding", d.KVEventsEncoding, "sim: KV event payload encoding: map (newest vLLM) or array (older vLLM), with optional +signed-hashes, +byte-hashes, +no-medium, +no-lora-name")

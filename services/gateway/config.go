@@ -54,7 +54,9 @@ type Config struct {
 	ProviderSecretsDir string
 }
 
-// DefaultConfig returns the configuration the flags default to.
+// DefaultConfig returns the configuration the flags default to. Unlike the
+// other services' ports, the gateway's is public: it listens on every
+// interface.
 func DefaultConfig() Config {
 	return Config{
 		Addr:                  ":8080",

@@ -52,7 +52,9 @@ type Config struct {
 	ShutdownTimeout time.Duration
 }
 
-// DefaultConfig returns the flag defaults, without workers.
+// DefaultConfig returns the flag defaults, without workers. It listens on
+// loopback, as `switchyard dev` does: a tracker started by hand is not
+// exposed to the network; a Deployment passes --http-addr=:9095.
 func DefaultConfig() Config {
 	host, _ := os.Hostname()
 	return Config{
@@ -61,7 +63,7 @@ func DefaultConfig() Config {
 		NATSURL:          "nats://127.0.0.1:4222",
 		RedisURL:         "redis://127.0.0.1:6379",
 		ReplicaID:        host,
-		HTTPAddr:         ":9095",
+		HTTPAddr:         "127.0.0.1:9095",
 		SnapshotInterval: 10 * time.Second,
 		SummaryInterval:  5 * time.Second,
 		ReplayTimeout:    10 * time.Second,
@@ -82,8 +84,8 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.Bind, "bind", "", "bind one SUB socket here for workers that connect to the tracker (e.g. tcp://*:5557); empty: dial every worker")
 	fs.StringVar(&c.NATSURL, "nats-url", d.NATSURL, "NATS server URL (deltas, summaries, leases)")
 	fs.StringVar(&c.RedisURL, "redis-url", d.RedisURL, "Redis URL for snapshots and summaries; empty disables them")
-	fs.StringVar(&c.ReplicaID, "replica-id", d.ReplicaID, "this replica's id in worker leases (default: hostname)")
-	fs.StringVar(&c.HTTPAddr, "http-addr", d.HTTPAddr, "HTTP listen address (/metrics, /healthz, /readyz)")
+	fs.StringVar(&c.ReplicaID, "replica-id", d.ReplicaID, "this replica's id in worker leases (the host name unless set)")
+	fs.StringVar(&c.HTTPAddr, "http-addr", d.HTTPAddr, "HTTP listen address (/metrics, /healthz, /readyz); :9095 for every interface")
 	fs.DurationVar(&c.SnapshotInterval, "snapshot-interval", d.SnapshotInterval, "how often each worker's block set is written to Redis (also on every epoch change)")
 	fs.DurationVar(&c.SummaryInterval, "summary-interval", d.SummaryInterval, "how often each worker's summary is published to NATS and Redis")
 	fs.DurationVar(&c.ReplayTimeout, "replay-timeout", d.ReplayTimeout, "deadline of one replay request to a worker's replay endpoint")

@@ -43,11 +43,13 @@ type Config struct {
 	Dynamic dynamic.Interface
 }
 
-// DefaultConfig returns the flag defaults.
+// DefaultConfig returns the flag defaults. They listen on loopback, as
+// `switchyard dev` does: a policyd started by hand is not exposed to the
+// network; a Deployment passes :9092 and :9093.
 func DefaultConfig() Config {
 	return Config{
-		GRPCAddr:        ":9092",
-		HTTPAddr:        ":9093",
+		GRPCAddr:        "127.0.0.1:9092",
+		HTTPAddr:        "127.0.0.1:9093",
 		Source:          SourceFiles,
 		PollInterval:    500 * time.Millisecond,
 		WriteStatus:     true,
@@ -85,8 +87,8 @@ func splitComma(v string) []string {
 func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	d := DefaultConfig()
 	*c = d
-	fs.StringVar(&c.GRPCAddr, "grpc-addr", d.GRPCAddr, "gRPC listen address (PolicyService, health)")
-	fs.StringVar(&c.HTTPAddr, "http-addr", d.HTTPAddr, "HTTP listen address (REST, /metrics, /healthz, /readyz)")
+	fs.StringVar(&c.GRPCAddr, "grpc-addr", d.GRPCAddr, "gRPC listen address (PolicyService, health); :9092 for every interface")
+	fs.StringVar(&c.HTTPAddr, "http-addr", d.HTTPAddr, "HTTP listen address (REST, /metrics, /healthz, /readyz); :9093 for every interface")
 	fs.StringVar(&c.Source, "source", d.Source, "where resources come from: files or kubernetes")
 	fs.Var((*pathList)(&c.Paths), "path", "files mode: YAML file or directory to load (repeatable, comma-separated)")
 	fs.DurationVar(&c.PollInterval, "poll-interval", d.PollInterval, "files mode: how often to check the files for changes")

@@ -90,12 +90,14 @@ type Config struct {
 	BaseTTFTPrior    time.Duration
 }
 
-// DefaultConfig returns the flag defaults, without endpoints.
+// DefaultConfig returns the flag defaults, without endpoints. They listen
+// on loopback, as `switchyard dev` does: a router started by hand is not
+// exposed to the network; a Deployment passes :9090 and :9091.
 func DefaultConfig() Config {
 	host, _ := os.Hostname()
 	return Config{
-		GRPCAddr:        ":9090",
-		HTTPAddr:        ":9091",
+		GRPCAddr:        "127.0.0.1:9090",
+		HTTPAddr:        "127.0.0.1:9091",
 		NATSURL:         "nats://127.0.0.1:4222",
 		RouterID:        host,
 		ScrapeInterval:  time.Second,
@@ -136,10 +138,10 @@ func (c *Config) predictPrior() predict.Prior {
 // values as defaults.
 func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	d := DefaultConfig()
-	fs.StringVar(&c.GRPCAddr, "grpc-addr", d.GRPCAddr, "gRPC listen address (Router service, grpc health)")
-	fs.StringVar(&c.HTTPAddr, "http-addr", d.HTTPAddr, "HTTP listen address (REST /v1/route:explain and /v1/endpoints, /metrics, /healthz, /readyz)")
+	fs.StringVar(&c.GRPCAddr, "grpc-addr", d.GRPCAddr, "gRPC listen address (Router service, grpc health); :9090 for every interface")
+	fs.StringVar(&c.HTTPAddr, "http-addr", d.HTTPAddr, "HTTP listen address (REST /v1/route:explain and /v1/endpoints, /metrics, /healthz, /readyz); :9091 for every interface")
 	fs.StringVar(&c.NATSURL, "nats-url", d.NATSURL, "NATS server URL for sharing in-flight load between replicas; empty disables replica sync")
-	fs.StringVar(&c.RouterID, "router-id", d.RouterID, "this replica's id in published decisions (default: hostname)")
+	fs.StringVar(&c.RouterID, "router-id", d.RouterID, "this replica's id in published decisions (the host name unless set)")
 	fs.StringVar(&c.Endpoints, "endpoints", "", "static endpoints as id=url,id=url (models discovered from each worker's /v1/models)")
 	fs.StringVar(&c.EndpointsFile, "endpoints-file", "", "YAML file listing endpoints: [{id, url, models (optional), kind: local}]")
 	fs.StringVar(&c.PolicydAddr, "policyd-addr", "", "policyd gRPC address (host:port); empty routes without policies on the static endpoints")
@@ -152,7 +154,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 		"largest gRPC request accepted; Route carries the client's body, so keep it above the gateway's --max-body-bytes")
 	fs.StringVar(&c.RedisURL, "redis-url", "", "Redis with the kvtracker's KV snapshots (redis://host:6379/0); empty follows the NATS KV deltas alone")
 	fs.StringVar(&c.Tokenizers, "tokenizers", d.Tokenizers,
-		`tokenizer per model, "model=kind,...", "*" for the others; kinds: simple (the simulator's default), hf:DIR (Hugging Face tokenizer.json and chat template, as the worker's --tokenizer), none (approximate index on prompt text)`)
+		`tokenizer per model, "model=kind,...", "*" for the others; kinds: simple (the simulator's own tokenizer), hf:DIR (Hugging Face tokenizer.json and chat template, as the worker's --tokenizer), none (approximate index on prompt text)`)
 	fs.DurationVar(&c.SpeculativeTTL, "kv-speculative-ttl", d.SpeculativeTTL,
 		"after a request's predicted first token, how long its blocks are assumed cached on the chosen worker until KV events confirm them")
 	fs.DurationVar(&c.ApproxTTL, "approx-ttl", d.ApproxTTL, "how long the approximate index (models without tokenizer, workers without KV events) remembers a routed prefix")
