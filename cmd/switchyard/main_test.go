@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"regexp"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -29,6 +30,13 @@ func TestUsageAndErrors(t *testing.T) {
 		{"bad log level", []string{"meter", "--log-level", "loud"}, 2, "log level"},
 		{"kvtracker without workers", []string{"kvtracker"}, 2, "no workers"},
 		{"not implemented", []string{"meter"}, 1, "not implemented"},
+		{"version", []string{"version"}, 0, "switchyard "},
+		{"--version", []string{"--version"}, 0, runtime.Version()},
+		{"version with arguments", []string{"version", "x"}, 2, "unexpected arguments"},
+		{"help says how to install completion", []string{"help"}, 0, "source <(switchyard completion bash)"},
+		{"completion help", []string{"completion", "-h"}, 0, "~/.config/fish/completions/switchyard.fish"},
+		{"completion without a shell", []string{"completion"}, 2, "Usage: switchyard completion bash|zsh|fish"},
+		{"completion of an unknown shell", []string{"completion", "tcsh"}, 2, `unknown shell "tcsh"`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -43,6 +43,8 @@ func commands() []command {
 		{"explain", "which target a request would get, and why: asks a router, or offline with -f POLICIES --state STATE.yaml", runExplainAny},
 		{"validate", "validate policy and CRD files or directories (-f PATH...); every error listed", runValidate},
 		{"tokenize", "print the token ids a Hugging Face tokenizer gives a prompt or chat (stdin)", runTokenize},
+		{"version", "print the version, commit and Go version", runVersion},
+		{"completion", "print the bash, zsh or fish completion script: source <(yardctl completion bash); -h for zsh, fish", runCompletion},
 	}
 }
 
@@ -103,6 +105,9 @@ func (r *routerFlags) register(fs *flag.FlagSet) {
 }
 
 func parse(fs *flag.FlagSet, args []string) error {
+	if probed(fs) { // completion reads the flags, nothing runs
+		return flag.ErrHelp
+	}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return err
