@@ -3,6 +3,7 @@ package devenv
 import (
 	"context"
 	"fmt"
+	"net"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -74,7 +75,9 @@ func (s *Stack) startCatalog(ctx context.Context, cfg Config, log zerolog.Logger
 				return nil, fmt.Errorf("worker set %s: %w", ws.Name, err)
 			}
 			if sc.KVEventsConfig != "" && ws.Static[0].KVEventsEndpoint != "" {
-				sc.KVEventsConfig = kvEventsConfig(ws.Static[0].KVEventsEndpoint, ws.Static[0].KVReplayEndpoint)
+				if sc.KVEventsConfig, err = kvEventsConfig(ws.Static[0].KVEventsEndpoint, ws.Static[0].KVReplayEndpoint); err != nil {
+					return nil, fmt.Errorf("worker set %s: %w", ws.Name, err)
+				}
 			}
 		}
 		ws := ws
@@ -173,12 +176,39 @@ func urlPort(raw string) (int, error) {
 	return p, nil
 }
 
-func kvEventsConfig(endpoint, replay string) string {
-	c := `{"enable_kv_cache_events":true,"publisher":"zmq","endpoint":` + strconv.Quote(endpoint)
-	if replay != "" {
-		c += `,"replay_endpoint":` + strconv.Quote(replay)
+// kvEventsConfig is the --kv-events-config a vLLM worker is started with so
+// that the kvtracker can dial it at the catalog's endpoints: the catalog
+// names where the worker publishes (tcp://127.0.0.1:5557), and the worker
+// must bind that port, which vLLM does only for a wildcard endpoint
+// (tcp://*:5557; with the catalog's own host the worker would connect,
+// and nobody would bind). The simulator binds the wildcard on its --host.
+func kvEventsConfig(endpoint, replay string) (string, error) {
+	pub, err := wildcardHost(endpoint)
+	if err != nil {
+		return "", fmt.Errorf("kvEventsEndpoint: %w", err)
 	}
-	return c + "}"
+	c := `{"enable_kv_cache_events":true,"publisher":"zmq","endpoint":` + strconv.Quote(pub)
+	if replay != "" {
+		rep, err := wildcardHost(replay)
+		if err != nil {
+			return "", fmt.Errorf("kvReplayEndpoint: %w", err)
+		}
+		c += `,"replay_endpoint":` + strconv.Quote(rep)
+	}
+	return c + "}", nil
+}
+
+// wildcardHost turns tcp://host:port into tcp://*:port.
+func wildcardHost(endpoint string) (string, error) {
+	rest, ok := strings.CutPrefix(endpoint, "tcp://")
+	if !ok {
+		return "", fmt.Errorf("%q: the simulated fleet needs tcp://host:port", endpoint)
+	}
+	_, port, err := net.SplitHostPort(rest)
+	if err != nil {
+		return "", fmt.Errorf("%q: %w", endpoint, err)
+	}
+	return "tcp://*:" + port, nil
 }
 
 // rewriteCatalog copies the catalog's YAML files into a temporary

@@ -64,8 +64,10 @@ type Config struct {
 
 // DefaultKVEventsConfig makes each simulated worker publish KV events like a
 // vLLM started with --kv-events-config: worker i on 5557+i, replay on
-// 5567+i.
-const DefaultKVEventsConfig = `{"enable_kv_cache_events":true,"publisher":"zmq","endpoint":"tcp://127.0.0.1:5557","replay_endpoint":"tcp://127.0.0.1:5567"}`
+// 5567+i. The endpoint must hold a wildcard: by vLLM's rule only such an
+// endpoint binds (anything else connects, to a tracker that binds), and
+// the kvtracker dials the workers. The simulator binds it on its --host.
+const DefaultKVEventsConfig = `{"enable_kv_cache_events":true,"publisher":"zmq","endpoint":"tcp://*:5557","replay_endpoint":"tcp://*:5567"}`
 
 // DefaultConfig is what `switchyard dev` runs without flags.
 func DefaultConfig() Config {

@@ -71,6 +71,9 @@ func newWorker(id int, cfg *Config, tok tokenizer.Tokenizer, log zerolog.Logger)
 		if kc.ReplayEndpoint, err = offsetEndpoint(kc.ReplayEndpoint, id); err != nil {
 			return nil, err
 		}
+		// KV events carry prompts' token ids: a simulator on a laptop binds
+		// vLLM's wildcard endpoints on its --host, as it does its HTTP port.
+		kc.BindHost = cfg.Host
 		var enc kvevents.Encoding
 		if enc, err = cfg.encoding(); err != nil {
 			return nil, err

@@ -17,6 +17,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"strconv"
 	"strings"
 )
@@ -54,6 +55,12 @@ type Config struct {
 	// publisher, which offsets both endpoints' ports by it
 	// (OffsetEndpointPort) and stamps it on batches that carry none.
 	DataParallelRank int `json:"-"`
+	// BindHost is not part of vLLM's JSON either: when set, a socket that
+	// binds on a wildcard host ("tcp://*:5557", which vLLM binds on every
+	// interface) binds on this host instead. The simulator sets it to its
+	// --host. Whether the PUB socket binds at all is still vLLM's rule,
+	// decided on the endpoint as given.
+	BindHost string `json:"-"`
 }
 
 // DefaultConfig is vLLM's KVEventsConfig() with nothing set.
@@ -194,6 +201,19 @@ func Binds(endpoint string) bool {
 		strings.Contains(endpoint, "::") ||
 		strings.HasPrefix(endpoint, "ipc://") ||
 		strings.HasPrefix(endpoint, "inproc://")
+}
+
+// onHost moves a wildcard-host TCP endpoint to host; other endpoints, and
+// an empty or wildcard host, leave it as it is.
+func onHost(endpoint, host string) string {
+	port, ok := strings.CutPrefix(endpoint, "tcp://*:")
+	if !ok || host == "" || host == "*" {
+		return endpoint
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
+		return endpoint
+	}
+	return "tcp://" + net.JoinHostPort(host, port)
 }
 
 // OffsetEndpointPort is vLLM's offset_endpoint_port: data-parallel rank n

@@ -129,6 +129,10 @@ func newPublisher(cfg Config, enc kvevents.Encoding, log zerolog.Logger) (*Publi
 	}
 
 	bind := Binds(endpoint)
+	if bind {
+		endpoint = onHost(endpoint, cfg.BindHost)
+	}
+	replayEndpoint = onHost(replayEndpoint, cfg.BindHost)
 	opts := []zmq4.Option{zmq4.WithLogger(zlog)}
 	if !bind {
 		opts = append(opts, zmq4.WithDialerRetry(dialRetry), zmq4.WithDialerMaxRetries(-1), zmq4.WithAutomaticReconnect(true))

@@ -173,6 +173,47 @@ func TestPublisherBindsSubscriberDials(t *testing.T) {
 	}
 }
 
+// TestBindHost: vLLM's wildcard endpoint binds the given host only (the
+// simulator's --host), a subscriber receives on it, and an endpoint that
+// connects by vLLM's rule still connects.
+func TestBindHost(t *testing.T) {
+	ctx := ctxT(t)
+	cfg := testConfig("tcp://*:*")
+	cfg.ReplayEndpoint = "tcp://*:*"
+	cfg.BindHost = "127.0.0.1"
+	p := newPub(t, cfg, kvevents.EncodingMap)
+	for name, addr := range map[string]net.Addr{"pub": p.pub.Addr(), "replay": p.router.Addr()} {
+		tcp, ok := addr.(*net.TCPAddr)
+		if !ok || !tcp.IP.IsLoopback() {
+			t.Errorf("%s socket bound on %v, want loopback only", name, addr)
+		}
+	}
+	s, err := DialSubscriber(ctx, p.Endpoint(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	waitLive(t, ctx, p, s)
+	if err := p.Publish(testBatch(0)); err != nil {
+		t.Fatal(err)
+	}
+	checkBatches(t, recvBatches(t, ctx, s, 1), "", 0)
+
+	tests := []struct{ endpoint, host, want string }{
+		{"tcp://*:5557", "127.0.0.1", "tcp://127.0.0.1:5557"},
+		{"tcp://*:*", "::1", "tcp://[::1]:*"},
+		{"tcp://*:5557", "0.0.0.0", "tcp://*:5557"},
+		{"tcp://*:5557", "", "tcp://*:5557"},
+		{"tcp://10.0.0.1:5557", "127.0.0.1", "tcp://10.0.0.1:5557"},
+		{"ipc:///tmp/kv.sock", "127.0.0.1", "ipc:///tmp/kv.sock"},
+	}
+	for _, tt := range tests {
+		if got := onHost(tt.endpoint, tt.host); got != tt.want {
+			t.Errorf("onHost(%q, %q) = %q, want %q", tt.endpoint, tt.host, got, tt.want)
+		}
+	}
+}
+
 func TestSubscriberBindsPublisherConnects(t *testing.T) {
 	ctx := ctxT(t)
 	s, err := ListenSubscriber(ctx, "tcp://127.0.0.1:0", "")
