@@ -48,7 +48,10 @@ type Config struct {
 	SnapshotInterval time.Duration
 	SummaryInterval  time.Duration
 	// ReplayTimeout bounds one replay request to a worker.
-	ReplayTimeout   time.Duration
+	ReplayTimeout time.Duration
+	// SilenceWarning is how long a worker's KV endpoint may refuse the
+	// tracker, or its stream carry no event, before a warning is logged.
+	SilenceWarning  time.Duration
 	ShutdownTimeout time.Duration
 }
 
@@ -67,6 +70,7 @@ func DefaultConfig() Config {
 		SnapshotInterval: 10 * time.Second,
 		SummaryInterval:  5 * time.Second,
 		ReplayTimeout:    10 * time.Second,
+		SilenceWarning:   time.Minute,
 		ShutdownTimeout:  10 * time.Second,
 	}
 }
@@ -89,6 +93,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.SnapshotInterval, "snapshot-interval", d.SnapshotInterval, "how often each worker's block set is written to Redis (also on every epoch change)")
 	fs.DurationVar(&c.SummaryInterval, "summary-interval", d.SummaryInterval, "how often each worker's summary is published to NATS and Redis")
 	fs.DurationVar(&c.ReplayTimeout, "replay-timeout", d.ReplayTimeout, "deadline of one replay request to a worker's replay endpoint")
+	fs.DurationVar(&c.SilenceWarning, "silence-warning", d.SilenceWarning, "warn when a worker's KV event endpoint refuses the tracker, or its stream carries no event, for this long")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", d.ShutdownTimeout, "hard deadline for graceful shutdown")
 }
 
@@ -115,6 +120,7 @@ func (c *Config) Validate() error {
 		configcheck.Duration{Name: "snapshot-interval", Value: c.SnapshotInterval},
 		configcheck.Duration{Name: "summary-interval", Value: c.SummaryInterval},
 		configcheck.Duration{Name: "replay-timeout", Value: c.ReplayTimeout},
+		configcheck.Duration{Name: "silence-warning", Value: c.SilenceWarning},
 		configcheck.Duration{Name: "shutdown-timeout", Value: c.ShutdownTimeout},
 	)...)
 	specs, err := c.workerSpecs()

@@ -18,6 +18,8 @@ type metrics struct {
 	cached       *prometheus.GaugeVec
 	boundDropped *prometheus.CounterVec
 	runErrors    prometheus.Counter
+	connected    *prometheus.GaugeVec
+	lastEvent    *prometheus.GaugeVec
 }
 
 // newMetrics builds a registry per tracker, so several trackers (tests,
@@ -59,8 +61,16 @@ func newMetrics() *metrics {
 			Name: "switchyard_kvtracker_worker_errors_total",
 			Help: "Worker pipelines that stopped with an error (they are restarted in a new epoch).",
 		}),
+		connected: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "switchyard_kvtracker_worker_connected",
+			Help: "1 once the tracker's connection to a worker's KV event endpoint is up, 0 while it is refused (workers this replica ingests; none for workers that connect to --bind).",
+		}, []string{"pool", "worker"}),
+		lastEvent: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "switchyard_kvtracker_worker_last_event_timestamp_seconds",
+			Help: "Unix time of the last KV event message from each worker this replica ingests; 0 when none arrived yet. time() minus it is the stream's silence.",
+		}, []string{"pool", "worker"}),
 	}
-	reg.MustRegister(m.leasesHeld, m.workers, m.leaseEvents, m.snapshots, m.summaries, m.cached, m.boundDropped, m.runErrors,
+	reg.MustRegister(m.leasesHeld, m.workers, m.leaseEvents, m.snapshots, m.summaries, m.cached, m.boundDropped, m.runErrors, m.connected, m.lastEvent,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)

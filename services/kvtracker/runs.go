@@ -292,6 +292,8 @@ func (t *Tracker) stopRun(r *run, d *deps, release bool, event string) {
 	t.metrics.leasesHeld.Set(float64(n))
 	t.metrics.leaseEvents.WithLabelValues(event).Inc()
 	t.metrics.cached.DeleteLabelValues(r.spec.Pool, r.spec.ID)
+	t.metrics.connected.DeleteLabelValues(r.spec.Pool, r.spec.ID)
+	t.metrics.lastEvent.DeleteLabelValues(r.spec.Pool, r.spec.ID)
 	if !release || t.skipRelease.Load() {
 		return
 	}
@@ -340,10 +342,22 @@ func (t *Tracker) runWorker(ctx context.Context, r *run, d *deps) {
 	defer close(r.done)
 	spec := r.spec
 	log := t.log.With().Str("pool", spec.Pool).Str("worker", spec.ID).Logger()
+	watch := &streamWatch{
+		after:     t.cfg.SilenceWarning,
+		log:       log,
+		lastEvent: t.metrics.lastEvent.WithLabelValues(spec.Pool, spec.ID),
+	}
+	watch.lastEvent.Set(0)
+	wctx, stopWatch := context.WithCancel(ctx)
+	defer stopWatch()
 	var src ingest.Source
 	if spec.Bound() {
+		go watch.watch(wctx, t.BindEndpoint())
 		src = chanSource(r.in)
 	} else {
+		watch.connected = t.metrics.connected.WithLabelValues(spec.Pool, spec.ID)
+		watch.connected.Set(0)
+		go watch.watch(wctx, spec.KVEndpoint)
 		sub, err := kvzmq.DialSubscriber(ctx, spec.KVEndpoint, spec.Topic, kvzmq.WithLogger(log))
 		if err != nil {
 			if ctx.Err() == nil {
@@ -352,8 +366,10 @@ func (t *Tracker) runWorker(ctx context.Context, r *run, d *deps) {
 			return
 		}
 		defer sub.Close()
+		watch.connectedNow()
 		src = sub
 	}
+	src = watch.source(src)
 	floor := t.previousEpoch(ctx, d, spec) + 1
 	var replay ingest.Replayer
 	if ep := spec.ReplayEndpoint; ep != "" {

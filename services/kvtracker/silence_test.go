@@ -1,0 +1,122 @@
+package kvtracker
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+)
+
+// logBuffer collects a tracker's log lines for the test to read.
+type logBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *logBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *logBuffer) count(substr string) int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return strings.Count(b.buf.String(), substr)
+}
+
+// TestSilentStreamWarns replays the dev-catalog mistake: a worker whose
+// kv-events-config endpoint has no wildcard connects instead of binding, so
+// the tracker's dial is refused. The tracker must say so (log and gauge);
+// once the worker binds, the connection and the events show, and a
+// connected stream that stays quiet gets its own, milder warning.
+func TestSilentStreamWarns(t *testing.T) {
+	e := newEnv(t)
+	port := freePort(t)
+	endpoint := fmt.Sprintf("tcp://127.0.0.1:%d", port)
+	cfg := e.config("r1")
+	cfg.SilenceWarning = 300 * time.Millisecond
+	cfg.WorkerSpecs = []WorkerSpec{{ID: "w0", KVEndpoint: endpoint}}
+
+	logs := &logBuffer{}
+	tr, err := New(cfg, zerolog.New(logs))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr.leaseTick = 100 * time.Millisecond
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- tr.Serve(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("serve: %v", err)
+		}
+	})
+
+	// The wrong topology: the worker connects to the address the tracker
+	// dials. Requests are served, nothing arrives.
+	wrong := simConfig(1, "map")
+	wrong.KVEventsConfig = kvEventsConfig(endpoint, "")
+	wrongFleet := startFleet(t, wrong)
+	p := newPrompter("silence")
+	const unreachable = "kv events endpoint not reachable"
+	eventually(t, 10*time.Second, func() error {
+		prompt, _ := p.next()
+		complete(t, wrongFleet.Workers()[0], prompt)
+		if logs.count(unreachable) == 0 {
+			return errors.New("no unreachable warning yet")
+		}
+		return nil
+	})
+	if got := tr.metric(t, "switchyard_kvtracker_worker_connected", "worker", "w0"); got != 0 {
+		t.Errorf("connected = %v while the dial is refused", got)
+	}
+	if got := tr.metric(t, "switchyard_kvtracker_events_total"); got != 0 {
+		t.Errorf("%v events ingested from a worker nobody could reach", got)
+	}
+	time.Sleep(4 * cfg.SilenceWarning)
+	if n := logs.count(unreachable); n != 1 {
+		t.Errorf("unreachable warning logged %d times during one silence, want once", n)
+	}
+	if err := wrongFleet.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	// vLLM's wildcard endpoint binds (on the simulator's --host).
+	right := simConfig(1, "map")
+	right.KVEventsConfig = kvEventsConfig(fmt.Sprintf("tcp://*:%d", port), "")
+	rightFleet := startFleet(t, right)
+	eventually(t, 10*time.Second, func() error {
+		if tr.metric(t, "switchyard_kvtracker_worker_connected", "worker", "w0") != 1 {
+			return errors.New("not connected yet")
+		}
+		return nil
+	})
+	const quiet = "no kv events from worker"
+	eventually(t, 10*time.Second, func() error {
+		if logs.count(quiet) == 0 {
+			return errors.New("no warning for a connected, quiet stream")
+		}
+		return nil
+	})
+	before := time.Now()
+	eventually(t, 10*time.Second, func() error {
+		prompt, _ := p.next()
+		complete(t, rightFleet.Workers()[0], prompt)
+		if tr.metric(t, "switchyard_kvtracker_events_total", "type", "BlockStored") == 0 {
+			return errors.New("no BlockStored ingested")
+		}
+		return nil
+	})
+	last := tr.metric(t, "switchyard_kvtracker_worker_last_event_timestamp_seconds", "worker", "w0")
+	if last < float64(before.Add(-time.Second).Unix()) {
+		t.Errorf("last event timestamp %v, want about %v", last, before.Unix())
+	}
+}
