@@ -97,6 +97,11 @@ func (w *streamWatch) source(src ingest.Source) ingest.Source {
 	return watchedSource{src: src, w: w}
 }
 
+var (
+	_ ingest.Reconnecting = (*kvzmq.Subscriber)(nil)
+	_ ingest.Reconnecting = watchedSource{}
+)
+
 type watchedSource struct {
 	src ingest.Source
 	w   *streamWatch
@@ -110,4 +115,14 @@ func (s watchedSource) Recv(ctx context.Context) (kvzmq.Message, error) {
 		s.w.lastEvent.Set(float64(now.UnixNano()) / 1e9)
 	}
 	return m, err
+}
+
+// ConnectionErrors passes on the wrapped source's count, which the ingest
+// pipeline reads to tell a reconnect from a gap; a source without one never
+// reconnects, which 0 says as well.
+func (s watchedSource) ConnectionErrors() uint64 {
+	if c, ok := s.src.(ingest.Reconnecting); ok {
+		return c.ConnectionErrors()
+	}
+	return 0
 }

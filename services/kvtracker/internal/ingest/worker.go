@@ -45,6 +45,13 @@ type Source interface {
 	Recv(ctx context.Context) (kvzmq.Message, error)
 }
 
+// Reconnecting is a Source that counts the connections it lost
+// (kvzmq.Subscriber): a gap right after a reconnect is read as a worker
+// restart hidden by the reconnect, not as lost messages.
+type Reconnecting interface {
+	ConnectionErrors() uint64
+}
+
 // Replayer asks the worker's replay endpoint for every batch from start
 // on (kvzmq.Replay bound to the endpoint).
 type Replayer func(ctx context.Context, start uint64, fn func(seq uint64, payload []byte) error) error
@@ -149,7 +156,7 @@ func (w *Worker) Run(ctx context.Context, src Source) error {
 	if err := w.Start(ctx); err != nil {
 		return err
 	}
-	conns, _ := src.(interface{ ConnectionErrors() uint64 })
+	conns, _ := src.(Reconnecting)
 	var lost uint64
 	if conns != nil {
 		lost = conns.ConnectionErrors()
