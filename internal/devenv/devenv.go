@@ -323,6 +323,15 @@ func (s *Stack) RouterURL() string { return "http://" + s.router.HTTPAddr() }
 // RouterGRPCAddr is the router's gRPC address.
 func (s *Stack) RouterGRPCAddr() string { return s.router.GRPCAddr() }
 
+// KVTrackerURL is the kvtracker's HTTP base URL (/metrics, /readyz); empty
+// when no worker publishes KV events.
+func (s *Stack) KVTrackerURL() string {
+	if s.tracker == nil {
+		return ""
+	}
+	return "http://" + s.tracker.HTTPAddr()
+}
+
 // NATSURL is the NATS server the stack uses.
 func (s *Stack) NATSURL() string { return s.natsURL }
 
