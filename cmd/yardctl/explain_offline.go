@@ -1,10 +1,8 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -29,30 +27,8 @@ type offlineRequest struct {
 // runExplainOffline is `yardctl explain -f PATH... --state STATE.yaml
 // --request REQ.json`: which target the request would get from these
 // resources in that state, and why, with no cluster and no router.
-func runExplainOffline(_ context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("yardctl explain", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	var files fileFlag
-	fs.Var(&files, "f", "YAML file or directory of Switchyard resources (repeatable, comma-separated)")
-	stateFile := fs.String("state", "", "YAML file with the backends' load and cache state (optional: idle)")
-	reqFile := fs.String("request", "", "JSON request body: model, and optionally tenant and tags ('-' for stdin)")
-	model := fs.String("model", "", "requested model (overrides the request's)")
-	tenant := fs.String("tenant", "", "tenant (overrides the request's)")
-	tags := fs.String("tags", "", "comma-separated tags, added to the request's and the tenant's defaults")
-	backend := fs.String("gateway-backend", "", "GatewayBackend whose policies apply (default: the only or first one)")
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "Usage: yardctl explain -f PATH [-f PATH...] --request REQ.json [--state STATE.yaml]\n\nEvaluates the policies offline and prints the chosen target and the decision trace.")
-		fs.PrintDefaults()
-	}
-	if err := parse(fs, args); err != nil {
-		return err
-	}
-	if len(files) == 0 {
-		fmt.Fprintln(stderr, "yardctl explain: -f is required for offline explain")
-		fs.Usage()
-		return errUsage
-	}
-	snap, diags, err := policy.Load(files...)
+func runExplainOffline(ef *explainFlags, stdin io.Reader, stdout, stderr io.Writer) error {
+	snap, diags, err := policy.Load(ef.files...)
 	if err != nil {
 		return err
 	}
@@ -63,37 +39,37 @@ func runExplainOffline(_ context.Context, args []string, stdin io.Reader, stdout
 		return fmt.Errorf("the resources are invalid (%s)", plural(len(diags.Errors()), "error"))
 	}
 	var req offlineRequest
-	if *reqFile != "" {
-		b, err := readInput(*reqFile, stdin)
+	if ef.request != "" {
+		b, err := readInput(ef.request, stdin)
 		if err != nil {
 			return fmt.Errorf("read request: %w", err)
 		}
 		if err := json.Unmarshal(b, &req); err != nil {
-			return fmt.Errorf("parse request %s: %w", *reqFile, err)
+			return fmt.Errorf("parse request %s: %w", ef.request, err)
 		}
 	}
-	if *model != "" {
-		req.Model = *model
+	if ef.model != "" {
+		req.Model = ef.model
 	}
-	if *tenant != "" {
-		req.Tenant = *tenant
+	if ef.tenant != "" {
+		req.Tenant = ef.tenant
 	}
 	if req.Model == "" {
 		return errors.New("no model: give --request with a model field, or --model")
 	}
 	var st *policy.State
-	if *stateFile != "" {
-		b, err := readInput(*stateFile, stdin)
+	if ef.state != "" {
+		b, err := readInput(ef.state, stdin)
 		if err != nil {
 			return fmt.Errorf("read state: %w", err)
 		}
 		if st, err = policy.ParseState(b); err != nil {
-			return fmt.Errorf("%s: %w", *stateFile, err)
+			return fmt.Errorf("%s: %w", ef.state, err)
 		}
 	}
-	prog := snap.Program(*backend)
+	prog := snap.Program(ef.backend)
 	if prog == nil {
-		return fmt.Errorf("no GatewayBackend %q in the resources", *backend)
+		return fmt.Errorf("no GatewayBackend %q in the resources", ef.backend)
 	}
 	// Tags as the gateway would build them: the request's, the flag's, then
 	// the tenant's defaults.
@@ -106,8 +82,8 @@ func runExplainOffline(_ context.Context, args []string, stdin io.Reader, stdout
 		}
 	}
 	add(req.Tags...)
-	if *tags != "" {
-		add(strings.Split(*tags, ",")...)
+	if ef.tags != "" {
+		add(strings.Split(ef.tags, ",")...)
 	}
 	add(prog.TenantTags(req.Tenant)...)
 	bs, err := snap.Backends(st)

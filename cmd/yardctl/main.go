@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/switchyard-dev/switchyard/internal/flagenv"
+	routerv1 "github.com/switchyard-dev/switchyard/proto/switchyard/router/v1"
 )
 
 func main() {
@@ -83,25 +84,34 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 }
 
 // runExplainAny explains offline when policy files are given (-f), and
-// asks a running router otherwise.
+// asks a running router otherwise. Both modes parse one FlagSet, so that
+// -h shows them both.
 func runExplainAny(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
-	for _, a := range args {
-		if a == "-f" || a == "--f" || strings.HasPrefix(a, "-f=") || strings.HasPrefix(a, "--f=") {
-			return runExplainOffline(ctx, args, stdin, stdout, stderr)
-		}
+	fs, ef := newExplainFlags(stderr)
+	if err := parse(fs, args); err != nil {
+		return err
 	}
-	return runExplain(ctx, args, stdin, stdout, stderr)
+	if err := ef.checkMode(fs); err != nil {
+		return err
+	}
+	if len(ef.files) > 0 {
+		return runExplainOffline(ef, stdin, stdout, stderr)
+	}
+	return runExplain(ctx, ef, stdin, stdout)
 }
 
 // routerFlags are shared by the online commands.
 type routerFlags struct {
 	routerURL string
 	timeout   time.Duration
+	output    outputFormat
 }
 
 func (r *routerFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&r.routerURL, "router", "http://127.0.0.1:9091", "router REST base URL (its --http-addr)")
 	fs.DurationVar(&r.timeout, "timeout", 5*time.Second, "request timeout")
+	r.output = outputTable
+	fs.Var(&r.output, "o", "output `format`: table for people, json (the router's answer) for machines")
 }
 
 func parse(fs *flag.FlagSet, args []string) error {
@@ -136,53 +146,87 @@ func runEndpoints(ctx context.Context, args []string, _ io.Reader, stdout, stder
 	if *model != "" {
 		u += "?model=" + url.QueryEscape(*model)
 	}
-	return call(ctx, rf.timeout, http.MethodGet, u, nil, stdout)
-}
-
-func runExplain(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("yardctl explain", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	var rf routerFlags
-	rf.register(fs)
-	model := fs.String("model", "", "requested model (required)")
-	tenant := fs.String("tenant", "", "tenant")
-	bodyFile := fs.String("request", "", "file with the OpenAI request body to explain ('-' for stdin)")
-	tags := fs.String("tags", "", "comma-separated request tags")
-	if err := parse(fs, args); err != nil {
-		return err
-	}
-	if *model == "" {
-		return fmt.Errorf("--model is required")
-	}
-	req := map[string]any{"model": *model, "api": "API_KIND_CHAT_COMPLETIONS"}
-	if *tenant != "" {
-		req["tenant"] = *tenant
-	}
-	if *tags != "" {
-		req["tags"] = strings.Split(*tags, ",")
-	}
-	if *bodyFile != "" {
-		var b []byte
-		var err error
-		if *bodyFile == "-" {
-			b, err = io.ReadAll(stdin)
-		} else {
-			b, err = os.ReadFile(*bodyFile)
-		}
-		if err != nil {
-			return fmt.Errorf("read request: %w", err)
-		}
-		req["body"] = b // bytes fields are base64 in the proto JSON mapping
-	}
-	payload, err := json.Marshal(req)
+	raw, err := call(ctx, rf.timeout, http.MethodGet, u, nil)
 	if err != nil {
 		return err
 	}
-	return call(ctx, rf.timeout, http.MethodPost, strings.TrimRight(rf.routerURL, "/")+"/v1/route:explain", payload, stdout)
+	return show(stdout, rf.output, raw, &routerv1.ListEndpointsResponse{}, endpointsTable)
 }
 
-// call does one REST call and pretty-prints the JSON answer.
-func call(ctx context.Context, timeout time.Duration, method, u string, body []byte, out io.Writer) error {
+// runExplain asks a router. A --request body goes as the client would
+// send it, with the tenant and tags as query parameters; without one, the
+// request is a RouteRequest with no body.
+func runExplain(ctx context.Context, ef *explainFlags, stdin io.Reader, stdout io.Writer) error {
+	u := strings.TrimRight(ef.router.routerURL, "/") + "/v1/route:explain"
+	var payload []byte
+	if ef.request != "" {
+		b, err := readInput(ef.request, stdin)
+		if err != nil {
+			return fmt.Errorf("read request: %w", err)
+		}
+		if payload, err = requestBody(b, ef.model); err != nil {
+			return fmt.Errorf("request %s: %w", ef.request, err)
+		}
+		q := url.Values{}
+		if ef.tenant != "" {
+			q.Set("tenant", ef.tenant)
+		}
+		if ef.tags != "" {
+			q.Set("tags", ef.tags)
+		}
+		if len(q) > 0 {
+			u += "?" + q.Encode()
+		}
+	} else {
+		if ef.model == "" {
+			return errors.New("--model is required without --request (a body naming its model)")
+		}
+		req := map[string]any{"model": ef.model, "api": "API_KIND_CHAT_COMPLETIONS"}
+		if ef.tenant != "" {
+			req["tenant"] = ef.tenant
+		}
+		if ef.tags != "" {
+			req["tags"] = strings.Split(ef.tags, ",")
+		}
+		var err error
+		if payload, err = json.Marshal(req); err != nil {
+			return err
+		}
+	}
+	raw, err := call(ctx, ef.router.timeout, http.MethodPost, u, payload)
+	if err != nil {
+		return err
+	}
+	return show(stdout, ef.router.output, raw, &routerv1.ExplainResponse{}, explainTable)
+}
+
+// requestBody is the body explain sends for a --request file: a chat or
+// completions body as it is, or with model, when given, in place of the
+// body's own. The router reads the request's fields, not its bytes, so
+// re-encoding it for a new model explains the same prompt.
+func requestBody(b []byte, model string) ([]byte, error) {
+	var top map[string]json.RawMessage
+	if err := json.Unmarshal(b, &top); err != nil {
+		return nil, fmt.Errorf("not a JSON object: %w", err)
+	}
+	_, chat := top["messages"]
+	_, completions := top["prompt"]
+	if !chat && !completions {
+		return nil, errors.New(`neither "messages" (chat completions) nor "prompt" (completions): not a request body`)
+	}
+	if model == "" {
+		if _, ok := top["model"]; !ok {
+			return nil, errors.New("the body names no model: give --model")
+		}
+		return b, nil
+	}
+	top["model"], _ = json.Marshal(model)
+	return json.Marshal(top)
+}
+
+// call does one REST call and returns the JSON answer; an error status
+// becomes an error with the router's message.
+func call(ctx context.Context, timeout time.Duration, method, u string, body []byte) ([]byte, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	var rd io.Reader
@@ -191,27 +235,32 @@ func call(ctx context.Context, timeout time.Duration, method, u string, body []b
 	}
 	req, err := http.NewRequestWithContext(ctx, method, u, rd)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer resp.Body.Close()
 	raw, err := io.ReadAll(io.LimitReader(resp.Body, 32<<20))
 	if err != nil {
-		return fmt.Errorf("read response: %w", err)
+		return nil, fmt.Errorf("read response: %w", err)
 	}
-	var pretty bytes.Buffer
-	if json.Indent(&pretty, raw, "", "  ") != nil {
-		pretty.Reset()
-		pretty.Write(raw)
-	}
-	pretty.WriteByte('\n')
 	if resp.StatusCode/100 != 2 {
-		return fmt.Errorf("%s %s: %s: %s", method, u, resp.Status, strings.TrimSpace(pretty.String()))
+		return nil, fmt.Errorf("%s %s: %s: %s", method, u, resp.Status, errorMessage(raw))
 	}
-	_, err = out.Write(pretty.Bytes())
-	return err
+	return raw, nil
+}
+
+// errorMessage is the message of a router error, {"code":3,"message":...},
+// or the answer as it is when it is not one.
+func errorMessage(raw []byte) string {
+	var st struct {
+		Message string `json:"message"`
+	}
+	if json.Unmarshal(raw, &st) == nil && st.Message != "" {
+		return st.Message
+	}
+	return strings.TrimSpace(string(raw))
 }

@@ -4,9 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"io"
-	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -29,45 +26,6 @@ func TestUsage(t *testing.T) {
 	}
 	if code, _, errOut := runCLI(t, "", "explain"); code != 1 || !strings.Contains(errOut, "--model is required") {
 		t.Errorf("explain without model: %d %q", code, errOut)
-	}
-}
-
-// TestOnlineCommands drives endpoints and explain against an HTTP server
-// that checks what the router's REST API would receive.
-func TestOnlineCommands(t *testing.T) {
-	var gotExplain map[string]any
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		switch {
-		case r.Method == http.MethodGet && r.URL.Path == "/v1/endpoints":
-			if r.URL.Query().Get("model") != "m1" {
-				http.Error(w, `{"code":3,"message":"want model=m1"}`, http.StatusBadRequest)
-				return
-			}
-			_, _ = io.WriteString(w, `{"endpoints":[{"id":"sim-0","healthy":true}]}`)
-		case r.Method == http.MethodPost && r.URL.Path == "/v1/route:explain":
-			_ = json.NewDecoder(r.Body).Decode(&gotExplain)
-			_, _ = io.WriteString(w, `{"result":{"target":{"id":"sim-0"}},"candidates":[]}`)
-		default:
-			http.NotFound(w, r)
-		}
-	}))
-	defer srv.Close()
-
-	code, out, errOut := runCLI(t, "", "endpoints", "--router", srv.URL, "--model", "m1")
-	if code != 0 || !strings.Contains(out, `"id": "sim-0"`) {
-		t.Fatalf("endpoints: %d %q %q", code, out, errOut)
-	}
-	code, _, errOut = runCLI(t, "", "endpoints", "--router", srv.URL)
-	if code != 1 || !strings.Contains(errOut, "400") {
-		t.Errorf("endpoints error not surfaced: %d %q", code, errOut)
-	}
-	body := `{"model":"m1","messages":[{"role":"user","content":"hi"}]}`
-	code, out, errOut = runCLI(t, body, "explain", "--router", srv.URL, "--model", "m1", "--tags", "a,b", "--request", "-")
-	if code != 0 || !strings.Contains(out, "sim-0") {
-		t.Fatalf("explain: %d %q %q", code, out, errOut)
-	}
-	if gotExplain["model"] != "m1" || len(gotExplain["tags"].([]any)) != 2 || gotExplain["body"] == nil {
-		t.Errorf("router received %v", gotExplain)
 	}
 }
 

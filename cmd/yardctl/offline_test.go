@@ -111,7 +111,7 @@ func TestExplainOffline(t *testing.T) {
 	busy := "backends:\n  sim-0: {kvCacheUsage: 0.9}\n  sim-1: {kvCacheUsage: 0.75}\n"
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			code, out, errOut := runCLIFunc(t, runExplainOffline, busy, tc.args...)
+			code, out, errOut := runCLIFunc(t, runExplainAny, busy, tc.args...)
 			if code != 0 {
 				t.Fatalf("exit %d: %s%s", code, out, errOut)
 			}
@@ -131,14 +131,15 @@ func TestExplainOfflineErrors(t *testing.T) {
 		code        int
 		want        string
 	}{
-		{"no -f", "", []string{"--model", "x"}, 2, "-f is required"},
+		{"--state without -f", "", []string{"--model", "x", "--state", "testdata/state-saturated.yaml"}, 1, "--state is for the offline explain: add -f PATH"},
+		{"-o with -f", "", []string{"-f", examples, "--model", "qwen-3.6-27b", "-o", "json"}, 1, "-o is for asking a router"},
 		{"no model", "", []string{"-f", examples}, 1, "no model"},
 		{"invalid resources", "", []string{"-f", "../../internal/policy/testdata/broken/unreachable.yaml", "--model", "x"}, 1, `rule "batch" is unreachable`},
 		{"bad state", "backends:\n  sim-0: {queued: 3}\n", []string{"-f", examples, "--model", "qwen-3.6-27b", "--state", "-"}, 1, `unknown field "queued"`},
 		{"unknown gateway backend", "", []string{"-f", examples, "--model", "qwen-3.6-27b", "--gateway-backend", "prod"}, 1, `no GatewayBackend "prod"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			code, out, errOut := runCLIFunc(t, runExplainOffline, tc.stdin, tc.args...)
+			code, out, errOut := runCLIFunc(t, runExplainAny, tc.stdin, tc.args...)
 			if code != tc.code || !strings.Contains(out+errOut, tc.want) {
 				t.Errorf("exit %d (want %d), output lacks %q:\n%s%s", code, tc.code, tc.want, out, errOut)
 			}
