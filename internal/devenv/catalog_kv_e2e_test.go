@@ -58,6 +58,24 @@ func TestShippedCatalogKVEvents(t *testing.T) {
 			t.Errorf("stop: %v", err)
 		}
 	})
+	t.Run("banner lists every address", func(t *testing.T) {
+		var b strings.Builder
+		s.PrintBanner(&b, cfg)
+		want := []string{s.GatewayURL() + "/v1", s.RouterGRPCAddr(), s.RouterURL(), s.PolicydAddr(), s.KVTrackerURL(), s.NATSURL()}
+		for _, u := range []string{s.GatewayURL(), s.RouterURL(), s.KVTrackerURL()} {
+			want = append(want, u+"/metrics")
+		}
+		for i := range 3 {
+			want = append(want, fmt.Sprintf("http://127.0.0.1:%d", 8000+i), fmt.Sprintf("tcp://127.0.0.1:%d", 5557+i), fmt.Sprintf("tcp://127.0.0.1:%d", 5567+i))
+		}
+		want = append(want, "http://127.0.0.1:8100/v1", "http://127.0.0.1:8101/v1")
+		for _, w := range want {
+			if !strings.Contains(b.String(), w) {
+				t.Errorf("banner lacks %s:\n%s", w, b.String())
+			}
+		}
+	})
+
 	c := client(s)
 	rctx, rcancel := context.WithTimeout(ctx, 90*time.Second)
 	defer rcancel()

@@ -152,6 +152,9 @@ type Stack struct {
 	tracker  *kvtracker.Tracker
 	router   *router.Server
 	gateway  *gateway.Gateway
+	// sims lists every simulator the stack started, for the banner.
+	sims     []simulated
+	redisURL string
 
 	gatewayRun, routerRun, trackerRun, policydRun *background
 	stopOnce                                      sync.Once
@@ -166,7 +169,7 @@ func Start(ctx context.Context, cfg Config, log zerolog.Logger) (_ *Stack, err e
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	s := &Stack{natsURL: cfg.NATSURL}
+	s := &Stack{natsURL: cfg.NATSURL, redisURL: cfg.RedisURL}
 	defer func() {
 		if err != nil {
 			_ = s.Stop()
@@ -209,6 +212,7 @@ func Start(ctx context.Context, cfg Config, log zerolog.Logger) (_ *Stack, err e
 		for _, w := range fleet.Workers() {
 			id := fmt.Sprintf("sim-%d", w.ID)
 			eps = append(eps, id+"="+w.URL)
+			s.sims = append(s.sims, simulated{name: id, models: w.Model, url: w.URL, kv: w.KVEndpoint, replay: w.ReplayEndpoint})
 			if w.KVEndpoint != "" {
 				specs = append(specs, kvtracker.WorkerSpec{
 					ID: id, Model: w.Model, KVEndpoint: w.KVEndpoint, ReplayEndpoint: w.ReplayEndpoint,
@@ -409,77 +413,8 @@ func Run(ctx context.Context, cfg Config, log zerolog.Logger, out io.Writer) err
 	if err != nil {
 		return err
 	}
-	if s.catalog != nil {
-		printCatalogBanner(out, s, cfg)
-	} else {
-		model := cfg.Sim.Models()[0]
-		fleet := fmt.Sprintf("%d simulated vLLM workers, time scale %gx", len(s.Workers()), cfg.Sim.TimeScale)
-		if cfg.Endpoints != "" {
-			fleet = "workers " + cfg.Endpoints
-		}
-		fmt.Fprintf(out, `
-Switchyard is running (%s).
-
-  gateway (OpenAI API)  %s/v1
-  router REST           %s   (GET /v1/endpoints, POST /v1/route:explain)
-  NATS                  %s
-
-Try:
-
-  curl -s %s/v1/chat/completions -H 'Content-Type: application/json' \
-    -d '{"model":"%s","messages":[{"role":"user","content":"Hello!"}],"max_tokens":16}'
-
-Ctrl-C stops everything.
-`, fleet, s.GatewayURL(), s.RouterURL(), s.NATSURL(), s.GatewayURL(), model)
-	}
+	s.PrintBanner(out, cfg)
 	<-ctx.Done()
 	log.Info().Msg("shutting down")
 	return s.Stop()
-}
-
-func printCatalogBanner(out io.Writer, s *Stack, cfg Config) {
-	cf := s.catalog
-	alias := "standard-model"
-	if len(cf.aliases) > 0 {
-		alias = cf.aliases[0]
-	}
-	model := "qwen-3.6-27b"
-	if len(cf.models) > 0 {
-		model = cf.models[0]
-	}
-	fmt.Fprintf(out, `
-Switchyard is running the catalog %s (%d simulated workers and providers, time scale %gx).
-
-  gateway (OpenAI API)  %s/v1
-  router REST           %s   (GET /v1/endpoints, POST /v1/route:explain)
-  policyd REST          http://%s   (GET /v1/policy/snapshot)
-  NATS                  %s
-  local models          %s
-  aliases               %s
-
-An alias resolves to the backing model predicted fastest:
-
-  curl -s %s/v1/chat/completions -H 'Content-Type: application/json' \
-    -d '{"model":"%s","messages":[{"role":"user","content":"Hello!"}],"max_tokens":16}'
-
-Burst routing: once every local worker of a model has more than 2 queued
-prompts, burst-policy sends requests to the providers (bedrock, then
-databricks); the response's "model" then carries the provider's name.
-Queue up a few hundred long requests and watch where they go:
-
-  for i in $(seq 300); do curl -s %s/v1/chat/completions -H 'Content-Type: application/json' \
-    -d '{"model":"%s","messages":[{"role":"user","content":"Hi"}],"max_tokens":2000}' -o /dev/null & done
-  curl -s %s/v1/endpoints
-
-Prompts tagged pii-detected never leave the cluster (fail closed when no
-local worker can take them):
-
-  curl -s %s/v1/chat/completions -H 'Content-Type: application/json' -H 'x-switchyard-tags: pii-detected' \
-    -d '{"model":"%s","messages":[{"role":"user","content":"My IBAN is ..."}],"max_tokens":16}'
-
-Edit the YAML under %s and policyd reloads it. Ctrl-C stops everything.
-`, cfg.Policies, len(s.Workers()), cfg.Sim.TimeScale,
-		s.GatewayURL(), s.RouterURL(), s.policyd.HTTPAddr(), s.NATSURL(),
-		strings.Join(cf.models, ", "), strings.Join(cf.aliases, ", "),
-		s.GatewayURL(), alias, s.GatewayURL(), model, s.RouterURL(), s.GatewayURL(), model, cf.dir)
 }

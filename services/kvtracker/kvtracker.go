@@ -214,7 +214,9 @@ func (t *Tracker) connect(ctx context.Context) (*deps, error) {
 		nats.MaxReconnects(-1),
 		nats.ReconnectWait(500*time.Millisecond),
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
-			t.log.Warn().Err(err).Msg("nats disconnected")
+			if err != nil { // nil: our own Close at shutdown
+				t.log.Warn().Err(err).Msg("nats disconnected")
+			}
 		}),
 		nats.ReconnectHandler(func(*nats.Conn) { t.log.Info().Msg("nats reconnected") }),
 	)
