@@ -2,7 +2,9 @@ package gateway
 
 import (
 	"net/http"
+	"strings"
 
+	"github.com/switchyard-dev/switchyard/internal/anthropicapi"
 	"github.com/switchyard-dev/switchyard/internal/openaiapi"
 	routerv1 "github.com/switchyard-dev/switchyard/proto/switchyard/router/v1"
 )
@@ -70,4 +72,64 @@ func rejectionError(model string, rej *routerv1.Rejection) *openaiapi.APIError {
 		Type:    openaiapi.ErrTypeServer,
 		Message: "the routing service returned an unexpected answer",
 	}
+}
+
+// clientAPI is the API a client speaks.
+type clientAPI uint8
+
+const (
+	apiOpenAI clientAPI = iota
+	apiAnthropic
+)
+
+// callerAPI judges from the request alone which API the client speaks, so
+// that a path or method the gateway does not serve still fails in a shape
+// the client's SDK can parse. Anthropic's SDKs send anthropic-version on
+// every request; Anthropic's own paths catch clients that do not.
+func callerAPI(r *http.Request) clientAPI {
+	p := r.URL.Path
+	if r.Header.Get("anthropic-version") != "" ||
+		p == "/v1/messages" || strings.HasPrefix(p, "/v1/messages/") || p == "/v1/complete" {
+		return apiAnthropic
+	}
+	return apiOpenAI
+}
+
+// anthropicNotServed says what an Anthropic client can do instead, until
+// the gateway serves the Messages API.
+const anthropicNotServed = "this gateway does not serve the Anthropic Messages API yet; " +
+	"it serves the OpenAI API: POST /v1/chat/completions, POST /v1/completions, GET /v1/models"
+
+func notFound(w http.ResponseWriter, r *http.Request) {
+	if callerAPI(r) == apiAnthropic {
+		anthropicapi.WriteError(w, &anthropicapi.APIError{
+			Status:  http.StatusNotFound,
+			Type:    anthropicapi.ErrTypeNotFound,
+			Message: r.Method + " " + r.URL.Path + ": " + anthropicNotServed,
+		})
+		return
+	}
+	openaiapi.WriteError(w, &openaiapi.APIError{
+		Status:  http.StatusNotFound,
+		Type:    openaiapi.ErrTypeInvalidRequest,
+		Message: "unknown path " + r.URL.Path,
+		Code:    "unknown_url",
+	})
+}
+
+func methodNotAllowed(w http.ResponseWriter, r *http.Request) {
+	msg := "method " + r.Method + " is not allowed on " + r.URL.Path
+	if callerAPI(r) == apiAnthropic {
+		anthropicapi.WriteError(w, &anthropicapi.APIError{
+			Status:  http.StatusMethodNotAllowed,
+			Type:    anthropicapi.ErrTypeInvalidRequest,
+			Message: msg + "; " + anthropicNotServed,
+		})
+		return
+	}
+	openaiapi.WriteError(w, &openaiapi.APIError{
+		Status:  http.StatusMethodNotAllowed,
+		Type:    openaiapi.ErrTypeInvalidRequest,
+		Message: msg,
+	})
 }

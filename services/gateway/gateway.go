@@ -4,8 +4,9 @@
 // latency and tokens, and publishes one usage event per request.
 //
 // This is the walking-skeleton version: one tenant ("default"), no auth, no
-// rate limits, no Anthropic API, local vLLM targets only (no provider
-// credentials; the client's Authorization header is not forwarded).
+// rate limits, no Anthropic API (its clients get errors they can parse),
+// local vLLM targets only (no provider credentials; the client's
+// Authorization header is not forwarded).
 //
 // Token metering of streams. A stream only reports token counts when the
 // request sets stream_options.include_usage. So that every stream is metered,
@@ -28,13 +29,11 @@ package gateway
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	stdlog "log"
 	"net"
 	"net/http"
-	"sort"
 	"sync/atomic"
 	"time"
 
@@ -171,9 +170,11 @@ func New(cfg Config, log zerolog.Logger) (*Gateway, error) {
 	mux.Handle("POST /v1/chat/completions", g.completions(apibody.Chat, "/v1/chat/completions"))
 	mux.Handle("POST /v1/completions", g.completions(apibody.Completions, "/v1/completions"))
 	mux.HandleFunc("GET /v1/models", g.models)
+	mux.HandleFunc("GET /v1/models/{id...}", g.model)
 	mux.HandleFunc("/v1/chat/completions", methodNotAllowed)
 	mux.HandleFunc("/v1/completions", methodNotAllowed)
 	mux.HandleFunc("/v1/models", methodNotAllowed)
+	mux.HandleFunc("/v1/models/{id...}", methodNotAllowed)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
 	mux.HandleFunc("GET /readyz", g.readyz)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
@@ -367,62 +368,4 @@ func (g *Gateway) readyz(w http.ResponseWriter, _ *http.Request) {
 		return
 	}
 	_, _ = w.Write([]byte("ok\n"))
-}
-
-type modelList struct {
-	Object string       `json:"object"`
-	Data   []modelEntry `json:"data"`
-}
-
-type modelEntry struct {
-	ID      string `json:"id"`
-	Object  string `json:"object"`
-	Created int64  `json:"created"`
-	OwnedBy string `json:"owned_by"`
-}
-
-// models lists every model some endpoint serves, healthy or not: a model
-// whose workers are briefly down still exists.
-func (g *Gateway) models(w http.ResponseWriter, r *http.Request) {
-	ctx, cancel := context.WithTimeout(r.Context(), g.cfg.RouteTimeout)
-	defer cancel()
-	resp, err := g.router.ListEndpoints(ctx, &routerv1.ListEndpointsRequest{})
-	if err != nil {
-		if r.Context().Err() != nil {
-			return
-		}
-		g.log.Warn().Err(err).Msg("list endpoints")
-		openaiapi.WriteError(w, errRouterUnavailable)
-		return
-	}
-	seen := map[string]bool{}
-	list := modelList{Object: "list", Data: []modelEntry{}}
-	for _, ep := range resp.GetEndpoints() {
-		for _, m := range ep.GetModels() {
-			if !seen[m] {
-				seen[m] = true
-				list.Data = append(list.Data, modelEntry{ID: m, Object: "model", OwnedBy: "switchyard"})
-			}
-		}
-	}
-	sort.Slice(list.Data, func(i, j int) bool { return list.Data[i].ID < list.Data[j].ID })
-	w.Header().Set("Content-Type", "application/json")
-	_ = json.NewEncoder(w).Encode(list)
-}
-
-func notFound(w http.ResponseWriter, r *http.Request) {
-	openaiapi.WriteError(w, &openaiapi.APIError{
-		Status:  http.StatusNotFound,
-		Type:    openaiapi.ErrTypeInvalidRequest,
-		Message: "unknown path " + r.URL.Path,
-		Code:    "unknown_url",
-	})
-}
-
-func methodNotAllowed(w http.ResponseWriter, r *http.Request) {
-	openaiapi.WriteError(w, &openaiapi.APIError{
-		Status:  http.StatusMethodNotAllowed,
-		Type:    openaiapi.ErrTypeInvalidRequest,
-		Message: "method " + r.Method + " is not allowed on " + r.URL.Path,
-	})
 }

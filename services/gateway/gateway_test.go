@@ -395,6 +395,10 @@ func TestErrors(t *testing.T) {
 			message: "tenant may not use secret-model"},
 		{name: "router down", env: down, path: "/v1/chat/completions", body: chatBody, status: 503, typ: "service_unavailable_error", code: "router_unavailable"},
 		{name: "models with router down", env: down, method: http.MethodGet, path: "/v1/models", status: 503, code: "router_unavailable"},
+		{name: "model with router down", env: down, method: http.MethodGet, path: "/v1/models/test-model", status: 503, code: "router_unavailable"},
+		{name: "unknown model retrieved", method: http.MethodGet, path: "/v1/models/nope", status: 404, typ: "invalid_request_error",
+			code: "model_not_found", message: "`nope`"},
+		{name: "wrong method on a model", method: http.MethodDelete, path: "/v1/models/test-model", status: 405},
 		{name: "wrong method", method: http.MethodGet, path: "/v1/chat/completions", status: 405},
 		{name: "unknown path", method: http.MethodGet, path: "/v1/embeddings", status: 404, code: "unknown_url"},
 	}

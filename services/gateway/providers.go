@@ -21,8 +21,9 @@ import (
 const maxKeyBytes = 16 << 10
 
 // catalog is the gateway's copy of policyd's snapshot. The gateway needs
-// it for two things only the gateway may do: find a provider's API key
-// (the router never sees keys) and read the GatewayBackend's tags header.
+// it for what only the gateway does: find a provider's API key (the router
+// never sees keys), read the GatewayBackend's tags header, and tell
+// clients the GatewayBackend's public model names.
 // Which tags are allowed, and each tenant's default tags, the router
 // applies from its own copy of the same snapshot: the decision and the
 // filter stay in one place.
@@ -55,15 +56,32 @@ func (c *catalog) snapshot() *policy.Snapshot {
 	return nil
 }
 
+// program is the compiled GatewayBackend this gateway serves; nil before
+// the first snapshot or when the snapshot lacks it.
+func (c *catalog) program() *policy.Program {
+	if s := c.snapshot(); s != nil {
+		return s.Program(c.backend)
+	}
+	return nil
+}
+
 // tagsHeader is the header the GatewayBackend reads tags from; "" when it
 // names none (or no snapshot arrived yet).
 func (c *catalog) tagsHeader() string {
-	if s := c.snapshot(); s != nil {
-		if p := s.Program(c.backend); p != nil {
-			return p.TagsHeader
-		}
+	if p := c.program(); p != nil {
+		return p.TagsHeader
 	}
 	return ""
+}
+
+// models are the GatewayBackend's public model names, aliases included
+// (shared; do not modify); empty when it lists none, which means any
+// model, or no snapshot arrived yet.
+func (c *catalog) models() []string {
+	if p := c.program(); p != nil {
+		return p.Models
+	}
+	return nil
 }
 
 var errNoCredentials = errors.New("no credentials")

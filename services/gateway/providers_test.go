@@ -64,7 +64,6 @@ func (p *providerUpstream) requests() []providerReq {
 // own tags header.
 func startPolicyd(t *testing.T, baseURL, keyFile string) string {
 	t.Helper()
-	dir := t.TempDir()
 	catalog := fmt.Sprintf(`apiVersion: switchyard.dev/v1alpha1
 kind: InferenceProvider
 metadata: {name: bedrock, namespace: inference}
@@ -93,12 +92,26 @@ spec:
   tags:
     header: x-team-tags
 `, baseURL, testModel, keyFile)
-	if err := os.WriteFile(filepath.Join(dir, "catalog.yaml"), []byte(catalog), 0o600); err != nil {
+	return servePolicyd(t, writeCatalog(t, catalog))
+}
+
+// writeCatalog writes yaml as a catalog directory of one file.
+func writeCatalog(t *testing.T, yaml string) string {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "catalog.yaml"), []byte(yaml), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	return dir
+}
+
+// servePolicyd serves the catalog files and directories at paths over
+// real gRPC and returns its address.
+func servePolicyd(t *testing.T, paths ...string) string {
+	t.Helper()
 	cfg := policyd.DefaultConfig()
 	cfg.GRPCAddr, cfg.HTTPAddr = "127.0.0.1:0", "127.0.0.1:0"
-	cfg.Paths = []string{dir}
+	cfg.Paths = paths
 	pd, err := policyd.New(cfg, zerolog.Nop())
 	if err != nil {
 		t.Fatalf("policyd.New: %v", err)
