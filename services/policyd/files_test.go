@@ -8,8 +8,11 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/rs/zerolog"
 
 	"github.com/switchyard-dev/switchyard/internal/policy/watch"
 	policyv1 "github.com/switchyard-dev/switchyard/proto/switchyard/policy/v1"
@@ -274,4 +277,66 @@ func readFile(t *testing.T, p string) string {
 		t.Fatal(err)
 	}
 	return string(b)
+}
+
+// TestFileModeSaysValidAgain: an invalid edit is logged as a warning; when
+// the edit is undone, the files compile to the snapshot already served, and
+// the log must still say they are valid again, or the warning would stay
+// its last word.
+func TestFileModeSaysValidAgain(t *testing.T) {
+	dir := copyExamples(t)
+	logs := &lockedBuffer{}
+	s, err := New(fileConfig(dir), zerolog.New(logs))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Serve(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("serve: %v", err)
+		}
+	})
+	eventually(t, 10*time.Second, "the first snapshot", func() bool { snap, _ := s.Snapshot(); return snap != nil })
+
+	burst := filepath.Join(dir, "policies", "burst-policy.yaml")
+	orig, err := os.ReadFile(burst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, burst, strings.Replace(string(orig), "minimize: PredictedTTFT", "minimize: PredictedTTTF", 1))
+	eventually(t, 10*time.Second, "the invalid edit's warning", func() bool {
+		return strings.Contains(logs.String(), "resources invalid")
+	})
+	if strings.Contains(logs.String(), "valid again") {
+		t.Fatalf("valid again before the fix:\n%s", logs.String())
+	}
+	writeFile(t, burst, string(orig))
+	eventually(t, 10*time.Second, "a log line saying the files are valid again", func() bool {
+		return strings.Contains(logs.String(), "resources valid again")
+	})
+	lines := strings.Split(strings.TrimSpace(logs.String()), "\n")
+	if last := lines[len(lines)-1]; !strings.Contains(last, "valid again") || !strings.Contains(last, `"level":"info"`) {
+		t.Errorf("last log line %s", last)
+	}
+}
+
+// lockedBuffer is a log destination the test reads while the server writes.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf strings.Builder
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }

@@ -47,6 +47,8 @@ type Server struct {
 	grpcLn   net.Listener
 	httpLn   net.Listener
 	stopping atomic.Bool
+	// invalid is set while the last resources read did not compile.
+	invalid atomic.Bool
 }
 
 // New validates cfg, binds the gRPC and HTTP listeners and builds the
@@ -126,14 +128,27 @@ func (s *Server) apply(objs []*policy.Object, diags policy.Diagnostics) result {
 	errs, warns := res.diags.Errors(), res.diags.Warnings()
 	s.metrics.diagnostics.WithLabelValues("error").Set(float64(len(errs)))
 	s.metrics.diagnostics.WithLabelValues("warning").Set(float64(len(warns)))
+	// wasInvalid: the last thing logged was a warning that the resources
+	// are invalid. Once they are valid again, say so, even when they
+	// compile to the snapshot already served (the edit was undone):
+	// otherwise that warning stays the last word in the log.
+	wasInvalid := s.invalid.Swap(!res.applied && !res.unchanged)
 	switch {
 	case res.applied:
 		s.metrics.compiles.WithLabelValues("applied").Inc()
 		s.metrics.revision.Set(float64(res.revision))
 		s.setHealth(healthpb.HealthCheckResponse_SERVING)
-		s.log.Info().Int64("revision", res.revision).Int("resources", len(objs)).Int("warnings", len(warns)).Msg("snapshot served")
+		ev := s.log.Info().Int64("revision", res.revision).Int("resources", len(objs)).Int("warnings", len(warns))
+		if wasInvalid {
+			ev.Msg("resources valid again: snapshot served")
+		} else {
+			ev.Msg("snapshot served")
+		}
 	case res.unchanged:
 		s.metrics.compiles.WithLabelValues("unchanged").Inc()
+		if wasInvalid {
+			s.log.Info().Int64("revision", res.revision).Msg("resources valid again: they compile to the snapshot already served")
+		}
 	default:
 		s.metrics.compiles.WithLabelValues("invalid").Inc()
 		ev := s.log.Warn().Int("errors", len(errs)).Int64("serving_revision", res.revision)
