@@ -264,7 +264,9 @@ func (g *Gateway) connectNATS(ctx context.Context, closed chan struct{}) (*nats.
 		nats.MaxReconnects(-1),
 		nats.DrainTimeout(flushTimeout),
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
-			g.log.Warn().Err(err).Msg("nats disconnected")
+			if err != nil { // nil: our own drain at shutdown
+				g.log.Warn().Err(err).Msg("nats disconnected")
+			}
 		}),
 		nats.ReconnectHandler(func(*nats.Conn) { g.log.Info().Msg("nats reconnected") }),
 		nats.ClosedHandler(func(*nats.Conn) { close(closed) }),
