@@ -4,9 +4,8 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"strings"
 	"time"
-
-	"k8s.io/client-go/dynamic"
 )
 
 // Source modes.
@@ -37,10 +36,6 @@ type Config struct {
 	// Debounce coalesces bursts of resource events into one compile.
 	Debounce        time.Duration
 	ShutdownTimeout time.Duration
-
-	// Dynamic, when set, is the Kubernetes client used instead of one
-	// built from Kubeconfig (tests, embedding).
-	Dynamic dynamic.Interface
 }
 
 // DefaultConfig returns the flag defaults. They listen on loopback, as
@@ -89,7 +84,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	*c = d
 	fs.StringVar(&c.GRPCAddr, "grpc-addr", d.GRPCAddr, "gRPC listen address (PolicyService, health); :9092 for every interface")
 	fs.StringVar(&c.HTTPAddr, "http-addr", d.HTTPAddr, "HTTP listen address (REST, /metrics, /healthz, /readyz); :9093 for every interface")
-	fs.StringVar(&c.Source, "source", d.Source, "where resources come from: files or kubernetes")
+	fs.StringVar(&c.Source, "source", d.Source, "where resources come from: "+strings.Join(Sources(), " or "))
 	fs.Var((*pathList)(&c.Paths), "path", "files mode: YAML file or directory to load (repeatable, comma-separated)")
 	fs.DurationVar(&c.PollInterval, "poll-interval", d.PollInterval, "files mode: how often to check the files for changes")
 	fs.StringVar(&c.Kubeconfig, "kubeconfig", "", "kubernetes mode: kubeconfig file (empty: in-cluster config)")
@@ -99,26 +94,34 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", d.ShutdownTimeout, "bound on graceful shutdown")
 }
 
-// Validate checks the configuration.
+// Validate checks the configuration, the source's settings included.
 func (c *Config) Validate() error {
 	var errs []error
-	switch c.Source {
-	case SourceFiles:
+	switch _, ok := sourceFactory(c.Source); {
+	case !ok && c.Source == SourceKubernetes:
+		errs = append(errs, fmt.Errorf("source: %q: this binary was built without Kubernetes support (-tags nokube); use a build without the tag, or --source %s", c.Source, SourceFiles))
+	case !ok:
+		errs = append(errs, fmt.Errorf("source: %q: want one of %s", c.Source, strings.Join(Sources(), ", ")))
+	case c.Source == SourceFiles:
 		if len(c.Paths) == 0 {
 			errs = append(errs, errors.New("path: files mode needs at least one file or directory"))
 		}
 		if c.PollInterval <= 0 {
 			errs = append(errs, errors.New("poll-interval: must be positive"))
 		}
-	case SourceKubernetes:
-	default:
-		errs = append(errs, fmt.Errorf("source: %q: want %s or %s", c.Source, SourceFiles, SourceKubernetes))
-	}
-	if c.GRPCAddr == "" || c.HTTPAddr == "" {
-		errs = append(errs, errors.New("grpc-addr and http-addr are required"))
 	}
 	if c.Debounce < 0 {
 		errs = append(errs, errors.New("debounce: must not be negative"))
+	}
+	errs = append(errs, c.validateServer())
+	return errors.Join(errs...)
+}
+
+// validateServer checks what every source shares.
+func (c *Config) validateServer() error {
+	var errs []error
+	if c.GRPCAddr == "" || c.HTTPAddr == "" {
+		errs = append(errs, errors.New("grpc-addr and http-addr are required"))
 	}
 	if c.ShutdownTimeout <= 0 {
 		errs = append(errs, errors.New("shutdown-timeout: must be positive"))

@@ -22,9 +22,13 @@ type fileSource struct {
 	log      zerolog.Logger
 }
 
+func newFileSource(cfg Config, log zerolog.Logger) (Source, error) {
+	return &fileSource{paths: cfg.Paths, interval: cfg.PollInterval, log: log}, nil
+}
+
 // Run reads the files now and whenever they change until ctx ends; apply
 // gets every distinct content, valid or not.
-func (f *fileSource) Run(ctx context.Context, apply func([]*policy.Object, policy.Diagnostics)) error {
+func (f *fileSource) Run(ctx context.Context, apply ApplyFunc) error {
 	var last [sha256.Size]byte
 	first := true
 	t := time.NewTicker(f.interval)

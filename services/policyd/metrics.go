@@ -11,7 +11,6 @@ type metrics struct {
 	compiles    *prometheus.CounterVec
 	diagnostics *prometheus.GaugeVec
 	watchers    prometheus.Gauge
-	statusWrite *prometheus.CounterVec
 }
 
 // newMetrics builds a registry per server, so several can live in one
@@ -35,12 +34,8 @@ func newMetrics() *metrics {
 			Name: "switchyard_policyd_watchers",
 			Help: "Open Watch streams (routers subscribed).",
 		}),
-		statusWrite: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "switchyard_policyd_status_writes_total",
-			Help: "status.conditions writes to Kubernetes resources, by result.",
-		}, []string{"result"}),
 	}
-	m.reg.MustRegister(m.revision, m.compiles, m.diagnostics, m.watchers, m.statusWrite,
+	m.reg.MustRegister(m.revision, m.compiles, m.diagnostics, m.watchers,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

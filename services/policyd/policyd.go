@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/rs/zerolog"
 	"golang.org/x/sync/errgroup"
@@ -46,19 +47,45 @@ type Server struct {
 	httpSrv  *http.Server
 	grpcLn   net.Listener
 	httpLn   net.Listener
+	source   Source
 	stopping atomic.Bool
 	// invalid is set while the last resources read did not compile.
 	invalid atomic.Bool
 }
 
-// New validates cfg, binds the gRPC and HTTP listeners and builds the
-// servers. Serve runs them and closes the listeners when it returns.
+// New validates cfg, builds the source it names, binds the gRPC and HTTP
+// listeners and builds the servers. Serve runs them and closes the
+// listeners when it returns.
 func New(cfg Config, log zerolog.Logger) (*Server, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("policyd config: %w", err)
 	}
+	f, _ := sourceFactory(cfg.Source) // Validate checked it is there
 	log = log.With().Str("component", "policyd").Logger()
-	s := &Server{cfg: cfg, log: log, st: newState(), metrics: newMetrics(), health: health.NewServer()}
+	src, err := f(cfg, log)
+	if err != nil {
+		return nil, fmt.Errorf("policyd source %s: %w", cfg.Source, err)
+	}
+	return newServer(cfg, src, log)
+}
+
+// NewWithSource is New with a source built by the caller (a test's
+// Kubernetes client, say); cfg.Source is not looked up. A source that is
+// a prometheus.Collector has its metrics served with policyd's.
+func NewWithSource(cfg Config, src Source, log zerolog.Logger) (*Server, error) {
+	if err := cfg.validateServer(); err != nil {
+		return nil, fmt.Errorf("policyd config: %w", err)
+	}
+	return newServer(cfg, src, log.With().Str("component", "policyd").Logger())
+}
+
+func newServer(cfg Config, src Source, log zerolog.Logger) (*Server, error) {
+	s := &Server{cfg: cfg, log: log, st: newState(), metrics: newMetrics(), health: health.NewServer(), source: src}
+	if c, ok := src.(prometheus.Collector); ok {
+		if err := s.metrics.reg.Register(c); err != nil {
+			return nil, fmt.Errorf("source metrics: %w", err)
+		}
+	}
 	s.svc = &service{st: s.st, metrics: s.metrics, quit: make(chan struct{})}
 	s.grpcSrv = grpc.NewServer(grpc.MaxRecvMsgSize(maxValidateBytes + 1<<20))
 	policyv1.RegisterPolicyServiceServer(s.grpcSrv, s.svc)
@@ -123,35 +150,35 @@ func (s *Server) setHealth(st healthpb.HealthCheckResponse_ServingStatus) {
 
 // apply compiles what a source read, serves it when valid, and logs and
 // counts the outcome.
-func (s *Server) apply(objs []*policy.Object, diags policy.Diagnostics) result {
+func (s *Server) apply(objs []*policy.Object, diags policy.Diagnostics) Result {
 	res := s.st.apply(objs, diags, time.Now())
-	errs, warns := res.diags.Errors(), res.diags.Warnings()
+	errs, warns := res.Diags.Errors(), res.Diags.Warnings()
 	s.metrics.diagnostics.WithLabelValues("error").Set(float64(len(errs)))
 	s.metrics.diagnostics.WithLabelValues("warning").Set(float64(len(warns)))
 	// wasInvalid: the last thing logged was a warning that the resources
 	// are invalid. Once they are valid again, say so, even when they
 	// compile to the snapshot already served (the edit was undone):
 	// otherwise that warning stays the last word in the log.
-	wasInvalid := s.invalid.Swap(!res.applied && !res.unchanged)
+	wasInvalid := s.invalid.Swap(!res.Applied && !res.Unchanged)
 	switch {
-	case res.applied:
+	case res.Applied:
 		s.metrics.compiles.WithLabelValues("applied").Inc()
-		s.metrics.revision.Set(float64(res.revision))
+		s.metrics.revision.Set(float64(res.Revision))
 		s.setHealth(healthpb.HealthCheckResponse_SERVING)
-		ev := s.log.Info().Int64("revision", res.revision).Int("resources", len(objs)).Int("warnings", len(warns))
+		ev := s.log.Info().Int64("revision", res.Revision).Int("resources", len(objs)).Int("warnings", len(warns))
 		if wasInvalid {
 			ev.Msg("resources valid again: snapshot served")
 		} else {
 			ev.Msg("snapshot served")
 		}
-	case res.unchanged:
+	case res.Unchanged:
 		s.metrics.compiles.WithLabelValues("unchanged").Inc()
 		if wasInvalid {
-			s.log.Info().Int64("revision", res.revision).Msg("resources valid again: they compile to the snapshot already served")
+			s.log.Info().Int64("revision", res.Revision).Msg("resources valid again: they compile to the snapshot already served")
 		}
 	default:
 		s.metrics.compiles.WithLabelValues("invalid").Inc()
-		ev := s.log.Warn().Int("errors", len(errs)).Int64("serving_revision", res.revision)
+		ev := s.log.Warn().Int("errors", len(errs)).Int64("serving_revision", res.Revision)
 		for i, d := range errs {
 			if i == 5 {
 				break
@@ -173,24 +200,7 @@ func (s *Server) Serve(ctx context.Context) error {
 	defer s.grpcLn.Close()
 	defer s.httpLn.Close()
 	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() error {
-		switch s.cfg.Source {
-		case SourceKubernetes:
-			client := s.cfg.Dynamic
-			if client == nil {
-				var err error
-				if client, err = newDynamic(s.cfg.Kubeconfig); err != nil {
-					return err
-				}
-			}
-			ks := &kubeSource{client: client, namespace: s.cfg.Namespace, debounce: s.cfg.Debounce,
-				writeStatus: s.cfg.WriteStatus, st: s.st, metrics: s.metrics, log: s.log}
-			return ks.Run(gctx, s.apply)
-		default:
-			fs := &fileSource{paths: s.cfg.Paths, interval: s.cfg.PollInterval, log: s.log}
-			return fs.Run(gctx, func(objs []*policy.Object, d policy.Diagnostics) { s.apply(objs, d) })
-		}
-	})
+	g.Go(func() error { return s.source.Run(gctx, s.apply) })
 	g.Go(func() error { return serve.GRPC(s.grpcSrv, s.grpcLn) })
 	g.Go(func() error { return serve.HTTP(s.httpSrv, s.httpLn) })
 	g.Go(func() error {

@@ -39,19 +39,11 @@ type state struct {
 
 func newState() *state { return &state{changed: make(chan struct{})} }
 
-// result is what one apply did.
-type result struct {
-	applied   bool // a new revision is served
-	unchanged bool // valid, same as served
-	revision  int64
-	diags     policy.Diagnostics
-}
-
 // apply compiles the resources read from a source. A valid set that
 // differs from the served one becomes the next revision; an invalid set
 // leaves the served snapshot alone (the last good one keeps serving) and
 // its diagnostics are reported.
-func (st *state) apply(objs []*policy.Object, readDiags policy.Diagnostics, now time.Time) result {
+func (st *state) apply(objs []*policy.Object, readDiags policy.Diagnostics, now time.Time) Result {
 	snap, diags := policy.Compile(objs)
 	diags = append(append(policy.Diagnostics(nil), readDiags...), diags...)
 	diags.Sort()
@@ -59,17 +51,13 @@ func (st *state) apply(objs []*policy.Object, readDiags policy.Diagnostics, now 
 	defer st.mu.Unlock()
 	st.objs, st.diags, st.checkedAt = objs, diags, now
 	if snap == nil || diags.HasErrors() {
-		r := result{diags: diags}
-		if st.cur != nil {
-			r.revision = st.cur.revision
-		}
-		return r
+		return st.resultLocked(Result{Diags: diags})
 	}
 	wire := policy.ToProto(snap, 0)
 	wire.CreatedAt = nil
 	key, err := proto.MarshalOptions{Deterministic: true}.Marshal(wire)
 	if err != nil {
-		return result{diags: append(diags, policy.Diagnostic{Message: "encode snapshot: " + err.Error()})}
+		return st.resultLocked(Result{Diags: append(diags, policy.Diagnostic{Message: "encode snapshot: " + err.Error()})})
 	}
 	gens := make(map[string]int64, len(objs))
 	for _, o := range objs {
@@ -77,7 +65,7 @@ func (st *state) apply(objs []*policy.Object, readDiags policy.Diagnostics, now 
 	}
 	if st.cur != nil && string(st.cur.key) == string(key) {
 		st.cur.generations = gens
-		return result{unchanged: true, revision: st.cur.revision, diags: diags}
+		return st.resultLocked(Result{Unchanged: true, Diags: diags})
 	}
 	// Revisions are the change's time in milliseconds, kept strictly
 	// increasing: a restarted policyd continues above what routers have,
@@ -90,7 +78,15 @@ func (st *state) apply(objs []*policy.Object, readDiags policy.Diagnostics, now 
 	st.cur = &served{revision: rev, snap: snap, wire: wire, key: key, generations: gens}
 	close(st.changed)
 	st.changed = make(chan struct{})
-	return result{applied: true, revision: rev, diags: diags}
+	return st.resultLocked(Result{Applied: true, Diags: diags})
+}
+
+// resultLocked completes r with what is served now.
+func (st *state) resultLocked(r Result) Result {
+	if st.cur != nil {
+		r.Revision, r.Served, r.Generations = st.cur.revision, st.cur.snap, st.cur.generations
+	}
+	return r
 }
 
 // current returns the served snapshot (nil before the first valid set) and

@@ -1,4 +1,13 @@
-package policyd
+// Package kube is policyd's Kubernetes source: it follows the five
+// switchyard.dev CRDs (and the EndpointSlices of worker sets that name a
+// Service) through dynamic informers, hands every burst of changes to
+// policyd to compile, and writes each resource's Accepted condition back.
+//
+// It is the only package of Switchyard that needs client-go, which is
+// about half of the binary's compile time; the switchyard binary registers
+// it with policyd.RegisterSource, so that nothing else compiles or links
+// it, and `go build -tags nokube` builds a binary without it.
+package kube
 
 import (
 	"cmp"
@@ -9,6 +18,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -23,6 +33,7 @@ import (
 
 	"github.com/switchyard-dev/switchyard/api/v1alpha1"
 	"github.com/switchyard-dev/switchyard/internal/policy"
+	"github.com/switchyard-dev/switchyard/services/policyd"
 )
 
 // ReasonBlocked is the Accepted condition's reason for a valid resource
@@ -34,18 +45,55 @@ const ReasonBlocked = "BlockedByOtherErrors"
 // kubectl output does not need that much).
 const maxConditionMessage = 2048
 
-// kubeSource follows the five CRDs through dynamic informers and writes
-// each resource's Accepted condition back.
-type kubeSource struct {
+// Source follows the five CRDs through dynamic informers and writes each
+// resource's Accepted condition back.
+type Source struct {
 	client      dynamic.Interface
 	namespace   string
 	debounce    time.Duration
 	writeStatus bool
-	st          *state
-	metrics     *metrics
 	log         zerolog.Logger
+	statusWrite *prometheus.CounterVec
 	slices      cache.GenericLister
 }
+
+var (
+	_ policyd.SourceFactory = New
+	_ policyd.Source        = (*Source)(nil)
+	_ prometheus.Collector  = (*Source)(nil)
+)
+
+// New is the source's policyd.SourceFactory: a client from cfg.Kubeconfig
+// (in-cluster when empty), watching cfg.Namespace (all when empty).
+func New(cfg policyd.Config, log zerolog.Logger) (policyd.Source, error) {
+	client, err := newDynamic(cfg.Kubeconfig)
+	if err != nil {
+		return nil, err
+	}
+	return NewSource(client, cfg, log), nil
+}
+
+// NewSource is the source over a given client (tests, embedding); of cfg
+// it reads Namespace, Debounce and WriteStatus.
+func NewSource(client dynamic.Interface, cfg policyd.Config, log zerolog.Logger) *Source {
+	return &Source{
+		client:      client,
+		namespace:   cfg.Namespace,
+		debounce:    cfg.Debounce,
+		writeStatus: cfg.WriteStatus,
+		log:         log,
+		statusWrite: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "switchyard_policyd_status_writes_total",
+			Help: "status.conditions writes to Kubernetes resources, by result.",
+		}, []string{"result"}),
+	}
+}
+
+// Describe and Collect serve the source's metrics with policyd's.
+func (k *Source) Describe(ch chan<- *prometheus.Desc) { k.statusWrite.Describe(ch) }
+
+// Collect implements prometheus.Collector.
+func (k *Source) Collect(ch chan<- prometheus.Metric) { k.statusWrite.Collect(ch) }
 
 // endpointSlicesGVR is discovery.k8s.io/v1 EndpointSlices.
 var endpointSlicesGVR = schema.GroupVersionResource{Group: "discovery.k8s.io", Version: "v1", Resource: "endpointslices"}
@@ -65,7 +113,7 @@ func newDynamic(kubeconfig string) (dynamic.Interface, error) {
 
 // Run starts the informers and compiles after every burst of changes
 // until ctx ends.
-func (k *kubeSource) Run(ctx context.Context, apply func([]*policy.Object, policy.Diagnostics) result) error {
+func (k *Source) Run(ctx context.Context, apply policyd.ApplyFunc) error {
 	factory := dynamicinformer.NewFilteredDynamicSharedInformerFactory(k.client, 0, k.namespace, nil)
 	trigger := make(chan struct{}, 1)
 	notify := func() {
@@ -135,7 +183,7 @@ func (k *kubeSource) Run(ctx context.Context, apply func([]*policy.Object, polic
 }
 
 // read converts every cached resource to its typed form, in a fixed order.
-func (k *kubeSource) read(listers map[string]cache.GenericLister) ([]*policy.Object, []*unstructured.Unstructured, policy.Diagnostics) {
+func (k *Source) read(listers map[string]cache.GenericLister) ([]*policy.Object, []*unstructured.Unstructured, policy.Diagnostics) {
 	var raws []*unstructured.Unstructured
 	for _, kind := range v1alpha1.Kinds {
 		list, err := listers[kind].List(labels.Everything())
@@ -169,7 +217,7 @@ func (k *kubeSource) read(listers map[string]cache.GenericLister) ([]*policy.Obj
 
 // discover lists the ready endpoints of a worker set's Service, as static
 // workers named after their pods, in a fixed order.
-func (k *kubeSource) discover(ws *v1alpha1.InferenceWorkerSet) []v1alpha1.StaticWorker {
+func (k *Source) discover(ws *v1alpha1.InferenceWorkerSet) []v1alpha1.StaticWorker {
 	if k.slices == nil {
 		return nil
 	}
@@ -247,29 +295,28 @@ func typedObject(u *unstructured.Unstructured) (*policy.Object, error) {
 }
 
 // condition is the Accepted condition a resource should carry after res.
-func (k *kubeSource) condition(u *unstructured.Unstructured, res result) metav1.Condition {
+func (k *Source) condition(u *unstructured.Unstructured, res policyd.Result) metav1.Condition {
 	c := metav1.Condition{Type: v1alpha1.ConditionAccepted, ObservedGeneration: u.GetGeneration()}
-	mine := res.diags.For(u.GetKind(), u.GetNamespace(), u.GetName())
+	mine := res.Diags.For(u.GetKind(), u.GetNamespace(), u.GetName())
 	if errs := mine.Errors(); len(errs) > 0 {
 		c.Status, c.Reason, c.Message = metav1.ConditionFalse, v1alpha1.ReasonInvalid, errs.Summary(5)
 		return clip(c)
 	}
-	cur, _ := k.st.current()
-	served := cur != nil && (res.applied || res.unchanged)
-	if !served && cur != nil {
-		gen, ok := cur.generations[refOf(u)]
+	served := res.Served != nil && (res.Applied || res.Unchanged)
+	if !served && res.Served != nil {
+		gen, ok := res.Generations[refOf(u)]
 		served = ok && gen == u.GetGeneration()
 	}
 	if !served {
 		c.Status, c.Reason = metav1.ConditionFalse, ReasonBlocked
-		c.Message = "valid, but not served: other resources have errors: " + res.diags.Errors().Summary(3)
+		c.Message = "valid, but not served: other resources have errors: " + res.Diags.Errors().Summary(3)
 		return clip(c)
 	}
 	c.Status, c.Reason = metav1.ConditionTrue, v1alpha1.ReasonAccepted
 	// No revision in the message: replicas number revisions apart, and
 	// their writes would never settle.
 	c.Message = "served"
-	if !res.applied && !res.unchanged {
+	if !res.Applied && !res.Unchanged {
 		c.Message += " (other resources have errors; their changes are not served)"
 	}
 	if w := mine.Warnings(); len(w) > 0 {
@@ -293,7 +340,7 @@ func refOf(u *unstructured.Unstructured) string {
 // writeStatuses updates the Accepted condition of every resource whose
 // condition changed. Unchanged conditions are not written, so the update
 // events the writes cause settle after one round.
-func (k *kubeSource) writeStatuses(ctx context.Context, raws []*unstructured.Unstructured, res result) {
+func (k *Source) writeStatuses(ctx context.Context, raws []*unstructured.Unstructured, res policyd.Result) {
 	now := metav1.NewTime(time.Now())
 	for _, u := range raws {
 		want := k.condition(u, res)
@@ -301,7 +348,7 @@ func (k *kubeSource) writeStatuses(ctx context.Context, raws []*unstructured.Uns
 		if m, ok, _ := unstructured.NestedMap(u.Object, "status"); ok {
 			_ = runtime.DefaultUnstructuredConverter.FromUnstructured(m, &st)
 		}
-		extra := k.extraStatus(u, want.Status == metav1.ConditionTrue)
+		extra := extraStatus(u, want.Status == metav1.ConditionTrue, res.Served)
 		if have := meta.FindStatusCondition(st.Conditions, want.Type); have != nil &&
 			have.Status == want.Status && have.Reason == want.Reason && have.Message == want.Message &&
 			have.ObservedGeneration == want.ObservedGeneration && st.ObservedGeneration == u.GetGeneration() &&
@@ -333,16 +380,17 @@ func (k *kubeSource) writeStatuses(ctx context.Context, raws []*unstructured.Uns
 		if err != nil {
 			// A conflict means a newer version exists: its update event
 			// triggers another round, which writes again.
-			k.metrics.statusWrite.WithLabelValues("error").Inc()
+			k.statusWrite.WithLabelValues("error").Inc()
 			k.log.Debug().Err(err).Str("kind", u.GetKind()).Str("namespace", u.GetNamespace()).Str("name", u.GetName()).Msg("write status")
 			continue
 		}
-		k.metrics.statusWrite.WithLabelValues("ok").Inc()
+		k.statusWrite.WithLabelValues("ok").Inc()
 	}
 }
 
-// extraStatus returns the kind-specific status counters.
-func (k *kubeSource) extraStatus(u *unstructured.Unstructured, accepted bool) map[string]int64 {
+// extraStatus returns the kind-specific status counters; served is the
+// snapshot being served.
+func extraStatus(u *unstructured.Unstructured, accepted bool, served *policy.Snapshot) map[string]int64 {
 	switch u.GetKind() {
 	case v1alpha1.KindInferencePolicy:
 		n := int64(0)
@@ -353,8 +401,8 @@ func (k *kubeSource) extraStatus(u *unstructured.Unstructured, accepted bool) ma
 		return map[string]int64{"rules": n}
 	case v1alpha1.KindInferenceWorkerSet:
 		n := int64(0)
-		if cur, _ := k.st.current(); accepted && cur != nil {
-			if ws := cur.snap.WorkerSet(u.GetName()); ws != nil {
+		if accepted && served != nil {
+			if ws := served.WorkerSet(u.GetName()); ws != nil {
 				n = int64(len(ws.Static)) // static and discovered
 			}
 		}

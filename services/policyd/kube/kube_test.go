@@ -1,7 +1,8 @@
-package policyd
+package kube
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -18,8 +19,13 @@ import (
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 
+	"github.com/rs/zerolog"
+
 	"github.com/switchyard-dev/switchyard/api/v1alpha1"
+	"github.com/switchyard-dev/switchyard/services/policyd"
 )
+
+const examplesDir = "../../../deploy/examples"
 
 // readManifests decodes every document of the dev catalog's files.
 func readManifests(t *testing.T) []*unstructured.Unstructured {
@@ -68,7 +74,7 @@ func listKinds() map[schema.GroupVersionResource]string {
 type kubeEnv struct {
 	t      *testing.T
 	client *dynamicfake.FakeDynamicClient
-	srv    *Server
+	srv    *policyd.Server
 }
 
 func (e *kubeEnv) get(kind, name string) *unstructured.Unstructured {
@@ -131,11 +137,49 @@ func startKube(t *testing.T, objs []*unstructured.Unstructured) *kubeEnv {
 		ro[i] = o
 	}
 	client := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), listKinds(), ro...)
-	cfg := DefaultConfig()
+	cfg := policyd.DefaultConfig()
 	cfg.GRPCAddr, cfg.HTTPAddr = "127.0.0.1:0", "127.0.0.1:0"
-	cfg.Source, cfg.Dynamic, cfg.Debounce = SourceKubernetes, client, 5*time.Millisecond
+	cfg.Source, cfg.Debounce = policyd.SourceKubernetes, 5*time.Millisecond
 	cfg.Namespace = "inference"
-	return &kubeEnv{t: t, client: client, srv: startServer(t, cfg)}
+	log := zerolog.Nop()
+	if testing.Verbose() {
+		log = zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.DebugLevel)
+	}
+	s, err := policyd.NewWithSource(cfg, NewSource(client, cfg, log), log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Serve(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("serve: %v", err)
+		}
+	})
+	return &kubeEnv{t: t, client: client, srv: s}
+}
+
+func eventually(t *testing.T, within time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", within, what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func httpStatus(t *testing.T, url string) int {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode
 }
 
 // Statuses are written back: Invalid with the message on the broken
@@ -220,6 +264,17 @@ func TestKubernetesModeStatus(t *testing.T) {
 		stable++
 		return stable >= 20 // 200ms without a write
 	})
+
+	// The source's own metrics are served with policyd's.
+	resp, err := http.Get("http://" + e.srv.HTTPAddr() + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if want := fmt.Sprintf(`switchyard_policyd_status_writes_total{result="ok"} %d`, last); !strings.Contains(string(body), want) {
+		t.Errorf("/metrics lacks %q", want)
+	}
 }
 
 func endpointSlice(name, service string, eps ...map[string]any) *unstructured.Unstructured {
