@@ -63,7 +63,8 @@ const (
 
 // AuthSpec is how clients authenticate to the gateway.
 type AuthSpec struct {
-	// Mode: None or APIKey.
+	// Mode: None. APIKey is reserved: policyd refuses it until the gateway
+	// checks keys.
 	// +kubebuilder:default=None
 	Mode AuthMode `json:"mode"`
 }

@@ -408,8 +408,11 @@ func (c *checker) validateBackend(o *Object, s *v1alpha1.GatewayBackendSpec) {
 		seen[r.Name] = true
 		c.enum(o, p+".mode", string(r.Mode), modeNames, "policy mode", false)
 	}
-	if s.Auth != nil {
-		c.enum(o, "spec.auth.mode", string(s.Auth.Mode), authModes, "auth mode", false)
+	if s.Auth != nil && c.enum(o, "spec.auth.mode", string(s.Auth.Mode), authModes, "auth mode", false) &&
+		s.Auth.Mode == v1alpha1.AuthAPIKey {
+		// Accepted would mean enforced: until the gateway checks keys, a
+		// backend asking for them must not be served without them.
+		c.err(o, "spec.auth.mode", "auth mode %q is not implemented yet: the gateway would serve every request without credentials; use %q", s.Auth.Mode, v1alpha1.AuthNone)
 	}
 	if t := s.Tags; t != nil {
 		if t.Header != "" && !headerRE.MatchString(t.Header) {
