@@ -1,6 +1,7 @@
 package devenv
 
 import (
+	"bytes"
 	"fmt"
 	"io"
 	"slices"
@@ -21,8 +22,16 @@ type simulated struct {
 }
 
 // PrintBanner tells the user what runs where — every listening address,
-// the metrics pages — and what to try first.
-func (s *Stack) PrintBanner(out io.Writer, cfg Config) {
+// the metrics pages — and what to try first. It is written in one piece,
+// so log lines cannot cut into it. Its gateway line ("  gateway  URL/v1")
+// is what programs that run `switchyard dev` (loadtest) read.
+func (s *Stack) PrintBanner(w io.Writer, cfg Config) {
+	var b bytes.Buffer
+	s.writeBanner(&b, cfg)
+	_, _ = w.Write(b.Bytes())
+}
+
+func (s *Stack) writeBanner(out io.Writer, cfg Config) {
 	slices.SortStableFunc(s.sims, func(a, b simulated) int { return strings.Compare(a.name, b.name) })
 	var workers, providers int
 	for _, sim := range s.sims {

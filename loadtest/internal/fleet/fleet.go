@@ -138,7 +138,9 @@ type Gateway struct {
 	URL string
 }
 
-var gatewayLine = regexp.MustCompile(`gateway \(OpenAI API\)\s+(http://\S+?)/v1\b`)
+// gatewayLine is the line of `switchyard dev`'s banner that names the
+// gateway: "  gateway    http://127.0.0.1:8080/v1  OpenAI API".
+var gatewayLine = regexp.MustCompile(`(?m)^\s*gateway\s+(http://\S+?)/v1\b`)
 
 // StartGateway starts `switchyard dev` on free loopback ports and returns
 // once the gateway is ready.

@@ -38,7 +38,7 @@ func TestStartFailures(t *testing.T) {
 }
 
 func TestGatewayURLLine(t *testing.T) {
-	m := gatewayLine.FindStringSubmatch("  gateway (OpenAI API)  http://127.0.0.1:40123/v1")
+	m := gatewayLine.FindStringSubmatch("\nSwitchyard is running.\n\n  gateway    http://127.0.0.1:40123/v1  OpenAI API\n  router ...")
 	if m == nil || m[1] != "http://127.0.0.1:40123" {
 		t.Errorf("match %q", m)
 	}
