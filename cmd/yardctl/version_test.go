@@ -25,6 +25,9 @@ func TestVersion(t *testing.T) {
 // the linker ignores -X for symbols that do not exist.
 func TestMakeBuildStamps(t *testing.T) {
 	if testing.Short() {
+		t.Skip("end to end; skipped in -short")
+	}
+	if testing.Short() {
 		t.Skip("SKIP: builds a binary")
 	}
 	for _, tool := range []string{"make", "go"} {

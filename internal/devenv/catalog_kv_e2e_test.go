@@ -29,6 +29,9 @@ import (
 // hit), and a routed prompt repeated after the router's speculative guess
 // expired still lands on its holder.
 func TestShippedCatalogKVEvents(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end to end; skipped in -short")
+	}
 	cfg := devenv.DefaultConfig()
 	cfg.Policies = "../../deploy/examples"
 	cfg.GatewayAddr = "127.0.0.1:0"

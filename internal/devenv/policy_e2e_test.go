@@ -60,6 +60,9 @@ const (
 )
 
 func TestDevCatalogPolicies(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end to end; skipped in -short")
+	}
 	s := startCatalogStack(t)
 	c := client(s)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)

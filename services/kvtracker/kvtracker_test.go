@@ -188,6 +188,9 @@ func freePort(t *testing.T) int {
 // a gap right after a reconnect. Both clear the worker's state in a new
 // epoch and rebuild it from the new process.
 func TestWorkerRestart(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end to end; skipped in -short")
+	}
 	tests := []struct {
 		name       string
 		hideStart  bool
@@ -332,6 +335,9 @@ func TestEviction(t *testing.T) {
 // (leases left to expire) the other takes its workers over within
 // seconds, in new epochs.
 func TestReplicaTakeover(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end to end; skipped in -short")
+	}
 	e := newEnv(t)
 	f := startFleet(t, simConfig(3, "map"))
 	l := e.collect(t)

@@ -37,6 +37,9 @@ func (b *logBuffer) count(substr string) int {
 // once the worker binds, the connection and the events show, and a
 // connected stream that stays quiet gets its own, milder warning.
 func TestSilentStreamWarns(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end to end; skipped in -short")
+	}
 	e := newEnv(t)
 	port := freePort(t)
 	endpoint := fmt.Sprintf("tcp://127.0.0.1:%d", port)

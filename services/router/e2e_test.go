@@ -200,6 +200,9 @@ func (s *e2eStack) chat(t *testing.T, system, question string) (cached int64, en
 // worker itself reports the cache hits), known to the router through the
 // kvtracker's events; when that worker is saturated, the router moves on.
 func TestEndToEndKVRouting(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end to end; skipped in -short")
+	}
 	s := startE2E(t)
 	system := doc("handbook")
 	_, holder := s.chat(t, system, "Question zero?")
