@@ -5,16 +5,15 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/openai/openai-go/v3"
-	"github.com/rs/zerolog"
 
 	"github.com/switchyard-dev/switchyard/internal/devenv"
+	"github.com/switchyard-dev/switchyard/internal/testkit"
 )
 
 // TestShippedCatalogKVEvents runs `switchyard dev` as `make run` does: the
@@ -32,35 +31,13 @@ func TestShippedCatalogKVEvents(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end to end; skipped in -short")
 	}
-	cfg := devenv.DefaultConfig()
-	cfg.Policies = "../../deploy/examples"
-	cfg.GatewayAddr = "127.0.0.1:0"
-	cfg.RouterGRPCAddr = "127.0.0.1:0"
-	cfg.RouterHTTPAddr = "127.0.0.1:0"
-	cfg.KVTrackerHTTPAddr = "127.0.0.1:0"
-	cfg.PolicydGRPCAddr = "127.0.0.1:0"
-	cfg.PolicydHTTPAddr = "127.0.0.1:0"
-	cfg.RedisURL = ""
-	cfg.Sim.TimeScale = 10
+	cfg := catalogConfig()
 	if cfg.Sim.Port == 0 || cfg.Sim.KVEventsConfig != devenv.DefaultKVEventsConfig {
 		t.Fatalf("dev's defaults changed (sim port %d, kv events %q): this test must run what make run runs", cfg.Sim.Port, cfg.Sim.KVEventsConfig)
 	}
-	log := zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.WarnLevel)
-	if os.Getenv("E2E_LOG") != "" {
-		log = log.Level(zerolog.DebugLevel)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	s, err := devenv.Start(ctx, cfg, log)
-	if err != nil {
-		t.Fatalf("start dev on the shipped catalog (is `make run` running? it holds the same ports): %v", err)
-	}
-	t.Cleanup(func() {
-		cancel()
-		if err := s.Stop(); err != nil {
-			t.Errorf("stop: %v", err)
-		}
-	})
+	s := start(t, cfg) // if it cannot bind: is `make run` running? It holds the same ports.
+	ctx := context.Background()
+
 	t.Run("banner lists every address", func(t *testing.T) {
 		var b strings.Builder
 		s.PrintBanner(&b, cfg)
@@ -109,7 +86,7 @@ func TestShippedCatalogKVEvents(t *testing.T) {
 			prompts = append(prompts, p)
 		}
 	}
-	waitFor(t, 20*time.Second, "KV events in the kvtracker and the router's index", func() bool {
+	testkit.Eventually(t, 20*time.Second, "KV events in the kvtracker and the router's index", func() bool {
 		return metricValue(t, s.KVTrackerURL()+"/metrics", `switchyard_kvtracker_events_total{type="BlockStored"}`) > storedBefore &&
 			metricValue(t, s.RouterURL()+"/metrics", "switchyard_router_kv_index_blocks") >= float64(len(prompts)*100)
 	})
@@ -189,15 +166,4 @@ func metricValue(t *testing.T, url, series string) float64 {
 		}
 	}
 	return 0
-}
-
-func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("after %s: no %s", timeout, what)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
 }

@@ -21,6 +21,16 @@ import (
 // time, so a few concurrent requests build a queue.
 func startCatalogStack(t *testing.T) *devenv.Stack {
 	t.Helper()
+	cfg := catalogConfig()
+	cfg.Sim.Port = 0
+	cfg.Sim.KVEventsConfig = `{"enable_kv_cache_events":true,"publisher":"zmq","endpoint":"tcp://127.0.0.1:*"}`
+	cfg.Sim.MaxNumSeqs = 1
+	return start(t, cfg)
+}
+
+// catalogConfig is dev on deploy/examples with its own services on free
+// ports, without Redis, at ten times real time.
+func catalogConfig() devenv.Config {
 	cfg := devenv.DefaultConfig()
 	cfg.Policies = "../../deploy/examples"
 	cfg.GatewayAddr = "127.0.0.1:0"
@@ -30,10 +40,13 @@ func startCatalogStack(t *testing.T) *devenv.Stack {
 	cfg.PolicydGRPCAddr = "127.0.0.1:0"
 	cfg.PolicydHTTPAddr = "127.0.0.1:0"
 	cfg.RedisURL = ""
-	cfg.Sim.Port = 0
-	cfg.Sim.KVEventsConfig = `{"enable_kv_cache_events":true,"publisher":"zmq","endpoint":"tcp://127.0.0.1:*"}`
 	cfg.Sim.TimeScale = 10
-	cfg.Sim.MaxNumSeqs = 1
+	return cfg
+}
+
+// start runs cfg until the test ends.
+func start(t *testing.T, cfg devenv.Config) *devenv.Stack {
+	t.Helper()
 	log := zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.WarnLevel)
 	if os.Getenv("E2E_LOG") != "" {
 		log = log.Level(zerolog.DebugLevel)

@@ -1,35 +1,17 @@
 package kvtracker
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/rs/zerolog"
+
+	"github.com/switchyard-dev/switchyard/internal/testkit"
 )
-
-// logBuffer collects a tracker's log lines for the test to read.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *logBuffer) count(substr string) int {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return strings.Count(b.buf.String(), substr)
-}
 
 // TestSilentStreamWarns replays the dev-catalog mistake: a worker whose
 // kv-events-config endpoint has no wildcard connects instead of binding, so
@@ -47,7 +29,7 @@ func TestSilentStreamWarns(t *testing.T) {
 	cfg.SilenceWarning = 300 * time.Millisecond
 	cfg.WorkerSpecs = []WorkerSpec{{ID: "w0", KVEndpoint: endpoint}}
 
-	logs := &logBuffer{}
+	logs := &testkit.SyncBuffer{}
 	tr, err := New(cfg, zerolog.New(logs))
 	if err != nil {
 		t.Fatal(err)
@@ -73,7 +55,7 @@ func TestSilentStreamWarns(t *testing.T) {
 	eventually(t, 10*time.Second, func() error {
 		prompt, _ := p.next()
 		complete(t, wrongFleet.Workers()[0], prompt)
-		if logs.count(unreachable) == 0 {
+		if strings.Count(logs.String(), unreachable) == 0 {
 			return errors.New("no unreachable warning yet")
 		}
 		return nil
@@ -85,7 +67,7 @@ func TestSilentStreamWarns(t *testing.T) {
 		t.Errorf("%v events ingested from a worker nobody could reach", got)
 	}
 	time.Sleep(4 * cfg.SilenceWarning)
-	if n := logs.count(unreachable); n != 1 {
+	if n := strings.Count(logs.String(), unreachable); n != 1 {
 		t.Errorf("unreachable warning logged %d times during one silence, want once", n)
 	}
 	if err := wrongFleet.Close(); err != nil {
@@ -104,7 +86,7 @@ func TestSilentStreamWarns(t *testing.T) {
 	})
 	const quiet = "no kv events from worker"
 	eventually(t, 10*time.Second, func() error {
-		if logs.count(quiet) == 0 {
+		if strings.Count(logs.String(), quiet) == 0 {
 			return errors.New("no warning for a connected, quiet stream")
 		}
 		return nil

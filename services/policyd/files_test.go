@@ -8,13 +8,13 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/rs/zerolog"
 
 	"github.com/switchyard-dev/switchyard/internal/policy/watch"
+	"github.com/switchyard-dev/switchyard/internal/testkit"
 	policyv1 "github.com/switchyard-dev/switchyard/proto/switchyard/policy/v1"
 )
 
@@ -285,20 +285,8 @@ func readFile(t *testing.T, p string) string {
 // its last word.
 func TestFileModeSaysValidAgain(t *testing.T) {
 	dir := copyExamples(t)
-	logs := &lockedBuffer{}
-	s, err := New(fileConfig(dir), zerolog.New(logs))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- s.Serve(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("serve: %v", err)
-		}
-	})
+	logs := &testkit.SyncBuffer{}
+	s := startServerLog(t, fileConfig(dir), zerolog.New(logs))
 	eventually(t, 10*time.Second, "the first snapshot", func() bool { snap, _ := s.Snapshot(); return snap != nil })
 
 	burst := filepath.Join(dir, "policies", "burst-policy.yaml")
@@ -321,22 +309,4 @@ func TestFileModeSaysValidAgain(t *testing.T) {
 	if last := lines[len(lines)-1]; !strings.Contains(last, "valid again") || !strings.Contains(last, `"level":"info"`) {
 		t.Errorf("last log line %s", last)
 	}
-}
-
-// lockedBuffer is a log destination the test reads while the server writes.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf strings.Builder
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/switchyard-dev/switchyard/internal/testkit"
 	policyv1 "github.com/switchyard-dev/switchyard/proto/switchyard/policy/v1"
 )
 
@@ -54,7 +55,13 @@ func copyExamples(t *testing.T) string {
 // return then.
 func startServer(t *testing.T, cfg Config) *Server {
 	t.Helper()
-	s, err := New(cfg, testLog(t))
+	return startServerLog(t, cfg, testLog(t))
+}
+
+// startServerLog is startServer logging to log.
+func startServerLog(t *testing.T, cfg Config, log zerolog.Logger) *Server {
+	t.Helper()
+	s, err := New(cfg, log)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,13 +99,7 @@ func dial(t *testing.T, addr string) policyv1.PolicyServiceClient {
 // eventually polls cond every 10ms until it holds or the deadline passes.
 func eventually(t *testing.T, within time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", within, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testkit.Eventually(t, within, what, cond)
 }
 
 func b64(s string) string { return base64.StdEncoding.EncodeToString([]byte(s)) }

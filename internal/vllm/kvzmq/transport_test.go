@@ -188,16 +188,7 @@ func TestBindHost(t *testing.T) {
 			t.Errorf("%s socket bound on %v, want loopback only", name, addr)
 		}
 	}
-	s, err := DialSubscriber(ctx, p.Endpoint(), "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	waitLive(t, ctx, p, s)
-	if err := p.Publish(testBatch(0)); err != nil {
-		t.Fatal(err)
-	}
-	checkBatches(t, recvBatches(t, ctx, s, 1), "", 0)
+	deliversOne(t, ctx, p, 0)
 
 	tests := []struct{ endpoint, host, want string }{
 		{"tcp://*:5557", "127.0.0.1", "tcp://127.0.0.1:5557"},
@@ -265,6 +256,13 @@ func TestDataParallelRankOffsetsAndStamps(t *testing.T) {
 	if want := fmt.Sprintf("tcp://127.0.0.1:%d", base+1); p.Endpoint() != want {
 		t.Fatalf("Endpoint() = %q, want %q (port offset by rank)", p.Endpoint(), want)
 	}
+	deliversOne(t, ctx, p, 1)
+}
+
+// deliversOne subscribes to p's endpoint and checks that a batch published
+// once the subscription is live arrives, stamped with rank dp.
+func deliversOne(t *testing.T, ctx context.Context, p *Publisher, dp int64) {
+	t.Helper()
 	s, err := DialSubscriber(ctx, p.Endpoint(), "")
 	if err != nil {
 		t.Fatal(err)
@@ -274,7 +272,7 @@ func TestDataParallelRankOffsetsAndStamps(t *testing.T) {
 	if err := p.Publish(testBatch(0)); err != nil {
 		t.Fatal(err)
 	}
-	checkBatches(t, recvBatches(t, ctx, s, 1), "", 1)
+	checkBatches(t, recvBatches(t, ctx, s, 1), "", dp)
 }
 
 // TestTopicFiltering sends two topics down one connection from a plain

@@ -22,6 +22,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/switchyard-dev/switchyard/api/v1alpha1"
+	"github.com/switchyard-dev/switchyard/internal/testkit"
 	"github.com/switchyard-dev/switchyard/services/policyd"
 )
 
@@ -103,7 +104,7 @@ func (e *kubeEnv) accepted(kind, name string) *metav1.Condition {
 func (e *kubeEnv) waitCondition(kind, name string, status metav1.ConditionStatus, reason string, generation int64) *metav1.Condition {
 	e.t.Helper()
 	var c *metav1.Condition
-	eventually(e.t, 10*time.Second, kind+" "+name+" "+reason, func() bool {
+	testkit.Eventually(e.t, 10*time.Second, kind+" "+name+" "+reason, func() bool {
 		c = e.accepted(kind, name)
 		return c != nil && c.Status == status && c.Reason == reason && c.ObservedGeneration == generation
 	})
@@ -159,17 +160,6 @@ func startKube(t *testing.T, objs []*unstructured.Unstructured) *kubeEnv {
 		}
 	})
 	return &kubeEnv{t: t, client: client, srv: s}
-}
-
-func eventually(t *testing.T, within time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", within, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 }
 
 func httpStatus(t *testing.T, url string) int {
@@ -256,7 +246,7 @@ func TestKubernetesModeStatus(t *testing.T) {
 		return n
 	}
 	last, stable := count(), 0
-	eventually(t, 10*time.Second, "status writes to settle", func() bool {
+	testkit.Eventually(t, 10*time.Second, "status writes to settle", func() bool {
 		if n := count(); n != last {
 			last, stable = n, 0
 			return false
@@ -324,11 +314,11 @@ func TestKubernetesEndpointSlices(t *testing.T) {
 	if _, err := e.client.Resource(endpointSlicesGVR).Namespace("inference").Update(context.Background(), slice, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 10*time.Second, "the new endpoint", func() bool {
+	testkit.Eventually(t, 10*time.Second, "the new endpoint", func() bool {
 		s, r := e.srv.Snapshot()
 		return r > rev && len(s.WorkerSet("qwen-workers").Static) == 2
 	})
-	eventually(t, 10*time.Second, "status.endpoints", func() bool {
+	testkit.Eventually(t, 10*time.Second, "status.endpoints", func() bool {
 		n, _, _ := unstructured.NestedInt64(e.get(v1alpha1.KindInferenceWorkerSet, "qwen-workers").Object, "status", "endpoints")
 		return n == 2
 	})

@@ -1,0 +1,44 @@
+// Package testkit holds the small helpers that tests of several packages
+// share: waiting for a condition, and a buffer a server may write its log
+// to while the test reads it. It is imported by tests only.
+package testkit
+
+import (
+	"bytes"
+	"sync"
+	"testing"
+	"time"
+)
+
+// Eventually polls cond every 10 ms until it holds, and fails the test
+// with what it waited for once within has passed.
+func Eventually(tb testing.TB, within time.Duration, what string, cond func() bool) {
+	tb.Helper()
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			tb.Fatalf("timed out after %v waiting for %s", within, what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// SyncBuffer is an io.Writer that is safe to write from a server's
+// goroutines while the test reads it.
+type SyncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *SyncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+// String is everything written so far.
+func (b *SyncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
