@@ -5,6 +5,9 @@ package testkit
 
 import (
 	"bytes"
+	"context"
+	"io"
+	"net/http"
 	"sync"
 	"testing"
 	"time"
@@ -41,4 +44,31 @@ func (b *SyncBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()
+}
+
+// Serve runs serve (a service's Serve) until the test ends, then cancels
+// its context and fails the test if it returned an error.
+func Serve(tb testing.TB, serve func(ctx context.Context) error) {
+	tb.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- serve(ctx) }()
+	tb.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			tb.Errorf("serve: %v", err)
+		}
+	})
+}
+
+// HTTPStatus is the status code of a GET of url.
+func HTTPStatus(tb testing.TB, url string) int {
+	tb.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return resp.StatusCode
 }

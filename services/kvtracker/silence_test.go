@@ -1,7 +1,6 @@
 package kvtracker
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -35,15 +34,7 @@ func TestSilentStreamWarns(t *testing.T) {
 		t.Fatal(err)
 	}
 	tr.leaseTick = 100 * time.Millisecond
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- tr.Serve(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("serve: %v", err)
-		}
-	})
+	testkit.Serve(t, tr.Serve)
 
 	// The wrong topology: the worker connects to the address the tracker
 	// dials. Requests are served, nothing arrives.

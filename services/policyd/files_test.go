@@ -207,15 +207,7 @@ func getJSON(t *testing.T, url string, v any) {
 	}
 }
 
-func httpStatus(t *testing.T, url string) int {
-	t.Helper()
-	resp, err := http.Get(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	return resp.StatusCode
-}
+func httpStatus(t *testing.T, url string) int { return testkit.HTTPStatus(t, url) }
 
 // The watcher keeps the last snapshot while policyd is away and picks up
 // the restarted policyd's snapshot.

@@ -1,7 +1,6 @@
 package policyd
 
 import (
-	"context"
 	"encoding/base64"
 	"os"
 	"path/filepath"
@@ -65,15 +64,7 @@ func startServerLog(t *testing.T, cfg Config, log zerolog.Logger) *Server {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- s.Serve(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("serve: %v", err)
-		}
-	})
+	testkit.Serve(t, s.Serve)
 	return s
 }
 

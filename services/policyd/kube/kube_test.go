@@ -150,26 +150,8 @@ func startKube(t *testing.T, objs []*unstructured.Unstructured) *kubeEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- s.Serve(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("serve: %v", err)
-		}
-	})
+	testkit.Serve(t, s.Serve)
 	return &kubeEnv{t: t, client: client, srv: s}
-}
-
-func httpStatus(t *testing.T, url string) int {
-	t.Helper()
-	resp, err := http.Get(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	return resp.StatusCode
 }
 
 // Statuses are written back: Invalid with the message on the broken
@@ -199,7 +181,7 @@ func TestKubernetesModeStatus(t *testing.T) {
 	if _, rev := e.srv.Snapshot(); rev != 0 {
 		t.Errorf("revision %d served from invalid resources", rev)
 	}
-	if code := httpStatus(t, "http://"+e.srv.HTTPAddr()+"/readyz"); code != http.StatusServiceUnavailable {
+	if code := testkit.HTTPStatus(t, "http://"+e.srv.HTTPAddr()+"/readyz"); code != http.StatusServiceUnavailable {
 		t.Errorf("readyz %d", code)
 	}
 
