@@ -10,9 +10,10 @@
 //     balancers and gateways stop sending new work;
 //  2. the drain delay: time for them to notice (a Kubernetes endpoint is
 //     removed some time after its pod turns unready);
-//  3. gRPC GracefulStop, bounded by the shutdown timeout, then HTTP
-//     shutdown: calls in flight finish, and whatever they still publish
-//     goes out, because
+//  3. long-lived streams are ended (Service.EndStreams), then gRPC
+//     GracefulStop, bounded by the shutdown timeout, then HTTP shutdown:
+//     calls in flight finish, and whatever they still publish goes out,
+//     because
 //  4. the components stop only now, in reverse order of their start: a
 //     publisher outlives the servers whose requests feed it, and a
 //     connection (NATS, Redis) outlives everything that uses it.
@@ -54,6 +55,10 @@ type Service struct {
 	// ShutdownTimeout bounds the graceful stop of the servers, and then of
 	// each component.
 	ShutdownTimeout time.Duration
+	// EndStreams, when set, ends the service's long-lived server streams
+	// (policyd's Watch) after the drain delay: GracefulStop waits for every
+	// stream, and these would otherwise hold it until the timeout.
+	EndStreams func()
 }
 
 // Run serves until ctx ends or a component or server fails, then stops in
@@ -105,6 +110,9 @@ func Run(ctx context.Context, s Service) error {
 		if s.DrainDelay > 0 {
 			s.Log.Info().Dur("drain_delay", s.DrainDelay).Msg("not ready; draining")
 			time.Sleep(s.DrainDelay)
+		}
+		if s.EndStreams != nil {
+			s.EndStreams()
 		}
 		s.API.stop(time.Now().Add(s.ShutdownTimeout), s.Log)
 	}

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/switchyard-dev/switchyard/internal/lifecycle"
 )
 
 // Source modes.
@@ -16,10 +18,11 @@ const (
 
 // Config is policyd's configuration.
 type Config struct {
-	// GRPCAddr serves PolicyService and grpc health.
-	GRPCAddr string
-	// HTTPAddr serves REST (grpc-gateway), /metrics, /healthz, /readyz.
-	HTTPAddr string
+	// Listen: gRPC serves PolicyService and health; HTTP serves REST
+	// (grpc-gateway), /metrics, /healthz and /readyz.
+	lifecycle.Listen
+	// Stop: the shutdown timeout and drain delay.
+	lifecycle.Stop
 	// Source is "files" (a directory of YAML, reloaded on change) or
 	// "kubernetes" (the five CRDs through client-go informers).
 	Source string
@@ -34,8 +37,7 @@ type Config struct {
 	// WriteStatus writes status.conditions back in kubernetes mode.
 	WriteStatus bool
 	// Debounce coalesces bursts of resource events into one compile.
-	Debounce        time.Duration
-	ShutdownTimeout time.Duration
+	Debounce time.Duration
 }
 
 // DefaultConfig returns the flag defaults. They listen on loopback, as
@@ -43,13 +45,12 @@ type Config struct {
 // network; a Deployment passes :9092 and :9093.
 func DefaultConfig() Config {
 	return Config{
-		GRPCAddr:        "127.0.0.1:9092",
-		HTTPAddr:        "127.0.0.1:9093",
-		Source:          SourceFiles,
-		PollInterval:    500 * time.Millisecond,
-		WriteStatus:     true,
-		Debounce:        100 * time.Millisecond,
-		ShutdownTimeout: 10 * time.Second,
+		Listen:       lifecycle.Listen{GRPCAddr: "127.0.0.1:9092", HTTPAddr: "127.0.0.1:9093"},
+		Stop:         lifecycle.DefaultStop,
+		Source:       SourceFiles,
+		PollInterval: 500 * time.Millisecond,
+		WriteStatus:  true,
+		Debounce:     100 * time.Millisecond,
 	}
 }
 
@@ -82,8 +83,7 @@ func splitComma(v string) []string {
 func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	d := DefaultConfig()
 	*c = d
-	fs.StringVar(&c.GRPCAddr, "grpc-addr", d.GRPCAddr, "gRPC listen address (PolicyService, health); :9092 for every interface")
-	fs.StringVar(&c.HTTPAddr, "http-addr", d.HTTPAddr, "HTTP listen address (REST, /metrics, /healthz, /readyz); :9093 for every interface")
+	c.Listen.RegisterFlags(fs, d.Listen, "REST, /metrics, /healthz, /readyz")
 	fs.StringVar(&c.Source, "source", d.Source, "where resources come from: "+strings.Join(Sources(), " or "))
 	fs.Var((*pathList)(&c.Paths), "path", "files mode: YAML file or directory to load (repeatable, comma-separated)")
 	fs.DurationVar(&c.PollInterval, "poll-interval", d.PollInterval, "files mode: how often to check the files for changes")
@@ -91,7 +91,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.Namespace, "namespace", "", "kubernetes mode: namespace to watch (empty: all)")
 	fs.BoolVar(&c.WriteStatus, "write-status", d.WriteStatus, "kubernetes mode: write status.conditions back to the resources")
 	fs.DurationVar(&c.Debounce, "debounce", d.Debounce, "kubernetes mode: coalesce resource events for this long before compiling")
-	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", d.ShutdownTimeout, "bound on graceful shutdown")
+	c.Stop.RegisterFlags(fs, d.Stop)
 }
 
 // Validate checks the configuration, the source's settings included.
@@ -119,12 +119,5 @@ func (c *Config) Validate() error {
 
 // validateServer checks what every source shares.
 func (c *Config) validateServer() error {
-	var errs []error
-	if c.GRPCAddr == "" || c.HTTPAddr == "" {
-		errs = append(errs, errors.New("grpc-addr and http-addr are required"))
-	}
-	if c.ShutdownTimeout <= 0 {
-		errs = append(errs, errors.New("shutdown-timeout: must be positive"))
-	}
-	return errors.Join(errs...)
+	return errors.Join(c.Listen.Validate(), c.Stop.Validate())
 }

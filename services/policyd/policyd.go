@@ -10,25 +10,18 @@ package policyd
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"net"
-	"net/http"
 	"sync/atomic"
 	"time"
 
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/rs/zerolog"
-	"golang.org/x/sync/errgroup"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/health"
-	healthpb "google.golang.org/grpc/health/grpc_health_v1"
-	"google.golang.org/grpc/reflection"
-	"google.golang.org/protobuf/encoding/protojson"
 
+	"github.com/switchyard-dev/switchyard/internal/lifecycle"
 	"github.com/switchyard-dev/switchyard/internal/policy"
-	"github.com/switchyard-dev/switchyard/internal/serve"
 	policyv1 "github.com/switchyard-dev/switchyard/proto/switchyard/policy/v1"
 )
 
@@ -37,18 +30,13 @@ const maxRESTBody = 16 << 20
 
 // Server is one policyd. New binds the listeners; Serve runs it.
 type Server struct {
-	cfg      Config
-	log      zerolog.Logger
-	st       *state
-	metrics  *metrics
-	svc      *service
-	health   *health.Server
-	grpcSrv  *grpc.Server
-	httpSrv  *http.Server
-	grpcLn   net.Listener
-	httpLn   net.Listener
-	source   Source
-	stopping atomic.Bool
+	cfg     Config
+	log     zerolog.Logger
+	st      *state
+	metrics *metrics
+	svc     *service
+	api     *lifecycle.API
+	source  Source
 	// invalid is set while the last resources read did not compile.
 	invalid atomic.Bool
 }
@@ -80,58 +68,45 @@ func NewWithSource(cfg Config, src Source, log zerolog.Logger) (*Server, error) 
 }
 
 func newServer(cfg Config, src Source, log zerolog.Logger) (*Server, error) {
-	s := &Server{cfg: cfg, log: log, st: newState(), metrics: newMetrics(), health: health.NewServer(), source: src}
+	s := &Server{cfg: cfg, log: log, st: newState(), metrics: newMetrics(), source: src}
 	if c, ok := src.(prometheus.Collector); ok {
 		if err := s.metrics.reg.Register(c); err != nil {
 			return nil, fmt.Errorf("source metrics: %w", err)
 		}
 	}
 	s.svc = &service{st: s.st, metrics: s.metrics, quit: make(chan struct{})}
-	s.grpcSrv = grpc.NewServer(grpc.MaxRecvMsgSize(maxValidateBytes + 1<<20))
-	policyv1.RegisterPolicyServiceServer(s.grpcSrv, s.svc)
-	healthpb.RegisterHealthServer(s.grpcSrv, s.health)
-	reflection.Register(s.grpcSrv)
-	s.setHealth(healthpb.HealthCheckResponse_NOT_SERVING)
-
-	gw := runtime.NewServeMux(runtime.WithMarshalerOption(runtime.MIMEWildcard, &runtime.JSONPb{
-		MarshalOptions: protojson.MarshalOptions{UseProtoNames: true, EmitUnpopulated: true},
-	}))
-	if err := policyv1.RegisterPolicyServiceHandlerServer(context.Background(), gw, s.svc); err != nil {
-		return nil, fmt.Errorf("register rest gateway: %w", err)
-	}
-	mux := http.NewServeMux()
-	mux.Handle("/v1/", http.MaxBytesHandler(gw, maxRESTBody))
-	mux.Handle("GET /metrics", promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{}))
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
-	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
-		cur, _ := s.st.current()
-		switch {
-		case s.stopping.Load():
-			http.Error(w, "shutting down", http.StatusServiceUnavailable)
-		case cur == nil:
-			http.Error(w, "no valid snapshot yet", http.StatusServiceUnavailable)
-		default:
-			_, _ = w.Write([]byte("ok\n"))
-		}
+	api, err := lifecycle.NewAPI(lifecycle.APIConfig{
+		GRPCAddr:    cfg.GRPCAddr,
+		HTTPAddr:    cfg.HTTPAddr,
+		GRPCOptions: []grpc.ServerOption{grpc.MaxRecvMsgSize(maxValidateBytes + 1<<20)},
+		Register: func(g *grpc.Server) []string {
+			policyv1.RegisterPolicyServiceServer(g, s.svc)
+			return []string{policyv1.PolicyService_ServiceDesc.ServiceName}
+		},
+		REST: func(ctx context.Context, mux *runtime.ServeMux) error {
+			return policyv1.RegisterPolicyServiceHandlerServer(ctx, mux, s.svc)
+		},
+		MaxRESTBody: maxRESTBody,
+		Metrics:     s.metrics.reg,
+		Ready: func() error {
+			if cur, _ := s.st.current(); cur == nil {
+				return errors.New("no valid snapshot yet")
+			}
+			return nil
+		},
 	})
-	s.httpSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-
-	var err error
-	if s.grpcLn, err = net.Listen("tcp", cfg.GRPCAddr); err != nil {
-		return nil, fmt.Errorf("listen grpc %s: %w", cfg.GRPCAddr, err)
+	if err != nil {
+		return nil, err
 	}
-	if s.httpLn, err = net.Listen("tcp", cfg.HTTPAddr); err != nil {
-		s.grpcLn.Close()
-		return nil, fmt.Errorf("listen http %s: %w", cfg.HTTPAddr, err)
-	}
+	s.api = api
 	return s, nil
 }
 
 // GRPCAddr is the bound gRPC address (useful with port 0).
-func (s *Server) GRPCAddr() string { return s.grpcLn.Addr().String() }
+func (s *Server) GRPCAddr() string { return s.api.GRPCAddr() }
 
 // HTTPAddr is the bound HTTP address.
-func (s *Server) HTTPAddr() string { return s.httpLn.Addr().String() }
+func (s *Server) HTTPAddr() string { return s.api.HTTPAddr() }
 
 // Snapshot returns the served snapshot and its revision (nil, 0 before
 // the first valid set of resources).
@@ -141,11 +116,6 @@ func (s *Server) Snapshot() (*policy.Snapshot, int64) {
 		return nil, 0
 	}
 	return cur.snap, cur.revision
-}
-
-func (s *Server) setHealth(st healthpb.HealthCheckResponse_ServingStatus) {
-	s.health.SetServingStatus("", st)
-	s.health.SetServingStatus(policyv1.PolicyService_ServiceDesc.ServiceName, st)
 }
 
 // apply compiles what a source read, serves it when valid, and logs and
@@ -164,7 +134,6 @@ func (s *Server) apply(objs []*policy.Object, diags policy.Diagnostics) Result {
 	case res.Applied:
 		s.metrics.compiles.WithLabelValues("applied").Inc()
 		s.metrics.revision.Set(float64(res.Revision))
-		s.setHealth(healthpb.HealthCheckResponse_SERVING)
 		ev := s.log.Info().Int64("revision", res.Revision).Int("resources", len(objs)).Int("warnings", len(warns))
 		if wasInvalid {
 			ev.Msg("resources valid again: snapshot served")
@@ -193,34 +162,23 @@ func (s *Server) apply(objs []*policy.Object, diags policy.Diagnostics) Result {
 	return res
 }
 
-// Serve runs policyd until ctx ends, then shuts down: not ready, gRPC
-// GracefulStop bounded by ShutdownTimeout (Watch streams end with it), HTTP
-// shutdown. It returns nil after a clean shutdown.
+// Serve runs policyd until ctx ends, then stops the lifecycle's way: not
+// ready, the drain delay, Watch streams ended, gRPC and HTTP stopped within
+// the shutdown timeout, the source last. It returns nil after a clean
+// stop.
 func (s *Server) Serve(ctx context.Context) error {
-	defer s.grpcLn.Close()
-	defer s.httpLn.Close()
-	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() error { return s.source.Run(gctx, s.apply) })
-	g.Go(func() error { return serve.GRPC(s.grpcSrv, s.grpcLn) })
-	g.Go(func() error { return serve.HTTP(s.httpSrv, s.httpLn) })
-	g.Go(func() error {
-		<-gctx.Done()
-		s.shutdown()
-		return nil
+	s.log.Info().Str("source", s.cfg.Source).Msg("policyd starting")
+	return lifecycle.Run(ctx, lifecycle.Service{
+		Name: "policyd",
+		Log:  s.log,
+		API:  s.api,
+		Components: []lifecycle.Component{
+			{Name: "source " + s.cfg.Source, Run: func(ctx context.Context) error { return s.source.Run(ctx, s.apply) }},
+		},
+		EndStreams:      func() { close(s.svc.quit) },
+		DrainDelay:      s.cfg.DrainDelay,
+		ShutdownTimeout: s.cfg.ShutdownTimeout,
 	})
-	s.log.Info().Str("grpc_addr", s.GRPCAddr()).Str("http_addr", s.HTTPAddr()).Str("source", s.cfg.Source).Msg("policyd serving")
-	err := g.Wait()
-	s.log.Info().Msg("policyd stopped")
-	return err
-}
-
-func (s *Server) shutdown() {
-	s.stopping.Store(true)
-	s.health.Shutdown()
-	close(s.svc.quit)
-	deadline := time.Now().Add(s.cfg.ShutdownTimeout)
-	serve.StopGRPC(s.grpcSrv, deadline, s.log)
-	serve.StopHTTP(s.httpSrv, deadline, s.log)
 }
 
 // Run builds and serves policyd until ctx ends.
