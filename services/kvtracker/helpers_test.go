@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -28,6 +27,7 @@ import (
 	"github.com/switchyard-dev/switchyard/internal/natsembed"
 	"github.com/switchyard-dev/switchyard/internal/rediskeys"
 	"github.com/switchyard-dev/switchyard/internal/sim"
+	"github.com/switchyard-dev/switchyard/internal/testkit"
 	"github.com/switchyard-dev/switchyard/internal/tokenizer"
 	eventsv1 "github.com/switchyard-dev/switchyard/proto/switchyard/events/v1"
 )
@@ -79,31 +79,8 @@ func newEnv(t *testing.T) *env {
 	return e
 }
 
-// redisURL is REDIS_URL (default 127.0.0.1:6379) if Redis answers there.
-// Without Redis the test fails in CI and is skipped, loudly, elsewhere.
 func redisURL(t *testing.T) string {
-	t.Helper()
-	u := os.Getenv("REDIS_URL")
-	if u == "" {
-		u = "redis://127.0.0.1:6379"
-	}
-	if !strings.Contains(u, "://") {
-		u = "redis://" + u
-	}
-	opt, err := redis.ParseURL(u)
-	if err == nil {
-		c := redis.NewClient(opt)
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		err = c.Ping(ctx).Err()
-		cancel()
-		_ = c.Close()
-	}
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("redis at %s is required in CI: %v", u, err)
-		}
-		t.Skipf("SKIPPED: no redis at %s (%v); set REDIS_URL to run this test", u, err)
-	}
+	u, _ := testkit.Redis(t)
 	return u
 }
 

@@ -7,7 +7,6 @@ import (
 	"io"
 	"math/rand/v2"
 	"net/http"
-	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -23,6 +22,7 @@ import (
 	"github.com/switchyard-dev/switchyard/internal/kvblock"
 	"github.com/switchyard-dev/switchyard/internal/openaiapi"
 	"github.com/switchyard-dev/switchyard/internal/rediskeys"
+	"github.com/switchyard-dev/switchyard/internal/testkit"
 	"github.com/switchyard-dev/switchyard/internal/tokenizer"
 	eventsv1 "github.com/switchyard-dev/switchyard/proto/switchyard/events/v1"
 	routerv1 "github.com/switchyard-dev/switchyard/proto/switchyard/router/v1"
@@ -230,34 +230,7 @@ func TestBurstStaysTogether(t *testing.T) {
 	}
 }
 
-// redisURL returns a reachable Redis (REDIS_URL, default 127.0.0.1:6379),
-// failing in CI and skipping loudly elsewhere when there is none.
-func redisURL(t testing.TB) (string, *redis.Client) {
-	t.Helper()
-	raw := os.Getenv("REDIS_URL")
-	if raw == "" {
-		raw = "redis://127.0.0.1:6379"
-	}
-	if !strings.Contains(raw, "://") {
-		raw = "redis://" + raw
-	}
-	opts, err := redis.ParseURL(raw)
-	if err != nil {
-		t.Fatalf("REDIS_URL %q: %v", raw, err)
-	}
-	c := redis.NewClient(opts)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	if err := c.Ping(ctx).Err(); err != nil {
-		c.Close()
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("redis at %s unreachable (CI=true requires it): %v", opts.Addr, err)
-		}
-		t.Skipf("SKIPPED: needs Redis at %s (set REDIS_URL): %v", opts.Addr, err)
-	}
-	t.Cleanup(func() { c.Close() })
-	return raw, c
-}
+func redisURL(t testing.TB) (string, *redis.Client) { return testkit.Redis(t) }
 
 // TestRouterStartedLate: the kvtracker has been running; the router starts
 // afterwards and must know what is cached from the Redis snapshots plus the

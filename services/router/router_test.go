@@ -19,6 +19,7 @@ import (
 
 	"github.com/switchyard-dev/switchyard/internal/bus"
 	"github.com/switchyard-dev/switchyard/internal/natsembed"
+	"github.com/switchyard-dev/switchyard/internal/testkit"
 	eventsv1 "github.com/switchyard-dev/switchyard/proto/switchyard/events/v1"
 	routerv1 "github.com/switchyard-dev/switchyard/proto/switchyard/router/v1"
 	"github.com/switchyard-dev/switchyard/services/router"
@@ -413,20 +414,7 @@ func publishCompletion(t testing.TB, nc *nats.Conn, reqID, endpoint string) {
 	}
 }
 
-func startNATS(t testing.TB) (*natsembed.Server, *nats.Conn) {
-	t.Helper()
-	ns, err := natsembed.Start(natsembed.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(ns.Shutdown)
-	nc, err := nats.Connect(ns.URL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	return ns, nc
-}
+func startNATS(t testing.TB) (*natsembed.Server, *nats.Conn) { return testkit.NATS(t, 0) }
 
 // warmUp makes sure every router is connected and subscribed before the
 // test publishes (core NATS does not replay): each router routes one

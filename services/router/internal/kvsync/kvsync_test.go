@@ -4,7 +4,6 @@ import (
 	"context"
 	"math/rand/v2"
 	"net/url"
-	"os"
 	"strconv"
 	"sync"
 	"testing"
@@ -20,37 +19,12 @@ import (
 	"github.com/switchyard-dev/switchyard/internal/kvblock"
 	"github.com/switchyard-dev/switchyard/internal/natsembed"
 	"github.com/switchyard-dev/switchyard/internal/rediskeys"
+	"github.com/switchyard-dev/switchyard/internal/testkit"
 	eventsv1 "github.com/switchyard-dev/switchyard/proto/switchyard/events/v1"
 )
 
-// redisClient connects to REDIS_URL (default 127.0.0.1:6379). Without a
-// reachable Redis the test fails in CI and is skipped, loudly, elsewhere.
 func redisClient(t testing.TB) *redis.Client {
-	t.Helper()
-	raw := os.Getenv("REDIS_URL")
-	if raw == "" {
-		raw = "redis://127.0.0.1:6379"
-	}
-	opts, err := redis.ParseURL(raw)
-	if err != nil {
-		opts = &redis.Options{Addr: raw}
-	}
-	c := redis.NewClient(opts)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	if err := c.Ping(ctx).Err(); err != nil {
-		c.Close()
-		u, _ := url.Parse(raw)
-		host := raw
-		if u != nil && u.Host != "" {
-			host = u.Host
-		}
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("redis at %s unreachable (CI=true requires it): %v", host, err)
-		}
-		t.Skipf("SKIPPED: needs Redis at %s (set REDIS_URL): %v", host, err)
-	}
-	t.Cleanup(func() { c.Close() })
+	_, c := testkit.Redis(t)
 	return c
 }
 
