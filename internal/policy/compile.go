@@ -375,6 +375,21 @@ func (s *Snapshot) Program(name string) *Program {
 	return s.programs[name]
 }
 
+// DefaultProgram is the program of a router that follows no policies: no
+// rules, every tag allowed, no tenant defaults. Every request it
+// evaluates is default routing (the requested model's backends, lowest
+// predicted TTFT), so a router without policyd decides by the same
+// Evaluate as one with. Shared; like every built program, read-only.
+func DefaultProgram() *Program { return defaultProgram }
+
+var defaultProgram = func() *Program {
+	p := &Program{AuthMode: string(v1alpha1.AuthNone)}
+	if err := p.build(nil); err != nil {
+		panic("policy: default program: " + err.Error()) // no policies: cannot fail
+	}
+	return p
+}()
+
 // Provider returns the named provider, or nil.
 func (s *Snapshot) Provider(name string) *Provider { return s.providers[name] }
 

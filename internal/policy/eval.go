@@ -111,6 +111,9 @@ type Decision struct {
 	Outcome Outcome
 	// Chosen indexes the backends slice; -1 unless Routed.
 	Chosen int
+	// RunnerUp indexes the best backend the picking scan passed over (its
+	// status is Lost); -1 when the chosen one had no competitor.
+	RunnerUp int
 	// Rule decided (nil when default routing did); Tier is its tier that
 	// picked (nil for default routing or when nothing was picked).
 	Rule *Rule
@@ -179,7 +182,7 @@ var defaultRule = &Rule{Name: "", label: "default", Tiers: []Tier{{Type: TypeAny
 // throughout. The result is written to d; the same snapshot, request and
 // backends always give the same decision.
 func (p *Program) Evaluate(req *Request, bs []Backend, d *Decision) {
-	d.Outcome, d.Chosen, d.Rule, d.Tier = NoBackend, -1, nil, nil
+	d.Outcome, d.Chosen, d.RunnerUp, d.Rule, d.Tier = NoBackend, -1, -1, nil, nil
 	d.Objective, d.Score, d.Fallbacks, d.Rejector, d.Candidates = PredictedTTFT, 0, 0, nil, 0
 	d.Guards, d.guardF = d.Guards[:0], d.guardF[:0]
 	if cap(d.Trace) < len(bs) {
@@ -277,13 +280,13 @@ func (d *Decision) attempt(r *Rule, req *Request, bs []Backend) bool {
 	}
 	for ti := range tiers {
 		t := &tiers[ti]
-		best, obj := -1, t.Minimize
+		best, second, obj := -1, -1, t.Minimize
 		if len(t.Order) == 0 {
-			best = d.pick(bs, start, t.Type, "", false, obj)
+			best, second = d.pick(bs, start, t.Type, "", false, obj)
 		} else {
 			obj = PredictedTTFT
 			for _, g := range t.Order {
-				if best = d.pick(bs, start, t.Type, g, true, obj); best >= 0 {
+				if best, second = d.pick(bs, start, t.Type, g, true, obj); best >= 0 {
 					break
 				}
 			}
@@ -291,7 +294,7 @@ func (d *Decision) attempt(r *Rule, req *Request, bs []Backend) bool {
 		if best < 0 {
 			continue
 		}
-		d.Outcome, d.Chosen, d.Rule, d.Objective = Routed, best, r, obj
+		d.Outcome, d.Chosen, d.RunnerUp, d.Rule, d.Objective = Routed, best, second, r, obj
 		d.Score = d.Trace[best].Score
 		d.Trace[best].Status = Chosen
 		if r != defaultRule {
@@ -303,11 +306,17 @@ func (d *Decision) attempt(r *Rule, req *Request, bs []Backend) bool {
 }
 
 // pick scans candidates of type typ (and group, when byGroup) from start
-// and returns the one with the lowest objective, -1 if none. Near-ties on
-// predicted TTFT (within a millisecond or 1%) keep the first in scan
-// order, as the router's own picker does.
-func (d *Decision) pick(bs []Backend, start int, typ BackendType, group string, byGroup bool, obj Objective) int {
-	best, bestV := -1, 0.0
+// and returns the one with the lowest objective, -1 if none, and the
+// runner-up. Near-ties on predicted TTFT (within a millisecond or 1%)
+// keep the first in scan order: as Request.Rotation advances with every
+// decision, a burst against equally idle backends spreads over them. The
+// runner-up is the best of the others: the former best when a later one
+// beat it, else the lowest of those that did not.
+//
+// This is the router's only picker: default routing is this scan too.
+func (d *Decision) pick(bs []Backend, start int, typ BackendType, group string, byGroup bool, obj Objective) (best, second int) {
+	best, second = -1, -1
+	var bestV, secondV float64
 	n := len(bs)
 	for k := range n {
 		i := start + k
@@ -327,15 +336,24 @@ func (d *Decision) pick(bs []Backend, start int, typ BackendType, group string, 
 		}
 		s := objective(b, obj)
 		v.Status, v.Score = Lost, s
-		if best < 0 || beats(obj, s, bestV) {
+		switch {
+		case best < 0:
 			best, bestV = i, s
+		case beats(obj, s, bestV):
+			second, secondV = best, bestV
+			best, bestV = i, s
+		case second < 0 || s < secondV:
+			second, secondV = i, s
 		}
 	}
-	return best
+	return best, second
 }
 
+// beats reports whether s is better than best: by more than the near-tie
+// tolerance on predicted TTFT, strictly otherwise. An unknown best (+Inf)
+// is beaten by any known value; the tolerance would make it a NaN.
 func beats(obj Objective, s, best float64) bool {
-	if obj == PredictedTTFT {
+	if obj == PredictedTTFT && !math.IsInf(best, 1) {
 		return s < best-max(1e-3, 0.01*best)
 	}
 	return s < best
