@@ -39,6 +39,10 @@ type Config struct {
 	// GatewayBackend names the GatewayBackend whose policies apply; empty
 	// takes the snapshot's only (or first) one.
 	GatewayBackend string
+	// Classifiers names the classifiers that derive a request's tags, in
+	// order, comma-separated (see package classify for the names); empty
+	// gives requests no tags.
+	Classifiers string
 
 	ScrapeInterval time.Duration
 	ScrapeTimeout  time.Duration
@@ -106,6 +110,7 @@ func DefaultConfig() Config {
 		ShutdownTimeout: 10 * time.Second,
 		MaxRecvMsgBytes: 16 << 20,
 
+		Classifiers:      defaultClassifiers,
 		Tokenizers:       "*=" + tokenizerSimple,
 		SpeculativeTTL:   2 * time.Second,
 		ApproxTTL:        2 * time.Minute,
@@ -146,6 +151,9 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.EndpointsFile, "endpoints-file", "", "YAML file listing endpoints: [{id, url, models (optional), kind: local}]")
 	fs.StringVar(&c.PolicydAddr, "policyd-addr", "", "policyd gRPC address (host:port); empty routes without policies on the static endpoints")
 	fs.StringVar(&c.GatewayBackend, "gateway-backend", "", "GatewayBackend whose policies apply (default: the snapshot's only or first one)")
+	fs.StringVar(&c.Classifiers, "classifiers", d.Classifiers,
+		"classifiers deriving each request's tags for policies, in order (of "+strings.Join(classifierRegistry.Names(), ", ")+
+			"): header-tags keeps the tags-header tags the GatewayBackend allows, tenant-tags adds the tenant's; empty: no tags")
 	fs.DurationVar(&c.ScrapeInterval, "scrape-interval", d.ScrapeInterval, "how often each worker's /metrics is scraped")
 	fs.DurationVar(&c.ScrapeTimeout, "scrape-timeout", d.ScrapeTimeout, "deadline for one scrape; a worker that misses it is unhealthy until it answers")
 	fs.DurationVar(&c.InflightTTL, "inflight-ttl", d.InflightTTL, "an in-flight request whose completion never arrives stops counting after this long")
@@ -203,6 +211,9 @@ func (c *Config) Validate() error {
 	}
 	if _, err := c.endpointSpecs(); err != nil {
 		errs = append(errs, err)
+	}
+	if _, err := classifierRegistry.List(c.Classifiers); err != nil {
+		errs = append(errs, fmt.Errorf("classifiers: %w", err))
 	}
 	if c.RedisURL != "" {
 		if err := configcheck.URLList(c.RedisURL, configcheck.RedisSchemes...); err != nil {

@@ -68,6 +68,12 @@ func TestConfigValidate(t *testing.T) {
 		{name: "bad kv knobs", edit: func(c *router.Config) {
 			c.SpeculativeTTL, c.ApproxTTL, c.RecomputeWeight, c.PrefillRatePrior = -time.Second, -time.Second, -1, 0
 		}, wantErr: []string{"kv-speculative-ttl", "approx-ttl", "recompute-weight", "prefill-rate-prior"}},
+		{name: "classifiers in another order", edit: func(c *router.Config) { c.Classifiers = " tenant-tags , header-tags" }},
+		{name: "no classifiers", edit: func(c *router.Config) { c.Classifiers = "" }},
+		{name: "unknown classifier", edit: func(c *router.Config) { c.Classifiers = "header-tags,pii" },
+			wantErr: []string{`classifiers: unknown classifier "pii": want one of header-tags, tenant-tags`}},
+		{name: "classifier listed twice", edit: func(c *router.Config) { c.Classifiers = "tenant-tags,tenant-tags" },
+			wantErr: []string{`classifiers: classifier "tenant-tags" listed twice`}},
 		{name: "several problems reported together", edit: func(c *router.Config) { c.GRPCAddr, c.Endpoints = "", "" },
 			wantErr: []string{"grpc-addr: empty", "no endpoints"}},
 	}
@@ -105,7 +111,7 @@ func TestRegisterFlags(t *testing.T) {
 	err := fs.Parse([]string{
 		"--grpc-addr=127.0.0.1:7000", "--endpoints=a=http://w:8000", "--nats-url=",
 		"--scrape-interval=250ms", "--inflight-ttl=1m", "--redis-url=redis://r:6379", "--tokenizers=*=none",
-		"--kv-speculative-ttl=3s", "--recompute-weight=0.5",
+		"--kv-speculative-ttl=3s", "--recompute-weight=0.5", "--classifiers=tenant-tags",
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -114,6 +120,7 @@ func TestRegisterFlags(t *testing.T) {
 	want.GRPCAddr, want.Endpoints, want.NATSURL = "127.0.0.1:7000", "a=http://w:8000", ""
 	want.ScrapeInterval, want.InflightTTL = 250*time.Millisecond, time.Minute
 	want.RedisURL, want.Tokenizers, want.SpeculativeTTL, want.RecomputeWeight = "redis://r:6379", "*=none", 3*time.Second, 0.5
+	want.Classifiers = "tenant-tags"
 	if cfg != want {
 		t.Fatalf("flags gave %+v\nwant       %+v", cfg, want)
 	}

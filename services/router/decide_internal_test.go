@@ -1,6 +1,7 @@
 package router
 
 import (
+	"context"
 	"slices"
 	"strconv"
 	"strings"
@@ -39,11 +40,11 @@ func benchService(tb testing.TB) (*service, []byte) {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	s := &service{
-		table: table, pub: noPublisher{}, metrics: newMetrics(table, kvblock.NewIndex(), nil),
-		kv: kvblock.NewIndex(), approx: kvblock.NewIndex(), sizes: eventSizes{}, toks: toks,
-		specTTL: cfg.SpeculativeTTL, approxTTL: cfg.ApproxTTL,
+	s, err := newService(cfg, table, newMetrics(table, kvblock.NewIndex(), nil), kvblock.NewIndex(), kvblock.NewIndex(), toks)
+	if err != nil {
+		tb.Fatal(err)
 	}
+	s.sizes = eventSizes{}
 	system := strings.Repeat(tokenizer.SampleText+" ", 55)
 	body := []byte(`{"model":"m","messages":[{"role":"system","content":"` + system + `"},{"role":"user","content":"Summarise."}]}`)
 	tok := tokenizer.NewSimple()
@@ -63,43 +64,37 @@ type eventSizes struct{}
 
 func (eventSizes) BlockSize(string) int { return 16 }
 
-// BenchmarkDecide8k is Route's work for an 8k-token chat prompt across 16
-// candidates, excluding reading and tokenizing the body: chain the block
-// hashes, look up every candidate's cached prefix, predict and pick,
-// record the in-flight entry and the speculative blocks. Each decision's
-// request completes right away, so the table stays at a steady size.
+// BenchmarkDecide8k is Route's decision for an 8k-token chat prompt
+// across 16 candidates, from body to response without gRPC: read the
+// prompt (BenchmarkReadPrompt8k is that part alone), classify, chain the
+// block hashes, look up every candidate's cached prefix, score, run the
+// default program, record the in-flight entry and the speculative blocks.
+// Each decision's request completes right away, so the table stays at a
+// steady size.
 func BenchmarkDecide8k(b *testing.B) {
 	s, body := benchService(b)
 	req := &routerv1.RouteRequest{Model: "m", Api: routerv1.ApiKind_API_KIND_CHAT_COMPLETIONS, Body: body}
-	l := s.getLookup()
-	s.readPrompt(l, req)
-	p, tokens := l.prompt, l.tokens
-	b.ReportMetric(float64(tokens), "prompt-tokens")
 	ids := make([]string, 4096)
 	for i := range ids {
 		ids[i] = "r" + strconv.Itoa(i)
 	}
+	ctx := context.Background()
+	ex, err := s.Explain(ctx, req)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportMetric(float64(ex.GetResult().GetDecision().GetPromptTokens()), "prompt-tokens")
 	lat := make([]time.Duration, 0, 1<<16)
 	b.ReportAllocs()
 	for i := 0; b.Loop(); i++ {
 		start := time.Now()
 		req.RequestId = ids[i%len(ids)]
-		l.reset()
-		l.prompt, l.tokens = p, tokens
-		var out load.Outcome
-		l.cands, out = s.table.Candidates("m", nil, l.cands)
-		if out != load.Routed {
-			b.Fatal(out)
+		resp, err := s.route(ctx, req, start)
+		if err != nil || resp.GetTarget() == nil {
+			b.Fatal(err, resp)
 		}
-		s.lookupCached(l, start)
-		c, out := s.table.Route(s.tableRequest(l, req), start)
-		if out != load.Routed {
-			b.Fatal(out)
-		}
-		s.speculate(l, c, start)
-		_ = routed("m", c)
 		lat = append(lat, time.Since(start))
-		s.table.Complete(load.Completion{RequestID: req.RequestId, EndpointID: c.EndpointID, At: start})
+		s.table.Complete(load.Completion{RequestID: req.RequestId, EndpointID: resp.GetTarget().GetId(), At: start})
 	}
 	b.StopTimer()
 	reportPercentiles(b, lat)
@@ -110,12 +105,12 @@ func BenchmarkDecide8k(b *testing.B) {
 func BenchmarkReadPrompt8k(b *testing.B) {
 	s, body := benchService(b)
 	req := &routerv1.RouteRequest{Model: "m", Api: routerv1.ApiKind_API_KIND_CHAT_COMPLETIONS, Body: body}
-	l := s.getLookup()
+	d := s.getDecision()
 	for b.Loop() {
-		l.reset()
-		s.readPrompt(l, req)
+		d.reset()
+		s.readPrompt(&d.lookup, req)
 	}
-	b.ReportMetric(float64(l.tokens), "prompt-tokens")
+	b.ReportMetric(float64(d.tokens), "prompt-tokens")
 }
 
 func reportPercentiles(b *testing.B, lat []time.Duration) {
@@ -135,7 +130,7 @@ func reportPercentiles(b *testing.B, lat []time.Duration) {
 func TestDecideMatchesIndex(t *testing.T) {
 	s, body := benchService(t)
 	req := &routerv1.RouteRequest{RequestId: "x", Model: "m", Api: routerv1.ApiKind_API_KIND_CHAT_COMPLETIONS, Body: body}
-	resp, err := s.route(req, time.Now())
+	resp, err := s.route(context.Background(), req, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -158,12 +153,13 @@ func TestApproxIndexSampled(t *testing.T) {
 	s.kv = kvblock.NewIndex() // nothing confirmed: a fleet without events
 	now := time.Now()
 	req := &routerv1.RouteRequest{RequestId: "x", Model: "m", Api: routerv1.ApiKind_API_KIND_CHAT_COMPLETIONS, Body: body}
-	resp, err := s.route(req, now)
+	resp, err := s.route(context.Background(), req, now)
 	if err != nil {
 		t.Fatal(err)
 	}
 	target := resp.GetTarget().GetId()
-	l := s.getLookup()
+	d := s.getDecision()
+	l := &d.lookup
 	s.readPrompt(l, req)
 	usable := (len(l.prompt.Tokens) - 1) / defaultBlockSize
 	if usable%approxStride == 0 {
@@ -171,10 +167,8 @@ func TestApproxIndexSampled(t *testing.T) {
 	}
 	later := now.Add(time.Minute) // past the speculative TTL, within the approximate one
 	s.kv.Sweep(later)
-	var out load.Outcome
-	l.cands, out = s.table.Candidates("m", nil, l.cands)
-	if out != load.Routed {
-		t.Fatal(out)
+	if l.cands = s.table.Candidates("m", nil, l.cands); len(l.cands) != 16 {
+		t.Fatalf("%d candidates", len(l.cands))
 	}
 	s.lookupCached(l, later)
 	want := int64(usable / approxStride * approxStride * defaultBlockSize)

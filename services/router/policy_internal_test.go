@@ -1,81 +1,104 @@
 package router
 
 import (
+	"context"
+	"errors"
+	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
-	"github.com/switchyard-dev/switchyard/internal/policy"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+
 	routerv1 "github.com/switchyard-dev/switchyard/proto/switchyard/router/v1"
+	"github.com/switchyard-dev/switchyard/services/router/internal/classify"
 	"github.com/switchyard-dev/switchyard/services/router/internal/load"
 )
 
-// noPolicies is a snapshot with no resources: its implicit program has no
-// rules, so every decision is default routing.
-func noPolicies(tb testing.TB) *policyState {
-	tb.Helper()
-	snap, diags := policy.Compile(nil)
-	if diags.HasErrors() || snap == nil {
-		tb.Fatalf("compile empty snapshot: %v", diags)
-	}
-	return &policyState{snap: snap, prog: snap.Program("")}
-}
-
-// TestDefaultRoutingKeepsKVPick checks that default routing under policies
-// picks what the KV-aware table picks, recompute charge and near-tie
-// rotation included, on a warm fleet where cache overlap decides.
-func TestDefaultRoutingKeepsKVPick(t *testing.T) {
+// TestDefaultProgramTakesTheLowestScore: without policies every decision
+// is the default program's, and it takes the lowest score (predicted TTFT
+// plus the recompute and pressure charges), to within the near-tie
+// tolerance, on a warm fleet where cache overlap decides; Explain, the
+// same call traced, answers what Route then does.
+func TestDefaultProgramTakesTheLowestScore(t *testing.T) {
 	s, body := benchService(t)
-	st := noPolicies(t)
-	ps := &policyScratch{}
+	ctx := context.Background()
 	bodies := [][]byte{body, []byte(`{"model":"m","messages":[{"role":"user","content":"unrelated"}]}`), nil}
 	for i := range 60 {
 		req := &routerv1.RouteRequest{RequestId: "r" + strconv.Itoa(i), Model: "m", Api: routerv1.ApiKind_API_KIND_CHAT_COMPLETIONS, Body: bodies[i%len(bodies)]}
 		now := time.Now()
-		l := s.getLookup()
-		s.prepare(l, req, now)
-		want, out := s.table.Pick(s.tableRequest(l, req), now)
-		if out != load.Routed {
-			t.Fatal(out)
-		}
-		l2 := s.getLookup()
-		s.evaluate(st, ps, l2, req, now)
-		if ps.d.Outcome != policy.Routed {
-			t.Fatalf("%d: policy outcome %v", i, ps.d.Outcome)
-		}
-		got := ps.rows[ps.d.Chosen]
-		if got.EndpointID != want.EndpointID || got.Estimate.Score != want.Estimate.Score {
-			t.Fatalf("%d: policy path picked %s (score %v), table %s (score %v)", i, got.EndpointID, got.Estimate.Score, want.EndpointID, want.Estimate.Score)
-		}
-		// Route for real so load and rotation move on.
-		if _, err := s.route(req, now); err != nil {
+		d := s.getDecision()
+		if err := s.decide(ctx, d, req, now, true); err != nil {
 			t.Fatal(err)
+		}
+		ex := s.explanation(d) // Explain, at the same time as the Route below
+		s.putDecision(d)
+		best := ex.GetCandidates()[0].GetScore()
+		for _, c := range ex.GetCandidates() {
+			best = min(best, c.GetScore())
+		}
+		var chosen *routerv1.Candidate
+		for _, c := range ex.GetCandidates() {
+			if c.GetChosen() {
+				chosen = c
+			}
+		}
+		if chosen == nil || chosen.GetScore() > best+max(1e-3, 0.01*best) {
+			t.Fatalf("%d: chose %v, lowest score %v", i, chosen, best)
+		}
+		resp, err := s.route(ctx, req, now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !proto.Equal(resp, ex.GetResult()) {
+			t.Fatalf("%d: Route answered %v\nExplain said %v", i, resp, ex.GetResult())
+		}
+		if d := resp.GetDecision(); d.GetStrategy() != load.Strategy || d.GetPolicy() != "" || !strings.HasPrefix(d.GetReason(), "predicted TTFT ") {
+			t.Fatalf("%d: decision %v", i, d)
 		}
 	}
 }
 
-// BenchmarkDecidePolicy8k is Route's decision path under the dev catalog's
-// kind of program (default routing over 16 endpoints here), from body to
-// response, prompt reading included: compare with BenchmarkDecide8k plus
-// BenchmarkReadPrompt8k.
-func BenchmarkDecidePolicy8k(b *testing.B) {
-	s, body := benchService(b)
-	s.pol.Store(noPolicies(b))
-	req := &routerv1.RouteRequest{Model: "m", Api: routerv1.ApiKind_API_KIND_CHAT_COMPLETIONS, Body: body}
-	lat := make([]time.Duration, 0, 1<<16)
-	b.ReportAllocs()
-	for i := 0; b.Loop(); i++ {
-		start := time.Now()
-		req.RequestId = "r" + strconv.Itoa(i%4096)
-		resp, err := s.route(req, start)
-		if err != nil || resp.GetTarget() == nil {
-			b.Fatal(err, resp)
-		}
-		lat = append(lat, time.Since(start))
-		s.table.Complete(load.Completion{RequestID: req.RequestId, EndpointID: resp.GetTarget().GetId(), At: start})
+// tagger is a classifier for tests: it returns its tags, or fails.
+type tagger struct {
+	tags []string
+	err  error
+}
+
+func (c tagger) Classify(_ context.Context, _ *classify.Request, tags []string) ([]string, error) {
+	return append(tags, c.tags...), c.err
+}
+
+// TestClassifiersMakeTheTags: the decision carries every tag the
+// classifiers return, each once, in the order first returned; a
+// classifier's error fails the decision with its name.
+func TestClassifiersMakeTheTags(t *testing.T) {
+	s, _ := benchService(t)
+	req := &routerv1.RouteRequest{RequestId: "r", Tenant: "team-a", Model: "m", Tags: []string{"header", "again"}}
+	s.classifiers = append(s.classifiers,
+		classifier{name: "a", Classifier: tagger{tags: []string{"x", "header", "x"}}},
+		classifier{name: "b", Classifier: tagger{tags: []string{"y", "again"}}})
+	d := s.getDecision()
+	if err := s.decide(context.Background(), d, req, time.Now(), true); err != nil {
+		t.Fatal(err)
 	}
-	b.StopTimer()
-	reportPercentiles(b, lat)
+	if want := []string{"header", "again", "x", "y"}; !slices.Equal(d.preq.Tags, want) {
+		t.Fatalf("tags %v, want %v", d.preq.Tags, want)
+	}
+	s.putDecision(d)
+
+	boom := errors.New("no answer")
+	s.classifiers = append(s.classifiers, classifier{name: "external", Classifier: tagger{err: boom}})
+	_, err := s.Route(context.Background(), req)
+	if status.Code(err) != codes.Internal || !strings.Contains(err.Error(), "classifier external: no answer") {
+		t.Fatalf("Route with a failing classifier: %v", err)
+	}
+	if _, err := s.Explain(context.Background(), req); status.Code(err) != codes.Internal {
+		t.Fatalf("Explain with a failing classifier: %v", err)
+	}
 }
 
 func FuzzReplaceModel(f *testing.F) {

@@ -273,10 +273,11 @@ func TestRouteWithPolicyd(t *testing.T) {
 		}
 		reasons := map[string]string{}
 		for _, c := range resp.GetCandidates() {
-			reasons[c.GetEndpoint().GetId()] = c.GetExcludedReason()
+			id := c.GetEndpoint().GetId()
+			reasons[id] = c.GetExcludedReason()
 			local := c.GetEndpoint().GetKind() == routerv1.TargetKind_TARGET_KIND_LOCAL
-			if c.GetEligible() != local {
-				t.Errorf("%s eligible %v, want %v", c.GetEndpoint().GetId(), c.GetEligible(), local)
+			if want := local && id != "sim-2"; c.GetEligible() != want {
+				t.Errorf("%s eligible %v, want %v", id, c.GetEligible(), want)
 			}
 			// Workers are scraped, providers are not.
 			if scraped := c.GetEndpoint().GetLastScrape() != nil; scraped != local {
@@ -284,9 +285,10 @@ func TestRouteWithPolicyd(t *testing.T) {
 			}
 		}
 		// The trace is default routing's: locals eligible, providers out
-		// by the guard.
+		// by the guard; the worker of another model is listed too.
 		for id, want := range map[string]string{
 			"sim-0":               "",
+			"sim-2":               `does not serve model "qwen-3.6-27b"`,
 			"provider/bedrock":    "dropped by pii-stays-local/serve/pii-never-leaves-cluster (guard)",
 			"provider/databricks": "dropped by pii-stays-local/serve/pii-never-leaves-cluster (guard)",
 		} {

@@ -119,10 +119,8 @@ func New(cfg Config, log zerolog.Logger) (*Server, error) {
 	table.OnLearn(func(_ string, predicted, observed float64) {
 		s.metrics.predictionError.Observe(math.Abs(observed - predicted))
 	})
-	s.svc = &service{
-		table: table, pub: noPublisher{}, metrics: s.metrics,
-		kv: s.kv, approx: s.approx, sizes: noBlockSizes{}, toks: toks,
-		specTTL: cfg.SpeculativeTTL, approxTTL: cfg.ApproxTTL,
+	if s.svc, err = newService(cfg, table, s.metrics, s.kv, s.approx, toks); err != nil {
+		return nil, fmt.Errorf("router config: %w", err)
 	}
 
 	s.source = endpoints.Static(specs)

@@ -3,11 +3,13 @@ package load
 import (
 	"slices"
 	"time"
+
+	"github.com/switchyard-dev/switchyard/internal/policy"
+	"github.com/switchyard-dev/switchyard/services/router/internal/endpoints"
 )
 
-// Backend is one (endpoint, model) pair a policy decision may pick: the
-// endpoint's load and the request's predicted TTFT and score there, as
-// Route would compute them.
+// Backend is one (endpoint, model) pair a decision may pick: the
+// endpoint's state and the request's predicted TTFT and score there.
 type Backend struct {
 	EndpointID string
 	URL        string
@@ -17,26 +19,87 @@ type Backend struct {
 	// Model is the public model name the endpoint would serve the request
 	// as.
 	Model string
-	// Unavailable is why the endpoint cannot take the request (unhealthy,
-	// excluded by a retry); empty when it can.
-	Unavailable  string
-	Load         Load
+	// Healthy is the endpoint's last scrape; Excluded, the request's
+	// exclusion (a gateway retrying elsewhere). Either makes the backend
+	// unavailable: it is not estimated and never picked.
+	Healthy  bool
+	Excluded bool
+	Load     Load
+	// KVCacheUsage is the last scraped vllm:kv_cache_usage_perc, 0..1.
 	KVCacheUsage float64
+	// Estimate and CachedTokens are set when the backend is available.
 	Estimate     Estimate
 	CachedTokens int64
-	// LastError and LastScrape are the endpoint's as Endpoints lists them,
-	// for Explain.
+	// LastError and LastScrape are the endpoint's as Endpoints lists them.
 	LastError  string
 	LastScrape time.Time
 }
 
-// Backends appends to dst one Backend per endpoint serving each of
-// models, in models order and then id order, with the estimate Route
-// would make for req (req.Model is ignored: each row is estimated for its
-// own model, and the recompute charge is against the best cache among the
-// same model's eligible endpoints). It also returns the rotation the next
-// Commit advances, so near-ties spread as Route spreads them.
-func (t *Table) Backends(req Request, models []string, now time.Time, dst []Backend) ([]Backend, uint64) {
+// Available reports whether the backend may take the request.
+func (b *Backend) Available() bool { return b.Healthy && !b.Excluded }
+
+// Unavailable says why the backend may not take the request, "" when it
+// may.
+func (b *Backend) Unavailable() string {
+	switch {
+	case b.Excluded:
+		return "excluded by request"
+	case !b.Healthy:
+		return "unhealthy: " + b.LastError
+	}
+	return ""
+}
+
+// Policy is the backend as a policy program sees it. Its PredictedTTFT is
+// the score (the predicted TTFT plus the recompute and pressure charges):
+// what default routing minimises is what the KV-aware model ranks by.
+// Price is the provider's, which the table does not know: 0 here.
+func (b *Backend) Policy() policy.Backend {
+	pb := policy.Backend{
+		ID: b.EndpointID, Model: b.Model, Type: policy.TypeLocal, Group: b.Group, Pool: b.Pool,
+		QueuedPrompts:   b.Load.Waiting,
+		RunningRequests: b.Load.Running,
+		InFlight:        b.Load.InFlight,
+		KVCacheUsage:    b.KVCacheUsage,
+		PredictedTTFT:   b.Estimate.Score,
+		CachedTokens:    b.CachedTokens,
+	}
+	if b.Kind == endpoints.KindProvider {
+		pb.Type = policy.TypeProvider
+	}
+	// Constant reasons: the program only needs to know that it may not
+	// pick the backend, and building the unhealthy reason would allocate
+	// on every decision. Unavailable has the whole reason for Explain.
+	switch {
+	case b.Excluded:
+		pb.Unavailable = "excluded by request"
+	case !b.Healthy:
+		pb.Unavailable = "unhealthy"
+	}
+	return pb
+}
+
+// Picker chooses the backend that takes a request: the router's policy
+// program. rotation advances with every committed decision, for near-ties
+// to spread over equal backends. Pick returns an index into rows, of an
+// available backend, or -1 for none.
+type Picker interface {
+	Pick(rows []Backend, rotation uint64) int
+}
+
+// Decide scores the request on one Backend per endpoint serving each of
+// models (in models order, then id order; req.Model is not used: each
+// row is estimated for its own model, and the recompute charge is against
+// the best cache among the same model's available endpoints), appending
+// them to dst, and asks p which one takes it. With commit, the chosen
+// endpoint then holds req.ID in flight, with the estimate and cached
+// tokens it was chosen on, and the rotation advances.
+//
+// All of it happens under the table's lock, so that decisions made
+// concurrently see each other as if made one after another: two requests
+// arriving together do not both take the endpoint that was idle. Decide
+// returns the rows and the chosen index, -1 when p chose none.
+func (t *Table) Decide(req Request, models []string, now time.Time, dst []Backend, p Picker, commit bool) ([]Backend, int) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	prompt := max(0, req.PromptTokens)
@@ -51,45 +114,26 @@ func (t *Table) Backends(req Request, models []string, now time.Time, dst []Back
 		for _, ep := range cands {
 			b := Backend{
 				EndpointID: ep.spec.ID, URL: ep.spec.URL, Kind: ep.spec.Kind, Group: ep.spec.Group, Pool: ep.spec.Pool,
-				Model: model, KVCacheUsage: ep.kvUsage, LastError: ep.lastErr, LastScrape: ep.lastScrape,
+				Model: model, Healthy: ep.healthy, Excluded: slices.Contains(req.Exclude, ep.spec.ID),
+				KVCacheUsage: ep.kvUsage, LastError: ep.lastErr, LastScrape: ep.lastScrape,
 			}
-			switch {
-			case slices.Contains(req.Exclude, ep.spec.ID):
-				b.Unavailable = "excluded by request"
-			case !ep.healthy:
-				b.Unavailable = "unhealthy: " + ep.lastErr
-			}
-			b.Load = ep.load()
-			if b.Unavailable == "" {
+			if b.Available() {
 				b.CachedTokens = req.cached(ep.spec.ID)
 				b.Estimate = t.estimate(ep, model, now, prompt, b.CachedTokens, maxCached-b.CachedTokens)
 			}
+			b.Load = ep.load() // after the estimate settled what has started
 			dst = append(dst, b)
 		}
 	}
-	return dst, t.rotation
-}
-
-// Commit records a decision made over Backends: request req.ID for model
-// is in flight on endpointID, with the estimate and cached tokens the
-// decision saw. It advances the rotation and reports whether the endpoint
-// still exists.
-func (t *Table) Commit(req Request, endpointID, model string, est Estimate, cached int64, now time.Time) bool {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	ep := t.byID[endpointID]
-	if ep == nil {
-		return false
+	i := p.Pick(dst, t.rotation)
+	if i < 0 || !commit {
+		return dst, i
 	}
-	t.rotation++
-	m := t.predictor(ep, model)
-	ep.record(req.ID, model, now, uncachedWith(&m, max(0, req.PromptTokens), cached), est)
-	return true
-}
-
-// Rotation is the current near-tie rotation counter.
-func (t *Table) Rotation() uint64 {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.rotation
+	b := &dst[i]
+	if ep := t.byID[b.EndpointID]; ep != nil {
+		t.rotation++
+		m := t.predictor(ep, b.Model)
+		ep.record(req.ID, b.Model, now, uncachedWith(&m, prompt, b.CachedTokens), b.Estimate)
+	}
+	return dst, i
 }

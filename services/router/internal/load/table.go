@@ -1,6 +1,9 @@
 // Package load keeps the router's view of every endpoint's load (scraped
-// queue plus requests routed and not yet completed), predicts each
-// candidate's time to first token for a request, and picks the minimum.
+// queue plus requests routed and not yet completed) and predicts each
+// candidate's time to first token for a request, with a score to rank
+// candidates by. It does not choose: Decide hands the scored candidates
+// to a Picker (the router's policy program, whose default routing takes
+// the lowest score) and records the one chosen.
 //
 // # Counting without double counting
 //
@@ -33,7 +36,7 @@
 //
 // # Score
 //
-// The decision minimises score = predicted TTFT + recompute + pressure, where
+// Default routing minimises score = predicted TTFT + recompute + pressure, where
 // recompute is RecomputeWeight × the time this candidate would spend
 // prefilling tokens another candidate already caches. The TTFT alone is
 // greedy for the one request: against an idle worker, the holder of a
@@ -74,31 +77,6 @@ import (
 	"github.com/switchyard-dev/switchyard/services/router/internal/predict"
 	"github.com/switchyard-dev/switchyard/services/router/internal/scrape"
 )
-
-// Outcome of a decision.
-type Outcome int
-
-const (
-	// Routed: Choice.Endpoint is set.
-	Routed Outcome = iota
-	// ModelNotFound: no endpoint serves the model.
-	ModelNotFound
-	// NoHealthyEndpoint: endpoints serve the model but all are unhealthy or
-	// excluded.
-	NoHealthyEndpoint
-)
-
-func (o Outcome) String() string {
-	switch o {
-	case Routed:
-		return "routed"
-	case ModelNotFound:
-		return "model_not_found"
-	case NoHealthyEndpoint:
-		return "no_healthy_endpoint"
-	}
-	return "unknown"
-}
 
 // Load is one endpoint's load as a decision sees it.
 type Load struct {
@@ -172,55 +150,33 @@ func (r *Request) cached(id string) int64 {
 	return min(max(0, r.Cached(id)), r.PromptTokens)
 }
 
-// Choice is a successful decision.
-type Choice struct {
-	EndpointID string
-	URL        string
-	Kind       string
-	Load       Load
-	Estimate   Estimate
-	// CachedTokens on the chosen endpoint, and the request's PromptTokens.
-	CachedTokens int64
-	PromptTokens int64
-	// Candidates is how many eligible endpoints competed.
-	Candidates int
-	// RunnerUp is the best endpoint that lost; empty ID when none.
-	RunnerUp Contender
-}
-
-// Contender summarises a losing candidate for the reason text.
-type Contender struct {
-	ID           string
-	TTFT         float64
-	Score        float64
-	CachedTokens int64
-	Ahead        int64
-}
-
-// Strategy names the decision rule in Decision.strategy.
+// Strategy names default routing in Decision.strategy: the lowest score.
 const Strategy = "kv-ttft"
 
-// Reason renders why the choice won, for Decision.reason.
-func (c Choice) Reason() string {
-	e := c.Estimate
+// Reason renders why chosen won by its score, for Decision.reason: its
+// predicted TTFT broken down, the charges, the runner-up (nil when none)
+// and how many backends were eligible. promptTokens is the request's
+// prompt length, 0 when unknown.
+func Reason(chosen, runnerUp *Backend, promptTokens int64, eligible int) string {
+	e := chosen.Estimate
 	b := make([]byte, 0, 256)
 	b = append(b, "predicted TTFT "...)
 	b = appendSeconds(b, e.TTFT)
 	b = append(b, " = wait "...)
 	b = appendSeconds(b, e.Wait)
 	b = append(b, " (ahead: "...)
-	b = strconv.AppendInt(b, c.Load.Ahead(), 10)
+	b = strconv.AppendInt(b, chosen.Load.Ahead(), 10)
 	b = append(b, " requests, "...)
 	b = strconv.AppendInt(b, int64(math.Round(e.TokensAhead)), 10)
 	b = append(b, " prefill tokens) + prefill "...)
 	b = appendSeconds(b, e.Prefill)
-	if c.PromptTokens > 0 {
+	if promptTokens > 0 {
 		b = append(b, " ("...)
-		b = strconv.AppendInt(b, c.PromptTokens-c.CachedTokens, 10)
+		b = strconv.AppendInt(b, promptTokens-chosen.CachedTokens, 10)
 		b = append(b, " uncached of "...)
-		b = strconv.AppendInt(b, c.PromptTokens, 10)
+		b = strconv.AppendInt(b, promptTokens, 10)
 		b = append(b, " prompt tokens, "...)
-		b = strconv.AppendInt(b, c.CachedTokens, 10)
+		b = strconv.AppendInt(b, chosen.CachedTokens, 10)
 		b = append(b, " cached, at "...)
 	} else {
 		b = append(b, " (prompt unknown: typical uncached size, at "...)
@@ -243,24 +199,24 @@ func (c Choice) Reason() string {
 			b = appendSeconds(b, e.Pressure)
 		}
 	}
-	if r := c.RunnerUp; r.ID != "" {
+	if r := runnerUp; r != nil {
 		b = append(b, "; next best "...)
-		b = append(b, r.ID...)
+		b = append(b, r.EndpointID...)
 		b = append(b, ' ')
-		b = appendSeconds(b, r.TTFT)
+		b = appendSeconds(b, r.Estimate.TTFT)
 		b = append(b, " ("...)
-		if r.Score != r.TTFT {
+		if r.Estimate.Score != r.Estimate.TTFT {
 			b = append(b, "score "...)
-			b = appendSeconds(b, r.Score)
+			b = appendSeconds(b, r.Estimate.Score)
 			b = append(b, ", "...)
 		}
 		b = strconv.AppendInt(b, r.CachedTokens, 10)
 		b = append(b, " cached, "...)
-		b = strconv.AppendInt(b, r.Ahead, 10)
+		b = strconv.AppendInt(b, r.Load.Ahead(), 10)
 		b = append(b, " ahead)"...)
 	}
 	b = append(b, "; "...)
-	b = strconv.AppendInt(b, int64(c.Candidates), 10)
+	b = strconv.AppendInt(b, int64(eligible), 10)
 	b = append(b, " eligible"...)
 	return string(b)
 }
@@ -268,19 +224,6 @@ func (c Choice) Reason() string {
 func appendSeconds(b []byte, s float64) []byte {
 	b = strconv.AppendFloat(b, s, 'f', 3, 64)
 	return append(b, 's')
-}
-
-// Row is one line of an Explain table.
-type Row struct {
-	Endpoint       EndpointView
-	Eligible       bool
-	ExcludedReason string
-	// Score is what the decision minimises, in seconds (the predicted
-	// TTFT plus the recompute charge); set for eligible rows.
-	Score        float64
-	Estimate     Estimate
-	CachedTokens int64
-	Chosen       bool
 }
 
 // EndpointView is a copy of an endpoint's state for listings.
@@ -304,7 +247,8 @@ type EndpointView struct {
 	Learned     int
 }
 
-// Candidate is an eligible endpoint before the decision.
+// Candidate is an eligible endpoint, listed before the decision for the
+// cache lookup.
 type Candidate struct {
 	ID string
 	// BlockSize is the scraped vllm:cache_config_info block size, 0 when
@@ -359,7 +303,7 @@ type Table struct {
 
 	mu       sync.Mutex
 	byID     map[string]*endpoint
-	order    []*endpoint            // sorted by id: stable Explain and listings
+	order    []*endpoint            // sorted by id: stable listings
 	byModel  map[string][]*endpoint // sorted by id
 	rotation uint64
 
@@ -593,60 +537,17 @@ func (t *Table) Observe(id string, started time.Time, res scrape.Result) {
 }
 
 // Candidates appends to dst the eligible endpoints for model (healthy, not
-// excluded), in id order, and says why there are none when so. The caller
-// looks up cached tokens for them before calling Route.
-func (t *Table) Candidates(model string, exclude []string, dst []Candidate) ([]Candidate, Outcome) {
+// excluded), in id order: the caller looks up their cached tokens before
+// Decide.
+func (t *Table) Candidates(model string, exclude []string, dst []Candidate) []Candidate {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	cands := t.byModel[model]
-	if len(cands) == 0 {
-		return dst, ModelNotFound
-	}
-	n := len(dst)
-	for _, ep := range cands {
+	for _, ep := range t.byModel[model] {
 		if ep.healthy && !slices.Contains(exclude, ep.spec.ID) {
 			dst = append(dst, Candidate{ID: ep.spec.ID, BlockSize: ep.blockSize})
 		}
 	}
-	if len(dst) == n {
-		return dst, NoHealthyEndpoint
-	}
-	return dst, Routed
-}
-
-// Route picks the eligible endpoint with the lowest predicted TTFT for req
-// and records req.ID as in flight on it at now. Near-ties (within a
-// millisecond or 1%) go to the first endpoint at or after a start index
-// that advances with every decision, so a burst against equally idle
-// endpoints spreads instead of piling onto the first one; given the same
-// state the choice is deterministic.
-func (t *Table) Route(req Request, now time.Time) (Choice, Outcome) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	c, out, best := t.pickLocked(&req, now)
-	if out != Routed {
-		return c, out
-	}
-	t.rotation++
-	m := t.predictor(best, req.Model)
-	best.record(req.ID, req.Model, now, uncachedWith(&m, c.PromptTokens, c.CachedTokens), c.Estimate)
-	// The choice reports the state the decision was made on.
-	return c, out
-}
-
-// Pick is Route without side effects: the endpoint the next Route would
-// choose in the current state.
-func (t *Table) Pick(req Request, now time.Time) (Choice, Outcome) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	c, out, _ := t.pickLocked(&req, now)
-	return c, out
-}
-
-// beats reports whether score s is better than best by more than the
-// tie tolerance.
-func beats(s, best float64) bool {
-	return s < best-max(1e-3, 0.01*best)
+	return dst
 }
 
 // uncachedWith is the prefill a request needs: its uncached tokens, or,
@@ -656,61 +557,6 @@ func uncachedWith(m *predict.Model, prompt, cached int64) int64 {
 		return int64(math.Round(m.AvgUncached()))
 	}
 	return prompt - cached
-}
-
-func (t *Table) pickLocked(req *Request, now time.Time) (Choice, Outcome, *endpoint) {
-	cands := t.byModel[req.Model]
-	n := len(cands)
-	if n == 0 {
-		return Choice{}, ModelNotFound, nil
-	}
-	prompt := max(0, req.PromptTokens)
-	start := int(t.rotation % uint64(n))
-	var maxCached int64
-	for _, ep := range cands {
-		if ep.healthy && !slices.Contains(req.Exclude, ep.spec.ID) {
-			maxCached = max(maxCached, req.cached(ep.spec.ID))
-		}
-	}
-	var best, second *endpoint
-	var bestEst, secondEst Estimate
-	var bestCached, secondCached int64
-	eligible := 0
-	for i := 0; i < n; i++ {
-		ep := cands[(start+i)%n]
-		if !ep.healthy || slices.Contains(req.Exclude, ep.spec.ID) {
-			continue
-		}
-		eligible++
-		cached := req.cached(ep.spec.ID)
-		est := t.estimate(ep, req.Model, now, prompt, cached, maxCached-cached)
-		switch {
-		case best == nil:
-			best, bestEst, bestCached = ep, est, cached
-		case beats(est.Score, bestEst.Score):
-			second, secondEst, secondCached = best, bestEst, bestCached
-			best, bestEst, bestCached = ep, est, cached
-		case second == nil || est.Score < secondEst.Score:
-			second, secondEst, secondCached = ep, est, cached
-		}
-	}
-	if best == nil {
-		return Choice{}, NoHealthyEndpoint, nil
-	}
-	c := Choice{
-		EndpointID:   best.spec.ID,
-		URL:          best.spec.URL,
-		Kind:         best.spec.Kind,
-		Load:         best.load(),
-		Estimate:     bestEst,
-		CachedTokens: bestCached,
-		PromptTokens: prompt,
-		Candidates:   eligible,
-	}
-	if second != nil {
-		c.RunnerUp = Contender{ID: second.spec.ID, TTFT: secondEst.TTFT, Score: secondEst.Score, CachedTokens: secondCached, Ahead: second.load().Ahead()}
-	}
-	return c, Routed, best
 }
 
 // estimate predicts the TTFT on ep at now of a request for model with
@@ -838,45 +684,6 @@ func (ep *endpoint) load() Load {
 		PendingTokens:        ep.pendingTokens,
 		Untracked:            max(0, ep.waiting-ep.pendingOld),
 	}
-}
-
-// Explain returns every known endpoint as a row, in id order, with the
-// predicted TTFT of eligible ones and the reason an ineligible one was left
-// out, and the outcome Pick would return.
-func (t *Table) Explain(req Request, now time.Time) ([]Row, Choice, Outcome) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	c, out, best := t.pickLocked(&req, now)
-	rows := make([]Row, 0, len(t.order))
-	prompt := max(0, req.PromptTokens)
-	var maxCached int64
-	for _, ep := range t.byModel[req.Model] {
-		if ep.healthy && !slices.Contains(req.Exclude, ep.spec.ID) {
-			maxCached = max(maxCached, req.cached(ep.spec.ID))
-		}
-	}
-	for _, ep := range t.order {
-		r := Row{Endpoint: ep.viewLocked(), Chosen: ep == best}
-		switch {
-		case !slices.Contains(ep.models, req.Model):
-			if len(ep.models) == 0 {
-				r.ExcludedReason = "models not known yet (not scraped successfully)"
-			} else {
-				r.ExcludedReason = "does not serve model " + strconv.Quote(req.Model)
-			}
-		case slices.Contains(req.Exclude, ep.spec.ID):
-			r.ExcludedReason = "excluded by request"
-		case !ep.healthy:
-			r.ExcludedReason = "unhealthy: " + ep.lastErr
-		default:
-			r.Eligible = true
-			r.CachedTokens = req.cached(ep.spec.ID)
-			r.Estimate = t.estimate(ep, req.Model, now, prompt, r.CachedTokens, maxCached-r.CachedTokens)
-			r.Score = r.Estimate.Score
-		}
-		rows = append(rows, r)
-	}
-	return rows, c, out
 }
 
 // AddInFlight records a decision made elsewhere (another replica) for a

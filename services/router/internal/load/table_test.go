@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/switchyard-dev/switchyard/internal/policy"
 	"github.com/switchyard-dev/switchyard/services/router/internal/endpoints"
 	"github.com/switchyard-dev/switchyard/services/router/internal/predict"
 	"github.com/switchyard-dev/switchyard/services/router/internal/scrape"
@@ -14,9 +15,73 @@ import (
 
 func newTable() *Table { return NewTable(Config{Prior: predict.DefaultPrior(), RecomputeWeight: 1}) }
 
-func route(tb *Table, model string, exclude []string, id string, at time.Time) (Choice, Outcome) {
-	return tb.Route(Request{Model: model, ID: id, Exclude: exclude}, at)
+// lowest is the router's default routing as a Picker: the default policy
+// program, so that these tests rank as the router ranks.
+type lowest struct {
+	bs  []policy.Backend
+	req policy.Request
+	d   policy.Decision
 }
+
+func (p *lowest) Pick(rows []Backend, rotation uint64) int {
+	p.bs = p.bs[:0]
+	for i := range rows {
+		p.bs = append(p.bs, rows[i].Policy())
+	}
+	p.req.Rotation = rotation
+	policy.DefaultProgram().Evaluate(&p.req, p.bs, &p.d)
+	return p.d.Chosen
+}
+
+// result is a decision made by decide.
+type result struct {
+	rows             []Backend
+	chosen, runnerUp int // -1 for none
+	eligible         int
+	prompt           int64
+}
+
+// decide runs Decide for req.Model with the default program, committing
+// as Route does, or not (as Explain does).
+func decide(tb *Table, req Request, at time.Time, commit bool) result {
+	p := &lowest{req: policy.Request{Model: req.Model}}
+	rows, i := tb.Decide(req, []string{req.Model}, at, nil, p, commit)
+	return result{rows: rows, chosen: i, runnerUp: p.d.RunnerUp, eligible: p.d.Candidates, prompt: req.PromptTokens}
+}
+
+// id is the chosen endpoint, "" when none was.
+func (r result) id() string {
+	if r.chosen < 0 {
+		return ""
+	}
+	return r.rows[r.chosen].EndpointID
+}
+
+// choice is the chosen backend, zero when none was.
+func (r result) choice() Backend {
+	if r.chosen < 0 {
+		return Backend{}
+	}
+	return r.rows[r.chosen]
+}
+
+func (r result) reason() string {
+	if r.chosen < 0 {
+		return "nothing chosen"
+	}
+	var next *Backend
+	if r.runnerUp >= 0 {
+		next = &r.rows[r.runnerUp]
+	}
+	return Reason(&r.rows[r.chosen], next, r.prompt, r.eligible)
+}
+
+func route(tb *Table, model string, exclude []string, id string, at time.Time) result {
+	return decide(tb, Request{Model: model, ID: id, Exclude: exclude}, at, true)
+}
+
+// routeReq is route with a whole request.
+func routeReq(tb *Table, req Request, at time.Time) result { return decide(tb, req, at, true) }
 
 func complete(tb *Table, id, ep string, at time.Time) bool {
 	return tb.Complete(Completion{RequestID: id, EndpointID: ep, At: at})
@@ -121,11 +186,10 @@ func TestLoadAccounting(t *testing.T) {
 				case "fail":
 					tb.Observe("a", t0.Add(s.at), scrape.Result{Err: errors.New("boom")})
 				case "route":
-					c, out := route(tb, "m", nil, s.req, t0.Add(s.at))
-					if out != Routed || c.EndpointID != "a" {
-						t.Fatalf("step %d: route = %v %+v", i, out, c)
+					if r := route(tb, "m", nil, s.req, t0.Add(s.at)); r.id() != "a" {
+						t.Fatalf("step %d: routed to %q", i, r.id())
 					}
-					continue // Route reports the load before the decision
+					continue // the rows show the load before the decision
 				case "peer":
 					tb.AddInFlight(s.req, s.ep, "m", t0.Add(s.at), 0, 0)
 				case "complete":
@@ -143,15 +207,19 @@ func TestLoadAccounting(t *testing.T) {
 	}
 }
 
-func TestRoutePicksLeastLoadedAndSpreadsTies(t *testing.T) {
+// TestDecideRanksByLoadAndSpreadsTies: with the default program, the
+// least loaded endpoint wins and a burst spreads over equal ones.
+func TestDecideRanksByLoadAndSpreadsTies(t *testing.T) {
 	tests := []struct {
 		name    string
 		loads   map[string][2]int64 // waiting, running
 		failed  []string
 		exclude []string
 		model   string
-		want    []string // endpoints chosen by consecutive Routes
-		wantOut Outcome
+		want    []string // endpoints chosen by consecutive decisions
+		// wantRows, when nothing is chosen: rows listed (endpoints
+		// serving the model, available or not).
+		wantRows int
 	}{
 		{name: "least loaded wins", loads: map[string][2]int64{"a": {2, 2}, "b": {0, 1}, "c": {1, 1}},
 			model: "m", want: []string{"b"}},
@@ -164,11 +232,11 @@ func TestRoutePicksLeastLoadedAndSpreadsTies(t *testing.T) {
 		{name: "excluded skipped", loads: map[string][2]int64{"a": {0, 0}, "b": {9, 9}, "c": {0, 0}},
 			exclude: []string{"a", "c"}, model: "m", want: []string{"b", "b"}},
 		{name: "all excluded", loads: map[string][2]int64{"a": {0, 0}, "b": {0, 0}, "c": {0, 0}},
-			exclude: []string{"a", "b", "c"}, model: "m", wantOut: NoHealthyEndpoint},
+			exclude: []string{"a", "b", "c"}, model: "m", wantRows: 3},
 		{name: "all unhealthy", loads: map[string][2]int64{"a": {0, 0}, "b": {0, 0}, "c": {0, 0}},
-			failed: []string{"a", "b", "c"}, model: "m", wantOut: NoHealthyEndpoint},
+			failed: []string{"a", "b", "c"}, model: "m", wantRows: 3},
 		{name: "unknown model", loads: map[string][2]int64{"a": {0, 0}, "b": {0, 0}, "c": {0, 0}},
-			model: "nope", wantOut: ModelNotFound},
+			model: "nope", wantRows: 0},
 		{name: "other model only on c", loads: map[string][2]int64{"a": {0, 0}, "b": {0, 0}, "c": {5, 5}},
 			model: "m2", want: []string{"c", "c"}},
 	}
@@ -182,19 +250,19 @@ func TestRoutePicksLeastLoadedAndSpreadsTies(t *testing.T) {
 			for _, id := range tt.failed {
 				tb.Observe(id, t0, scrape.Result{Err: errors.New("down")})
 			}
-			if tt.wantOut != Routed {
-				if _, out := route(tb, tt.model, tt.exclude, "r", t0.Add(time.Second)); out != tt.wantOut {
-					t.Fatalf("outcome %v, want %v", out, tt.wantOut)
+			if len(tt.want) == 0 {
+				if r := route(tb, tt.model, tt.exclude, "r", t0.Add(time.Second)); r.id() != "" || len(r.rows) != tt.wantRows {
+					t.Fatalf("chose %q among %d rows, want none among %d", r.id(), len(r.rows), tt.wantRows)
 				}
 				return
 			}
 			var got []string
 			for i := range tt.want {
-				c, out := route(tb, tt.model, tt.exclude, "r"+strconv.Itoa(i), t0.Add(time.Second))
-				if out != Routed {
-					t.Fatalf("route %d: %v", i, out)
+				r := route(tb, tt.model, tt.exclude, "r"+strconv.Itoa(i), t0.Add(time.Second))
+				if r.id() == "" {
+					t.Fatalf("route %d: nothing chosen", i)
 				}
-				got = append(got, c.EndpointID)
+				got = append(got, r.id())
 			}
 			if strings.Join(got, ",") != strings.Join(tt.want, ",") {
 				t.Fatalf("chose %v, want %v", got, tt.want)
@@ -203,60 +271,108 @@ func TestRoutePicksLeastLoadedAndSpreadsTies(t *testing.T) {
 	}
 }
 
-func TestPickIsSideEffectFreeAndAgreesWithRoute(t *testing.T) {
+// TestDecideWithoutCommitChangesNothing: a decision not committed (what
+// Explain makes) records nothing and agrees with the committed one.
+func TestDecideWithoutCommitChangesNothing(t *testing.T) {
 	tb := newTable()
 	tb.SetEndpoints([]endpoints.Spec{spec("a", "m"), spec("b", "m")})
 	tb.Observe("a", t0, ok(0, 0))
 	tb.Observe("b", t0, ok(0, 0))
 	for i := 0; i < 4; i++ {
-		p1, _ := tb.Pick(Request{Model: "m"}, t0.Add(time.Second))
-		p2, _ := tb.Pick(Request{Model: "m"}, t0.Add(time.Second))
-		c, _ := route(tb, "m", nil, strconv.Itoa(i), t0.Add(time.Second))
-		if p1.EndpointID != p2.EndpointID || p1.EndpointID != c.EndpointID {
-			t.Fatalf("pick %s, %s then route %s", p1.EndpointID, p2.EndpointID, c.EndpointID)
+		p1 := decide(tb, Request{Model: "m"}, t0.Add(time.Second), false)
+		p2 := decide(tb, Request{Model: "m"}, t0.Add(time.Second), false)
+		c := route(tb, "m", nil, strconv.Itoa(i), t0.Add(time.Second))
+		if p1.id() != p2.id() || p1.id() != c.id() {
+			t.Fatalf("dry %s, %s then committed %s", p1.id(), p2.id(), c.id())
 		}
+	}
+	if a, b := tb.Endpoints("")[0].Load.InFlight, tb.Endpoints("")[1].Load.InFlight; a != 2 || b != 2 {
+		t.Fatalf("in flight %d and %d, want 2 and 2 (the committed decisions alone)", a, b)
 	}
 }
 
-func TestExplainRows(t *testing.T) {
+// TestDecideRows: one row per endpoint serving the model, in id order,
+// each saying whether it could take the request and why not; the
+// available ones carry the estimate they are ranked by, and their policy
+// view ranks by its score.
+func TestDecideRows(t *testing.T) {
 	tb := newTable()
 	tb.SetEndpoints([]endpoints.Spec{spec("a", "m"), spec("b", "m"), spec("c", "m"), spec("d", "other"), {ID: "e", URL: "http://e"}})
 	tb.Observe("a", t0, ok(1, 1))
 	tb.Observe("b", t0, ok(0, 1))
 	tb.Observe("c", t0, scrape.Result{Err: errors.New("dial tcp: connection refused")})
 	tb.Observe("d", t0, ok(0, 0))
-	rows, c, out := tb.Explain(Request{Model: "m", Exclude: []string{"b"}}, t0.Add(time.Second))
-	if out != Routed || c.EndpointID != "a" {
-		t.Fatalf("explain chose %v %q, want a", out, c.EndpointID)
+	r := decide(tb, Request{Model: "m", Exclude: []string{"b"}}, t0.Add(time.Second), false)
+	if r.id() != "a" {
+		t.Fatalf("chose %q, want a", r.id())
 	}
 	want := []struct {
-		id       string
-		eligible bool
-		reason   string
-		chosen   bool
+		id     string
+		reason string
+		policy string // the policy view's Unavailable
 	}{
-		{"a", true, "", true},
-		{"b", false, "excluded by request", false},
-		{"c", false, "unhealthy: dial tcp: connection refused", false},
-		{"d", false, `does not serve model "m"`, false},
-		{"e", false, "models not known yet", false},
+		{"a", "", ""},
+		{"b", "excluded by request", "excluded by request"},
+		{"c", "unhealthy: dial tcp: connection refused", "unhealthy"},
 	}
-	if len(rows) != len(want) {
-		t.Fatalf("%d rows, want %d", len(rows), len(want))
+	if len(r.rows) != len(want) {
+		t.Fatalf("%d rows, want %d", len(r.rows), len(want))
 	}
 	for i, w := range want {
-		r := rows[i]
-		if r.Endpoint.ID != w.id || r.Eligible != w.eligible || !strings.HasPrefix(r.ExcludedReason, w.reason) || r.Chosen != w.chosen {
-			t.Errorf("row %d = {%s eligible=%v reason=%q chosen=%v}, want %+v",
-				i, r.Endpoint.ID, r.Eligible, r.ExcludedReason, r.Chosen, w)
+		b := &r.rows[i]
+		pb := b.Policy()
+		if b.EndpointID != w.id || b.Model != "m" || b.Unavailable() != w.reason || b.Available() != (w.reason == "") || pb.Unavailable != w.policy {
+			t.Errorf("row %d = {%s %s unavailable=%q policy=%q}, want %+v", i, b.EndpointID, b.Model, b.Unavailable(), pb.Unavailable, w)
 		}
-		// Eligible rows carry the prediction they were ranked by.
-		if w.eligible != (r.Score > 0) || r.Score != r.Estimate.Score || (w.chosen && r.Score != c.Estimate.Score) {
-			t.Errorf("row %d: score %v, estimate %+v, choice %+v", i, r.Score, r.Estimate, c.Estimate)
+		if b.Available() != (b.Estimate.Score > 0) || pb.PredictedTTFT != b.Estimate.Score || pb.ID != b.EndpointID || pb.Type != policy.TypeLocal {
+			t.Errorf("row %d: estimate %+v, policy view %+v", i, b.Estimate, pb)
 		}
 	}
+	if r.rows[1].Load.Running != 1 || r.rows[2].Healthy || r.rows[2].LastError == "" {
+		t.Errorf("rows carry the endpoints' state: %+v", r.rows)
+	}
 	if got := tb.Endpoints("")[0].Load.InFlight; got != 0 {
-		t.Fatalf("explain changed in-flight: %d", got)
+		t.Fatalf("an uncommitted decision changed in-flight: %d", got)
+	}
+}
+
+// pickID is a Picker that takes the first available row of one endpoint.
+type pickID string
+
+func (p pickID) Pick(rows []Backend, _ uint64) int {
+	for i := range rows {
+		if rows[i].EndpointID == string(p) && rows[i].Available() {
+			return i
+		}
+	}
+	return -1
+}
+
+// TestDecideRowsPerModel: an alias considers several models; each endpoint
+// is listed once per model it serves, in models order, and the commit
+// records the request for the chosen row's model.
+func TestDecideRowsPerModel(t *testing.T) {
+	tb := newTable()
+	tb.SetEndpoints([]endpoints.Spec{spec("a", "m1"), spec("b", "m2"),
+		{ID: "p", URL: "http://p", Kind: endpoints.KindProvider, Group: "prov", Models: []string{"m1", "m2"}}})
+	tb.Observe("a", t0, ok(0, 0))
+	tb.Observe("b", t0, ok(0, 0))
+	rows, i := tb.Decide(Request{Model: "alias", ID: "r"}, []string{"m2", "m1"}, t0.Add(time.Second), nil, pickID("p"), true)
+	var got []string
+	for _, r := range rows {
+		got = append(got, r.EndpointID+"/"+r.Model)
+	}
+	if strings.Join(got, " ") != "b/m2 p/m2 a/m1 p/m1" || i != 1 {
+		t.Fatalf("rows %v, chose %d", got, i)
+	}
+	if pb := rows[i].Policy(); pb.Type != policy.TypeProvider || pb.Group != "prov" || pb.Model != "m2" {
+		t.Fatalf("provider row as the policy sees it: %+v", pb)
+	}
+	if v := tb.Endpoints("m2"); len(v) != 2 || v[1].ID != "p" || v[1].Load.InFlight != 1 {
+		t.Fatalf("the request is not in flight on p: %+v", v)
+	}
+	if _, i := tb.Decide(Request{Model: "alias", ID: "s"}, []string{"m1"}, t0.Add(time.Second), nil, pickID("gone"), true); i != -1 {
+		t.Fatalf("chose %d when the picker chose none", i)
 	}
 }
 
@@ -268,23 +384,23 @@ func TestDiscoveredModelsAndFirstRound(t *testing.T) {
 		t.Fatal("first round closed before any scrape")
 	default:
 	}
-	if _, out := route(tb, "x", nil, "r", t0); out != ModelNotFound {
-		t.Fatalf("before discovery: %v", out)
+	if r := route(tb, "x", nil, "r", t0); len(r.rows) != 0 {
+		t.Fatalf("before discovery: %d rows", len(r.rows))
 	}
 	tb.Observe("a", t0, scrape.Result{Models: []string{"x"}})
 	tb.Observe("b", t0, scrape.Result{Models: []string{"ignored"}}) // configured models win
 	<-tb.FirstRound()
-	if c, out := route(tb, "x", nil, "r", t0); out != Routed || c.EndpointID != "a" {
-		t.Fatalf("after discovery: %v %q", out, c.EndpointID)
+	if r := route(tb, "x", nil, "r", t0); r.id() != "a" {
+		t.Fatalf("after discovery: %q", r.id())
 	}
-	if _, out := route(tb, "ignored", nil, "r", t0); out != ModelNotFound {
-		t.Fatalf("configured models overridden: %v", out)
+	if r := route(tb, "ignored", nil, "r", t0); len(r.rows) != 0 {
+		t.Fatalf("configured models overridden: %d rows", len(r.rows))
 	}
 	// Unhealthy endpoints keep their models: the answer is "no healthy
 	// endpoint", not "model not found".
 	tb.Observe("a", t0, scrape.Result{Err: errors.New("down")})
-	if _, out := route(tb, "x", nil, "r2", t0); out != NoHealthyEndpoint {
-		t.Fatalf("after failure: %v", out)
+	if r := route(tb, "x", nil, "r2", t0); r.id() != "" || len(r.rows) != 1 {
+		t.Fatalf("after failure: chose %q among %d rows", r.id(), len(r.rows))
 	}
 	// Removing an endpoint drops it and its entries.
 	tb.SetEndpoints([]endpoints.Spec{spec("b", "fixed")})
@@ -294,32 +410,32 @@ func TestDiscoveredModelsAndFirstRound(t *testing.T) {
 }
 
 func TestReason(t *testing.T) {
-	c := Choice{
+	c := Backend{
 		EndpointID: "a", Load: Load{Waiting: 1, Running: 2, Fresh: 3, CompletedSinceScrape: 1},
 		Estimate:     Estimate{TTFT: 0.5, Wait: 0.2, Prefill: 0.3, TokensAhead: 1500, PrefillRate: 3000},
-		PromptTokens: 8192, CachedTokens: 7292, Candidates: 4,
-		RunnerUp: Contender{ID: "b", TTFT: 3.25, Score: 5.68, CachedTokens: 0, Ahead: 1},
+		CachedTokens: 7292,
 	}
+	next := Backend{EndpointID: "b", Estimate: Estimate{TTFT: 3.25, Score: 5.68}, Load: Load{Waiting: 1}}
 	want := "predicted TTFT 0.500s = wait 0.200s (ahead: 5 requests, 1500 prefill tokens) + prefill 0.300s " +
 		"(900 uncached of 8192 prompt tokens, 7292 cached, at 3000 tok/s); next best b 3.250s (score 5.680s, 0 cached, 1 ahead); 4 eligible"
-	if got := c.Reason(); got != want {
+	if got := Reason(&c, &next, 8192, 4); got != want {
 		t.Fatalf("reason %q\nwant   %q", got, want)
 	}
-	c.PromptTokens, c.CachedTokens, c.RunnerUp = 0, 0, Contender{}
+	c.CachedTokens = 0
 	c.Estimate.Recompute, c.Estimate.Score = 0.25, 0.75
 	want = "predicted TTFT 0.500s = wait 0.200s (ahead: 5 requests, 1500 prefill tokens) + prefill 0.300s " +
 		"(prompt unknown: typical uncached size, at 3000 tok/s); score 0.750s with recompute 0.250s; 4 eligible"
-	if got := c.Reason(); got != want {
+	if got := Reason(&c, nil, 0, 4); got != want {
 		t.Fatalf("reason %q\nwant   %q", got, want)
 	}
 	c.Estimate.Pressure, c.Estimate.Score = 0.125, 0.875
 	want = "predicted TTFT 0.500s = wait 0.200s (ahead: 5 requests, 1500 prefill tokens) + prefill 0.300s " +
 		"(prompt unknown: typical uncached size, at 3000 tok/s); score 0.875s with recompute 0.250s + cache pressure 0.125s; 4 eligible"
-	if got := c.Reason(); got != want {
+	if got := Reason(&c, nil, 0, 4); got != want {
 		t.Fatalf("reason %q\nwant   %q", got, want)
 	}
 	c.Estimate.Recompute, c.Estimate.Score = 0, 0.625
-	if got, want := c.Reason(), "score 0.625s with cache pressure 0.125s; 4 eligible"; !strings.HasSuffix(got, want) {
+	if got, want := Reason(&c, nil, 0, 4), "score 0.625s with cache pressure 0.125s; 4 eligible"; !strings.HasSuffix(got, want) {
 		t.Fatalf("reason %q\nwant suffix %q", got, want)
 	}
 }
@@ -366,15 +482,15 @@ func TestCacheAndQueueTradeOff(t *testing.T) {
 			for id, l := range tt.loads {
 				tb.Observe(id, t0, ok(l[0], l[1]))
 			}
-			c, out := tb.Route(Request{Model: "m", ID: "r", PromptTokens: prompt, Cached: cachedOn(tt.cached)}, t0.Add(time.Second))
-			if out != Routed || c.EndpointID != tt.want {
-				t.Fatalf("routed to %s (%v), want %s: %s", c.EndpointID, out, tt.want, c.Reason())
+			r := routeReq(tb, Request{Model: "m", ID: "r", PromptTokens: prompt, Cached: cachedOn(tt.cached)}, t0.Add(time.Second))
+			if r.id() != tt.want {
+				t.Fatalf("routed to %s, want %s: %s", r.id(), tt.want, r.reason())
 			}
-			if c.CachedTokens != tt.cached[tt.want] || c.PromptTokens != prompt {
-				t.Fatalf("choice cached %d prompt %d", c.CachedTokens, c.PromptTokens)
+			if c := r.choice(); c.CachedTokens != tt.cached[tt.want] {
+				t.Fatalf("choice cached %d", c.CachedTokens)
 			}
-			if c.Estimate.TTFT <= 0 || c.RunnerUp.ID == "" || c.RunnerUp.Score < c.Estimate.Score {
-				t.Fatalf("estimate %+v runner-up %+v", c.Estimate, c.RunnerUp)
+			if c := r.choice(); c.Estimate.TTFT <= 0 || r.runnerUp < 0 || r.rows[r.runnerUp].Estimate.Score < c.Estimate.Score {
+				t.Fatalf("estimate %+v runner-up %d: %s", c.Estimate, r.runnerUp, r.reason())
 			}
 		})
 	}
@@ -407,9 +523,9 @@ func TestBurstStaysWithThePrefix(t *testing.T) {
 			counts := map[string]int{}
 			at := t0.Add(time.Second)
 			for i := range 20 {
-				c, _ := tb.Route(Request{Model: "m", ID: "b" + strconv.Itoa(i), PromptTokens: 8192 + 64, Cached: cachedOn(holders)}, at)
-				holders[c.EndpointID] = 8192 // the speculative entry
-				counts[c.EndpointID]++
+				r := routeReq(tb, Request{Model: "m", ID: "b" + strconv.Itoa(i), PromptTokens: 8192 + 64, Cached: cachedOn(holders)}, at)
+				holders[r.id()] = 8192 // the speculative entry
+				counts[r.id()]++
 			}
 			first := 0
 			for _, n := range counts {
@@ -429,7 +545,7 @@ func TestPendingPrefillWork(t *testing.T) {
 	at := t0.Add(time.Second)
 	// Pin three 4k-token requests on e0 by excluding e1.
 	for i := range 3 {
-		if c, _ := tb.Route(Request{Model: "m", ID: "p" + strconv.Itoa(i), Exclude: []string{"e1"}, PromptTokens: 4096}, at); c.EndpointID != "e0" {
+		if r := routeReq(tb, Request{Model: "m", ID: "p" + strconv.Itoa(i), Exclude: []string{"e1"}, PromptTokens: 4096}, at); r.id() != "e0" {
 			t.Fatal("exclusion ignored")
 		}
 	}
@@ -438,20 +554,20 @@ func TestPendingPrefillWork(t *testing.T) {
 		t.Fatalf("pending %d / %d tokens, want 3 / %d", l.Pending, l.PendingTokens, 3*4096)
 	}
 	// A request that e0 has cached still goes to e1: 12k tokens are ahead.
-	c, _ := tb.Route(Request{Model: "m", ID: "x", PromptTokens: 4096, Cached: cachedOn(map[string]int64{"e0": 4000})}, at)
-	if c.EndpointID != "e1" {
-		t.Fatalf("routed to %s behind 12k pending tokens: %s", c.EndpointID, c.Reason())
+	r := routeReq(tb, Request{Model: "m", ID: "x", PromptTokens: 4096, Cached: cachedOn(map[string]int64{"e0": 4000})}, at)
+	if r.id() != "e1" {
+		t.Fatalf("routed to %s behind 12k pending tokens: %s", r.id(), r.reason())
 	}
 	// Long after their predicted first tokens, they no longer count.
-	rows, _, _ := tb.Explain(Request{Model: "m", PromptTokens: 100}, at.Add(time.Minute))
-	if p := rows[0].Estimate.TokensAhead; p != 0 {
+	dry := decide(tb, Request{Model: "m", PromptTokens: 100}, at.Add(time.Minute), false)
+	if p := dry.rows[0].Estimate.TokensAhead; p != 0 {
 		t.Fatalf("tokens ahead a minute later: %v", p)
 	}
 	// A scrape with an empty waiting queue starts pending requests it knew
 	// of, oldest first.
 	tb2 := fleet(1)
 	for i := range 3 {
-		tb2.Route(Request{Model: "m", ID: "q" + strconv.Itoa(i), PromptTokens: 2000}, at)
+		routeReq(tb2, Request{Model: "m", ID: "q" + strconv.Itoa(i), PromptTokens: 2000}, at)
 	}
 	tb2.Observe("e0", at.Add(time.Millisecond), ok(1, 2))
 	l = tb2.Endpoints("")[0].Load
@@ -464,7 +580,7 @@ func TestPendingPrefillWork(t *testing.T) {
 	}
 	// Completion releases the pending work at once.
 	tb3 := fleet(1)
-	tb3.Route(Request{Model: "m", ID: "z", PromptTokens: 3000}, at)
+	routeReq(tb3, Request{Model: "m", ID: "z", PromptTokens: 3000}, at)
 	tb3.Complete(Completion{RequestID: "z", EndpointID: "e0", At: at})
 	if l = tb3.Endpoints("")[0].Load; l.Pending != 0 || l.PendingTokens != 0 || l.InFlight != 0 {
 		t.Fatalf("after completion: %+v", l)
@@ -484,11 +600,11 @@ func TestLearnsPrefillRateFromCompletions(t *testing.T) {
 		id := "r" + strconv.Itoa(i)
 		prompt := int64(500 + (i*977)%8000)
 		cached := int64((i * 331) % int(prompt))
-		c, _ := tb.Route(Request{Model: "m", ID: id, PromptTokens: prompt, Cached: cachedOn(map[string]int64{"e0": cached})}, at)
+		r := routeReq(tb, Request{Model: "m", ID: id, PromptTokens: prompt, Cached: cachedOn(map[string]int64{"e0": cached})}, at)
 		// The worker really had a bit less cached than predicted.
 		realCached := cached * 9 / 10
 		ttft := base + float64(prompt-realCached)/rate
-		tb.Complete(Completion{RequestID: id, EndpointID: c.EndpointID, At: at, Success: true, TTFTSeconds: ttft,
+		tb.Complete(Completion{RequestID: id, EndpointID: r.id(), At: at, Success: true, TTFTSeconds: ttft,
 			PromptTokens: prompt, CachedTokens: realCached})
 		at = at.Add(10 * time.Second) // each request alone on the worker
 	}
@@ -500,17 +616,17 @@ func TestLearnsPrefillRateFromCompletions(t *testing.T) {
 		t.Fatalf("last prediction error %.3fs", last)
 	}
 	// Failed requests and completions without a first token teach nothing.
-	tb.Route(Request{Model: "m", ID: "fail", PromptTokens: 1000}, at)
+	routeReq(tb, Request{Model: "m", ID: "fail", PromptTokens: 1000}, at)
 	tb.Complete(Completion{RequestID: "fail", EndpointID: "e0", At: at, Success: false, TTFTSeconds: 99})
 	if tb.Endpoints("")[0].Learned != 300 {
 		t.Fatal("learned from a failure")
 	}
 }
 
-// BenchmarkTableRoute measures the decision alone (no gRPC): 16 healthy
-// endpoints, each Route followed by its completion so the table stays at a
-// steady size.
-func BenchmarkTableRoute(b *testing.B) {
+// BenchmarkTableDecide measures the decision alone (no gRPC): 16 healthy
+// endpoints scored and ranked by the default program, each decision
+// followed by its completion so the table stays at a steady size.
+func BenchmarkTableDecide(b *testing.B) {
 	tb := newTable()
 	var specs []endpoints.Spec
 	for i := range 16 {
@@ -527,14 +643,18 @@ func BenchmarkTableRoute(b *testing.B) {
 	cached := map[string]int64{"ep-5": 4096}
 	req := Request{Model: "m", Exclude: []string{"ep-3"}, PromptTokens: 8192, Cached: cachedOn(cached)}
 	now := t0.Add(time.Second)
+	p := &lowest{req: policy.Request{Model: "m"}}
+	models := []string{"m"}
+	var rows []Backend
 	b.ReportAllocs()
 	for i := 0; b.Loop(); i++ {
 		req.ID = ids[i%len(ids)]
-		c, out := tb.Route(req, now)
-		if out != Routed {
-			b.Fatal(out)
+		var c int
+		rows, c = tb.Decide(req, models, now, rows[:0], p, true)
+		if c < 0 {
+			b.Fatal("nothing chosen")
 		}
-		tb.Complete(Completion{RequestID: req.ID, EndpointID: c.EndpointID, At: now})
+		tb.Complete(Completion{RequestID: req.ID, EndpointID: rows[c].EndpointID, At: now})
 	}
 }
 
@@ -548,12 +668,12 @@ func TestNewEndpointPredictedLikeItsFleet(t *testing.T) {
 	for i := range 60 {
 		id := "r" + strconv.Itoa(i)
 		prompt := int64(1000 + (i*613)%6000)
-		tb.Route(Request{Model: "m", ID: id, Exclude: []string{"e1"}, PromptTokens: prompt}, at)
+		routeReq(tb, Request{Model: "m", ID: id, Exclude: []string{"e1"}, PromptTokens: prompt}, at)
 		tb.Complete(Completion{RequestID: id, EndpointID: "e0", At: at, Success: true, TTFTSeconds: 0.01 + float64(prompt)/30000, PromptTokens: prompt})
 		at = at.Add(time.Minute)
 	}
-	rows, _, _ := tb.Explain(Request{Model: "m", PromptTokens: 3000}, at)
-	if r := rows[1].Estimate.PrefillRate; r < 25000 {
+	dry := decide(tb, Request{Model: "m", PromptTokens: 3000}, at, false)
+	if r := dry.rows[1].Estimate.PrefillRate; r < 25000 {
 		t.Fatalf("new endpoint predicted at %.0f tok/s; its fleet runs at 30000", r)
 	}
 	if v := tb.Endpoints("")[1]; v.Learned != 0 || v.PrefillRate != predict.DefaultPrior().PrefillRate {
@@ -594,12 +714,12 @@ func TestCachePressure(t *testing.T) {
 			for id, u := range usage {
 				tb.Observe(id, t0, withCache(3, u, tt.blocks))
 			}
-			c, out := tb.Route(Request{Model: "m", ID: "r", PromptTokens: tt.prompt, Cached: cachedOn(tt.cached)}, t0.Add(time.Second))
-			if out != Routed || c.EndpointID != tt.want {
-				t.Fatalf("routed to %s (%v), want %s: %s", c.EndpointID, out, tt.want, c.Reason())
+			r := routeReq(tb, Request{Model: "m", ID: "r", PromptTokens: tt.prompt, Cached: cachedOn(tt.cached)}, t0.Add(time.Second))
+			if r.id() != tt.want {
+				t.Fatalf("routed to %s, want %s: %s", r.id(), tt.want, r.reason())
 			}
-			if (tt.weight > 0 && tt.blocks > 0) != (c.Estimate.Pressure > 0) || c.Estimate.Score != c.Estimate.TTFT+c.Estimate.Recompute+c.Estimate.Pressure {
-				t.Fatalf("estimate %+v", c.Estimate)
+			if c := r.choice(); (tt.weight > 0 && tt.blocks > 0) != (c.Estimate.Pressure > 0) || c.Estimate.Score != c.Estimate.TTFT+c.Estimate.Recompute+c.Estimate.Pressure {
+				t.Fatalf("estimate %+v", r.choice().Estimate)
 			}
 		})
 	}
@@ -616,7 +736,7 @@ func TestDisplacedCountsRoutedSinceScrape(t *testing.T) {
 	if got := ep.displaced(400); got != 300 { // 400 × (800+400)/1600
 		t.Fatalf("displaced(400) = %v, want 300", got)
 	}
-	tb.Route(Request{Model: "m", ID: "x", PromptTokens: 400}, t0.Add(time.Second))
+	routeReq(tb, Request{Model: "m", ID: "x", PromptTokens: 400}, t0.Add(time.Second))
 	if got := ep.displaced(400); got != 400 { // 400 × min(1, (800+400+400)/1600)
 		t.Fatalf("after routing 400 tokens: displaced(400) = %v, want 400", got)
 	}
@@ -626,7 +746,7 @@ func TestDisplacedCountsRoutedSinceScrape(t *testing.T) {
 	if got := ep.displaced(400); got != 300 {
 		t.Fatalf("after its completion: displaced(400) = %v, want 300", got)
 	}
-	tb.Route(Request{Model: "m", ID: "y", PromptTokens: 800}, t0.Add(3*time.Second))
+	routeReq(tb, Request{Model: "m", ID: "y", PromptTokens: 800}, t0.Add(3*time.Second))
 	tb.Observe("e0", t0.Add(4*time.Second), withCache(0, 0.25, 100)) // the scrape after y: 400 live
 	if got := ep.displaced(400); got != 200 {                        // 400 × (400+400)/1600
 		t.Fatalf("after the next scrape: displaced(400) = %v, want 200", got)

@@ -1,0 +1,532 @@
+package router
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/switchyard-dev/switchyard/internal/kvblock"
+	"github.com/switchyard-dev/switchyard/internal/policy"
+	routerv1 "github.com/switchyard-dev/switchyard/proto/switchyard/router/v1"
+	"github.com/switchyard-dev/switchyard/services/router/internal/classify"
+	"github.com/switchyard-dev/switchyard/services/router/internal/endpoints"
+	"github.com/switchyard-dev/switchyard/services/router/internal/load"
+	"github.com/switchyard-dev/switchyard/services/router/internal/prompt"
+	"github.com/switchyard-dev/switchyard/services/router/internal/replica"
+)
+
+// This file is one request's way through the router, in the order it
+// goes: Route (or Explain) → decide → the tags → the candidates → the
+// prompt's cached prefix on each → the scored table and the program's
+// pick → the records the pick leaves. response.go turns the decision into
+// the answer.
+
+func (s *service) Route(ctx context.Context, req *routerv1.RouteRequest) (*routerv1.RouteResponse, error) {
+	start := time.Now()
+	resp, err := s.route(ctx, req, start)
+	s.metrics.routeDuration.Observe(time.Since(start).Seconds())
+	return resp, toStatus(err)
+}
+
+func (s *service) route(ctx context.Context, req *routerv1.RouteRequest, now time.Time) (*routerv1.RouteResponse, error) {
+	if err := checkModel(req.GetModel()); err != nil {
+		return nil, err
+	}
+	if req.GetRequestId() == "" {
+		return nil, errEmptyRequestID
+	}
+	d := s.getDecision()
+	defer s.putDecision(d)
+	if err := s.decide(ctx, d, req, now, false); err != nil {
+		return nil, err
+	}
+	return d.response(), nil
+}
+
+// Explain is Route traced and without its records: the same decision,
+// answered with every candidate's scoring and verdict.
+func (s *service) Explain(ctx context.Context, req *routerv1.RouteRequest) (*routerv1.ExplainResponse, error) {
+	if err := checkModel(req.GetModel()); err != nil {
+		return nil, toStatus(err)
+	}
+	d := s.getDecision()
+	defer s.putDecision(d)
+	if err := s.decide(ctx, d, req, time.Now(), true); err != nil {
+		return nil, toStatus(err)
+	}
+	return s.explanation(d), nil
+}
+
+// decision is one request's way through decide, and the memory it reuses
+// (pooled: an 8k-token prompt needs a few kilobytes of hashes).
+type decision struct {
+	lookup // the prompt, and what each candidate caches of it
+	req    *routerv1.RouteRequest
+	st     *policyState
+	creq   classify.Request // the request as classifiers see it
+	tags   []string
+	preq   policy.Request // the request as the program sees it
+	models []string       // the models the program may serve it as
+	rows   []load.Backend // one per (endpoint, model) of models, scored
+	bs     []policy.Backend
+	pd     policy.Decision
+	// chosen indexes rows, -1 when nothing was chosen; served is the model
+	// name the chosen target serves.
+	chosen int
+	served string
+	// body is the client's body with the served model name, when it
+	// differs; badBody says why a body needing it could not be rewritten.
+	body    []byte
+	badBody error
+}
+
+func (s *service) getDecision() *decision {
+	if d, ok := s.scratch.Get().(*decision); ok {
+		return d
+	}
+	return &decision{}
+}
+
+// putDecision returns d to the pool, holding no request's bytes.
+func (s *service) putDecision(d *decision) {
+	d.lookup.reset()
+	d.req, d.st, d.creq, d.preq = nil, nil, classify.Request{}, policy.Request{}
+	d.body, d.badBody, d.served = nil, nil, ""
+	s.scratch.Put(d)
+}
+
+// decide makes the decision for req into d. trace (Explain) stops before
+// the decision leaves records: nothing is held in flight, speculated,
+// published or counted.
+func (s *service) decide(ctx context.Context, d *decision, req *routerv1.RouteRequest, now time.Time, trace bool) error {
+	d.req, d.st = req, s.pol.Load()
+
+	// The prompt, read and tokenized exactly as the worker will: the
+	// classifiers and the cache lookup read it.
+	s.readPrompt(&d.lookup, req)
+
+	// What the request is, as policies see it.
+	if err := s.classify(ctx, d); err != nil {
+		return err
+	}
+
+	// The candidates: every endpoint serving a model the program may
+	// serve the request as (an alias's models, or the requested one).
+	d.models = d.st.prog.ConsiderModels(&d.preq, d.models[:0])
+	s.candidates(d)
+
+	// How much of the prompt each candidate caches.
+	s.lookupCached(&d.lookup, now)
+
+	// The scored table and the program's pick, committed in the table
+	// unless tracing (see decision.Pick below, which the table calls).
+	d.rows, d.chosen = s.table.Decide(s.tableRequest(d), d.models, now, d.rows[:0], d, !trace)
+	if d.chosen >= 0 {
+		d.served = d.servedModel()
+	}
+	if trace {
+		return nil
+	}
+	if d.chosen < 0 {
+		s.count(d)
+		return nil
+	}
+
+	// The records the pick leaves: the body the target is sent, the
+	// prompt's blocks assumed cached on a worker, the decision for the
+	// other replicas.
+	row := &d.rows[d.chosen]
+	if !s.rewriteBody(d, now) {
+		return nil
+	}
+	if row.Kind != endpoints.KindProvider {
+		s.speculate(&d.lookup, row, now)
+	}
+	s.pub.Publish(replica.Decision{
+		RequestID:    req.GetRequestId(),
+		EndpointID:   row.EndpointID,
+		Model:        row.Model,
+		Tenant:       req.GetTenant(),
+		At:           now,
+		PromptTokens: d.tokens,
+		CachedTokens: row.CachedTokens,
+	})
+	s.count(d)
+	return nil
+}
+
+// lookup is one request's prompt and what each candidate caches of it.
+type lookup struct {
+	prompt prompt.Prompt
+	tokBuf []uint32 // the prompt's token ids are read into it
+	tokens int64    // prompt length; 0 when unknown
+	cands  []load.Candidate
+	cached []int64 // per cands entry
+	held   []int   // per cands entry: leading blocks the KV index has on it
+	chains []chain // token-block hashes, one chain per block size
+	text   []kvblock.Hash
+	sparse []kvblock.Hash // a chain's hashes for approx (see approxStride)
+	// Per-candidate block size and whether it comes from KV events, and
+	// lookup scratch.
+	bs     []int
+	events []bool
+	ids    []string
+	idx    []int
+	aids   []string
+	aidx   []int
+	out    []int
+}
+
+type chain struct {
+	blockSize int
+	hashes    []kvblock.Hash // every full block
+	usable    int            // blocks a cache hit may cover (vLLM recomputes the last token)
+}
+
+func (l *lookup) reset() {
+	l.prompt = prompt.Prompt{}
+	l.tokens = 0
+	l.cands = l.cands[:0]
+	l.cached = l.cached[:0]
+	for i := range l.chains {
+		l.chains[i].hashes = l.chains[i].hashes[:0]
+	}
+	l.chains = l.chains[:0]
+	l.text = l.text[:0]
+}
+
+// cachedOn is the table's view of the lookup; cands are in id order.
+func (l *lookup) cachedOn(id string) int64 {
+	i := sort.Search(len(l.cands), func(i int) bool { return l.cands[i].ID >= id })
+	if i < len(l.cands) && l.cands[i].ID == id {
+		return l.cached[i]
+	}
+	return 0
+}
+
+func (l *lookup) chainFor(bs int) *chain {
+	for i := range l.chains {
+		if l.chains[i].blockSize == bs {
+			return &l.chains[i]
+		}
+	}
+	return nil
+}
+
+// maxPooledTokens bounds the token buffer a pooled lookup keeps (128k
+// tokens, 512 KB): longer prompts allocate their own.
+const maxPooledTokens = 128 << 10
+
+// readPrompt reads (and tokenizes) the request's prompt.
+func (s *service) readPrompt(l *lookup, req *routerv1.RouteRequest) {
+	if l.tokBuf == nil {
+		l.tokBuf = make([]uint32, 0, 1024)
+	}
+	p, err := prompt.Read(l.tokBuf, req.GetApi(), req.GetBody(), s.toks.For(req.GetModel()))
+	if p.Kind == prompt.Tokens && cap(p.Tokens) > cap(l.tokBuf) && cap(p.Tokens) <= maxPooledTokens {
+		l.tokBuf = p.Tokens[:0] // grown: keep the larger buffer
+	}
+	switch {
+	case err != nil:
+		// The gateway validated the body; what is left here (an API not
+		// read yet, a multimodal part) only loses cache-aware placement.
+		s.metrics.promptReads.WithLabelValues("error").Inc()
+	default:
+		s.metrics.promptReads.WithLabelValues(p.Kind.String()).Inc()
+	}
+	l.prompt = p
+	l.tokens = int64(p.Len())
+}
+
+// classify runs the configured classifiers over the request: the tags it
+// carries are every tag they return, each once, in the order first
+// returned.
+func (s *service) classify(ctx context.Context, d *decision) error {
+	req := d.req
+	d.creq = classify.Request{
+		Tenant: req.GetTenant(), Model: req.GetModel(), HeaderTags: req.GetTags(), Program: d.st.prog,
+		API: req.GetApi(), Body: req.GetBody(), Prompt: d.prompt,
+	}
+	tags := d.tags[:0]
+	for _, c := range s.classifiers {
+		n := len(tags)
+		var err error
+		if tags, err = c.Classify(ctx, &d.creq, tags); err != nil {
+			return fmt.Errorf("classifier %s: %w", c.name, err)
+		}
+		tags = appendNew(tags[:n], tags[n:])
+	}
+	d.tags = tags
+	d.preq = policy.Request{Model: req.GetModel(), Tenant: req.GetTenant(), Tags: tags}
+	return nil
+}
+
+// appendNew appends to dst the tags of add it does not hold yet. add may
+// be dst's own tail (dst[len(dst):]): it is read ahead of the writes.
+func appendNew(dst, add []string) []string {
+	for _, t := range add {
+		if !slices.Contains(dst, t) {
+			dst = append(dst, t)
+		}
+	}
+	return dst
+}
+
+// candidates lists the eligible endpoints of d.models, for the cache
+// lookup, in id order.
+func (s *service) candidates(d *decision) {
+	for _, m := range d.models {
+		d.cands = s.table.Candidates(m, d.req.GetExcludeEndpoints(), d.cands)
+	}
+	if len(d.models) > 1 {
+		// A provider serving several of the models is listed once per
+		// model; cachedOn searches by id.
+		slices.SortFunc(d.cands, func(a, b load.Candidate) int { return strings.Compare(a.ID, b.ID) })
+		d.cands = slices.CompactFunc(d.cands, func(a, b load.Candidate) bool { return a.ID == b.ID })
+	}
+}
+
+const (
+	// defaultBlockSize is vLLM's, used when neither KV events nor the
+	// worker's metrics declared one.
+	defaultBlockSize = 16
+	// approxChunkBytes is the approximate index's unit of prompt text,
+	// about one 16-token block of English.
+	approxChunkBytes = 16 * prompt.BytesPerToken
+	// approxStride: the approximate index keeps every approxStride-th
+	// token-block hash of a routed prompt. A chained hash stands for its
+	// whole prefix, so the sampled hashes still find the longest routed
+	// prefix, to within approxStride blocks (64 tokens at vLLM's block
+	// size) — the index is a memory of the router's own decisions, not of
+	// what the worker holds. It holds a decision for minutes, not the
+	// speculative seconds, and at every block it was the router's
+	// largest map: each cold 8k prompt added 512 entries, lookups and
+	// inserts missing the CPU cache.
+	approxStride = 4
+)
+
+// lookupCached fills l.cached for l.cands from the indexes.
+func (s *service) lookupCached(l *lookup, now time.Time) {
+	l.cached, l.held = l.cached[:0], l.held[:0]
+	for range l.cands {
+		l.cached, l.held = append(l.cached, 0), append(l.held, 0)
+	}
+	switch l.prompt.Kind {
+	case prompt.Tokens:
+		s.lookupTokens(l, now)
+	case prompt.Text:
+		s.lookupText(l, now)
+	}
+}
+
+// blockSize is the block size a worker caches with.
+func (s *service) blockSize(c load.Candidate) (bs int, events bool) {
+	if bs := s.sizes.BlockSize(c.ID); bs > 0 {
+		return bs, true
+	}
+	if c.BlockSize > 0 {
+		return c.BlockSize, false
+	}
+	return defaultBlockSize, false
+}
+
+func (s *service) lookupTokens(l *lookup, now time.Time) {
+	l.bs, l.events = l.bs[:0], l.events[:0]
+	for _, c := range l.cands {
+		bs, ev := s.blockSize(c)
+		l.bs, l.events = append(l.bs, bs), append(l.events, ev)
+	}
+	// One chain per distinct block size; usually all candidates share one.
+	for {
+		bs := 0
+		for _, b := range l.bs {
+			if l.chainFor(b) == nil {
+				bs = b
+				break
+			}
+		}
+		if bs == 0 {
+			return
+		}
+		ch := s.addChain(l, bs, l.prompt.Tokens)
+		hashes := ch.hashes[:ch.usable]
+		l.ids, l.idx = l.ids[:0], l.idx[:0]
+		l.aids, l.aidx = l.aids[:0], l.aidx[:0]
+		for i, c := range l.cands {
+			if l.bs[i] != bs {
+				continue
+			}
+			l.ids, l.idx = append(l.ids, c.ID), append(l.idx, i)
+			if !l.events[i] {
+				l.aids, l.aidx = append(l.aids, c.ID), append(l.aidx, i)
+			}
+		}
+		l.out = s.kv.Prefixes(hashes, l.ids, now, l.out)
+		for k, i := range l.idx {
+			l.held[i] = l.out[k]
+			l.cached[i] = int64(l.out[k] * bs)
+		}
+		if len(l.aids) > 0 {
+			l.sparse = sparse(l.sparse, hashes)
+			l.out = s.approx.Prefixes(l.sparse, l.aids, now, l.out)
+			for k, i := range l.aidx {
+				l.cached[i] = max(l.cached[i], int64(l.out[k]*approxStride*bs))
+			}
+		}
+	}
+}
+
+// sparse sets dst to every approxStride-th hash of a chain: the ones that
+// end a run of approxStride blocks.
+func sparse(dst, hashes []kvblock.Hash) []kvblock.Hash {
+	dst = dst[:0]
+	for i := approxStride - 1; i < len(hashes); i += approxStride {
+		dst = append(dst, hashes[i])
+	}
+	return dst
+}
+
+func (s *service) addChain(l *lookup, bs int, toks []uint32) *chain {
+	var hashes []kvblock.Hash
+	if n := len(l.chains); n < cap(l.chains) {
+		hashes = l.chains[:n+1][n].hashes[:0]
+	}
+	hashes = kvblock.Chain(hashes, kvblock.Root, toks, bs, "")
+	usable := 0
+	if len(toks) > 0 {
+		usable = min(len(hashes), (len(toks)-1)/bs)
+	}
+	l.chains = append(l.chains, chain{blockSize: bs, hashes: hashes, usable: usable})
+	return &l.chains[len(l.chains)-1]
+}
+
+func (s *service) lookupText(l *lookup, now time.Time) {
+	l.text = kvblock.TextChain(l.text, kvblock.Root, l.prompt.Text, approxChunkBytes)
+	l.ids = l.ids[:0]
+	for _, c := range l.cands {
+		l.ids = append(l.ids, c.ID)
+	}
+	l.out = s.approx.Prefixes(l.text, l.ids, now, l.out)
+	maxCached := max(0, l.tokens-1)
+	for i := range l.cands {
+		l.cached[i] = min(maxCached, int64(l.out[i]*approxChunkBytes/prompt.BytesPerToken))
+	}
+}
+
+// tableRequest is the request as the load table sees it.
+func (s *service) tableRequest(d *decision) load.Request {
+	return load.Request{
+		Model:        d.req.GetModel(),
+		ID:           d.req.GetRequestId(),
+		Exclude:      d.req.GetExcludeEndpoints(),
+		PromptTokens: d.tokens,
+		Cached:       d.cachedOn,
+	}
+}
+
+// Pick is the program's step of decide, which the load table calls with
+// the scored rows (under its lock, so that concurrent decisions see each
+// other): the rows as the program sees them, with the providers' prices,
+// evaluated. Default routing takes the lowest score; the rotation spreads
+// near-ties.
+func (d *decision) Pick(rows []load.Backend, rotation uint64) int {
+	d.bs = d.bs[:0]
+	for i := range rows {
+		b := rows[i].Policy()
+		if b.Type == policy.TypeProvider {
+			if p := d.st.snap.Provider(rows[i].Group); p != nil {
+				b.Price = p.InputPrice
+			}
+		}
+		d.bs = append(d.bs, b)
+	}
+	d.preq.Rotation = rotation
+	d.st.prog.Evaluate(&d.preq, d.bs, &d.pd)
+	return d.pd.Chosen
+}
+
+// servedModel is the model name the chosen row's target serves: the
+// row's model, under the provider's own name for a provider that renames
+// it.
+func (d *decision) servedModel() string {
+	row := &d.rows[d.chosen]
+	if row.Kind == endpoints.KindProvider {
+		if p := d.st.snap.Provider(row.Group); p != nil {
+			if name, ok := p.ServedName(row.Model); ok && name != "" {
+				return name
+			}
+		}
+	}
+	return row.Model
+}
+
+// rewriteBody sets the body the target is sent when it serves another
+// model name than the client asked for. A body without a model to rewrite
+// undoes the commit and rejects the request; it reports whether the
+// decision stands.
+func (s *service) rewriteBody(d *decision, now time.Time) bool {
+	if d.served == d.req.GetModel() {
+		return true
+	}
+	var err error
+	if d.body, err = replaceModel(d.req.GetBody(), d.served); err == nil {
+		return true
+	}
+	d.badBody = err
+	s.table.Complete(load.Completion{RequestID: d.req.GetRequestId(), EndpointID: d.rows[d.chosen].EndpointID, At: now})
+	s.count(d)
+	return false
+}
+
+// speculate records the chosen worker as holding the prompt's blocks.
+func (s *service) speculate(l *lookup, c *load.Backend, now time.Time) {
+	switch l.prompt.Kind {
+	case prompt.Tokens:
+		bs, events, held := defaultBlockSize, false, 0
+		for i, cand := range l.cands {
+			if cand.ID == c.EndpointID {
+				bs, events, held = l.bs[i], l.events[i], l.held[i]
+				break
+			}
+		}
+		ch := l.chainFor(bs)
+		if ch == nil {
+			ch = s.addChain(l, bs, l.prompt.Tokens)
+		}
+		// Until its first token the request is still prefilling: count the
+		// TTL from then. The blocks the index already has on the worker
+		// need no guess: confirmed ones stay until evicted (a hit refreshes
+		// them on the worker), and earlier guesses already cover this
+		// request's prefill. In a multi-turn conversation that is all but
+		// the newest turn.
+		until := now.Add(time.Duration(c.Estimate.TTFT*float64(time.Second)) + s.specTTL)
+		s.kv.Speculate(c.EndpointID, ch.hashes[min(held, len(ch.hashes)):], until)
+		if !events {
+			l.sparse = sparse(l.sparse, ch.hashes)
+			s.approx.Speculate(c.EndpointID, l.sparse, now.Add(s.approxTTL))
+		}
+	case prompt.Text:
+		s.approx.Speculate(c.EndpointID, l.text, now.Add(s.approxTTL))
+	}
+}
+
+// count records a decision Route made in the metrics.
+func (s *service) count(d *decision) {
+	model, out := d.req.GetModel(), d.outcome()
+	switch out {
+	case routed:
+		row := &d.rows[d.chosen]
+		s.metrics.decisions.WithLabelValues(model, row.EndpointID, out.String()).Inc()
+		if d.tokens > 0 {
+			s.metrics.promptTokens.WithLabelValues(model).Add(float64(d.tokens))
+			s.metrics.cachedTokens.WithLabelValues(model).Add(float64(row.CachedTokens))
+		}
+		return
+	case modelNotFound:
+		model = unknownModel
+	}
+	s.metrics.decisions.WithLabelValues(model, "", out.String()).Inc()
+}
