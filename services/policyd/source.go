@@ -2,13 +2,11 @@ package policyd
 
 import (
 	"context"
-	"fmt"
-	"slices"
-	"sync"
 
 	"github.com/rs/zerolog"
 
 	"github.com/switchyard-dev/switchyard/internal/policy"
+	"github.com/switchyard-dev/switchyard/internal/registry"
 )
 
 // Source is where the resources policyd compiles come from. Run calls
@@ -46,37 +44,21 @@ type Result struct {
 // SourceFactory builds the source cfg.Source names.
 type SourceFactory func(cfg Config, log zerolog.Logger) (Source, error)
 
-var (
-	sourcesMu sync.RWMutex
-	sources   = map[string]SourceFactory{SourceFiles: newFileSource}
-)
+// sources are the registered sources; files is built in.
+var sources = func() *registry.Registry[SourceFactory] {
+	r := registry.New[SourceFactory]("source")
+	r.Register(SourceFiles, newFileSource)
+	return r
+}()
 
 // RegisterSource makes a source available to --source under name.
 // Registering a name twice is a programming error and panics.
-func RegisterSource(name string, f SourceFactory) {
-	sourcesMu.Lock()
-	defer sourcesMu.Unlock()
-	if _, dup := sources[name]; dup {
-		panic(fmt.Sprintf("policyd: source %q registered twice", name))
-	}
-	sources[name] = f
-}
+func RegisterSource(name string, f SourceFactory) { sources.Register(name, f) }
 
 // Sources lists the registered source names, sorted.
-func Sources() []string {
-	sourcesMu.RLock()
-	defer sourcesMu.RUnlock()
-	names := make([]string, 0, len(sources))
-	for n := range sources {
-		names = append(names, n)
-	}
-	slices.Sort(names)
-	return names
-}
+func Sources() []string { return sources.Names() }
 
 func sourceFactory(name string) (SourceFactory, bool) {
-	sourcesMu.RLock()
-	defer sourcesMu.RUnlock()
-	f, ok := sources[name]
-	return f, ok
+	f, err := sources.Lookup(name)
+	return f, err == nil
 }

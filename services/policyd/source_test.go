@@ -2,7 +2,9 @@ package policyd
 
 import (
 	"context"
+	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/rs/zerolog"
@@ -24,7 +26,8 @@ func TestSourceRegistry(t *testing.T) {
 		t.Errorf("unknown source: %v", err)
 	}
 
-	name := "test-source-" + strings.ReplaceAll(t.Name(), "/", "-")
+	// A name of its own each run (-count): a registry is never emptied.
+	name := "test-source-" + strconv.Itoa(int(testSources.Add(1)))
 	ran := make(chan struct{})
 	RegisterSource(name, func(c Config, _ zerolog.Logger) (Source, error) {
 		return sourceFunc(func(ctx context.Context, apply ApplyFunc) error {
@@ -33,11 +36,6 @@ func TestSourceRegistry(t *testing.T) {
 			return nil
 		}), nil
 	})
-	defer func() {
-		sourcesMu.Lock()
-		delete(sources, name)
-		sourcesMu.Unlock()
-	}()
 	cfg.Source = name
 	if err := cfg.Validate(); err != nil {
 		t.Fatalf("registered source refused: %v", err)
@@ -52,6 +50,8 @@ func TestSourceRegistry(t *testing.T) {
 	}()
 	RegisterSource(SourceFiles, newFileSource)
 }
+
+var testSources atomic.Int32
 
 type sourceFunc func(ctx context.Context, apply ApplyFunc) error
 

@@ -19,10 +19,10 @@ import (
 )
 
 // This file is one request's way through the router, in the order it
-// goes: Route (or Explain) → decide → the tags → the candidates → the
-// prompt's cached prefix on each → the scored table and the program's
-// pick → the records the pick leaves. response.go turns the decision into
-// the answer.
+// goes: Route (or Explain) → decide → the prompt → the tags → the
+// candidates → what each caches of the prompt → the scored table and the
+// program's pick → the records the pick leaves. response.go turns the
+// decision into the answer.
 
 func (s *service) Route(ctx context.Context, req *routerv1.RouteRequest) (*routerv1.RouteResponse, error) {
 	start := time.Now()

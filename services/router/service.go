@@ -78,11 +78,11 @@ type noBlockSizes struct{}
 func (noBlockSizes) BlockSize(string) int { return 0 }
 
 // service implements routerv1.RouterServer. Route and Explain are one
-// decision (decide.go): the request's tags, its candidates, its prompt
-// and what each candidate caches of it, their predicted TTFT and score
-// (the load table), the policy program's pick, and the records the pick
-// leaves (in flight, speculative entries, the decision published to the
-// other replicas).
+// decision (decide.go): the request's prompt and tags, its candidates and
+// what each caches of the prompt, their predicted TTFT and score (the
+// load table), the policy program's pick, and the records the pick leaves
+// (in flight, speculative entries, the decision published to the other
+// replicas).
 //
 // Two indexes answer "what is cached where":
 //
