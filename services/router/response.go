@@ -172,13 +172,9 @@ func notServing(v load.EndpointView, models []string) string {
 	if len(v.Models) == 0 {
 		return "models not known yet (not scraped successfully)"
 	}
-	var b strings.Builder
-	b.WriteString("does not serve model ")
+	quoted := make([]string, len(models))
 	for i, m := range models {
-		if i > 0 {
-			b.WriteString(" nor ")
-		}
-		b.WriteString(strconv.Quote(m))
+		quoted[i] = strconv.Quote(m)
 	}
-	return b.String()
+	return "does not serve model " + strings.Join(quoted, " nor ")
 }

@@ -1,9 +1,10 @@
 // Package classifytest helps test classifiers: a GatewayBackend's program
-// with tag settings, and a run of one classifier.
+// with tag settings, and a table of requests run through a classifier.
 package classifytest
 
 import (
 	"context"
+	"slices"
 	"testing"
 
 	"github.com/switchyard-dev/switchyard/internal/policy"
@@ -39,13 +40,33 @@ func Program(t testing.TB) *policy.Program {
 	return snap.Program("test")
 }
 
-// Run classifies req with c after the tags already there, failing the
-// test on an error.
-func Run(t testing.TB, c classify.Classifier, req *classify.Request, tags ...string) []string {
+// Case is a request and the tags a classifier should return for it,
+// after the tag "seen" that was there before.
+type Case struct {
+	Name    string
+	Program *policy.Program
+	Tenant  string
+	Header  []string
+	Want    []string
+}
+
+// Check runs the cases through the classifier newC builds.
+func Check(t *testing.T, newC classify.Factory, cases []Case) {
 	t.Helper()
-	out, err := c.Classify(context.Background(), req, tags)
+	c, err := newC()
 	if err != nil {
 		t.Fatal(err)
 	}
-	return out
+	for _, tc := range cases {
+		t.Run(tc.Name, func(t *testing.T) {
+			req := &classify.Request{Tenant: tc.Tenant, Model: "m", HeaderTags: tc.Header, Program: tc.Program}
+			got, err := c.Classify(context.Background(), req, []string{"seen"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := append([]string{"seen"}, tc.Want...); !slices.Equal(got, want) {
+				t.Fatalf("tags %v, want %v", got, want)
+			}
+		})
+	}
 }

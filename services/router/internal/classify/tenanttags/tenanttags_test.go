@@ -1,39 +1,21 @@
 package tenanttags_test
 
 import (
-	"slices"
 	"testing"
 
 	"github.com/switchyard-dev/switchyard/internal/policy"
-	"github.com/switchyard-dev/switchyard/services/router/internal/classify"
 	"github.com/switchyard-dev/switchyard/services/router/internal/classify/classifytest"
 	"github.com/switchyard-dev/switchyard/services/router/internal/classify/tenanttags"
 )
 
 func TestTenantTags(t *testing.T) {
-	c, err := tenanttags.New()
-	if err != nil {
-		t.Fatal(err)
-	}
 	prog := classifytest.Program(t)
-	tests := []struct {
-		name   string
-		prog   *policy.Program
-		tenant string
-		want   []string
-	}{
-		{name: "the tenant's defaults", prog: prog, tenant: "payroll", want: []string{"seen", "pii-detected", "batch"}},
-		{name: "a tenant without defaults", prog: prog, tenant: "team-a", want: []string{"seen"}},
-		{name: "no tenant", prog: prog, want: []string{"seen"}},
-		{name: "without a GatewayBackend no tenant has any", prog: policy.DefaultProgram(), tenant: "payroll", want: []string{"seen"}},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			// Header tags are the header-tags classifier's business.
-			req := &classify.Request{Tenant: tt.tenant, Model: "m", HeaderTags: []string{"vip"}, Program: tt.prog}
-			if got := classifytest.Run(t, c, req, "seen"); !slices.Equal(got, tt.want) {
-				t.Fatalf("tags %v, want %v", got, tt.want)
-			}
-		})
-	}
+	// Header tags are the header-tags classifier's business: never here.
+	header := []string{"vip", "batch"}
+	classifytest.Check(t, tenanttags.New, []classifytest.Case{
+		{Name: "the tenant's defaults", Program: prog, Tenant: "payroll", Header: header, Want: []string{"pii-detected", "batch"}},
+		{Name: "a tenant without defaults", Program: prog, Tenant: "team-a", Header: header},
+		{Name: "no tenant", Program: prog, Header: header},
+		{Name: "without a GatewayBackend no tenant has any", Program: policy.DefaultProgram(), Tenant: "payroll", Header: header},
+	})
 }
