@@ -259,6 +259,31 @@ func TestRouteWithPolicyd(t *testing.T) {
 		}
 	})
 
+	t.Run("a body without a model to rewrite is refused, leaving nothing in flight", func(t *testing.T) {
+		waitLoads(2, 2, 0)
+		inFlight := func() (n int64) {
+			for _, e := range tr.endpoints(t, "") {
+				n += e.GetInFlight()
+			}
+			return n
+		}
+		before := inFlight()
+		resp, err := tr.client.Route(context.Background(), &routerv1.RouteRequest{
+			RequestId: "no-model", Tenant: "team-a", Model: "standard-model",
+			Api: routerv1.ApiKind_API_KIND_CHAT_COMPLETIONS, Body: []byte(`{"messages":[{"role":"user","content":"hi"}]}`),
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rej := resp.GetRejection(); rej.GetCode() != routerv1.RejectCode_REJECT_CODE_INVALID_REQUEST || resp.GetTarget() != nil ||
+			!strings.HasPrefix(rej.GetMessage(), "the request body has no model to rewrite") {
+			t.Fatalf("got %v, want an invalid-request rejection", resp)
+		}
+		if after := inFlight(); after != before {
+			t.Fatalf("%d in flight after the refusal, %d before", after, before)
+		}
+	})
+
 	t.Run("explain shows the policy verdicts", func(t *testing.T) {
 		waitLoads(3, 4, 0)
 		resp, err := tr.client.Explain(context.Background(), &routerv1.RouteRequest{

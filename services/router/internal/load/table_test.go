@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -288,6 +289,24 @@ func TestDecideWithoutCommitChangesNothing(t *testing.T) {
 	}
 	if a, b := tb.Endpoints("")[0].Load.InFlight, tb.Endpoints("")[1].Load.InFlight; a != 2 || b != 2 {
 		t.Fatalf("in flight %d and %d, want 2 and 2 (the committed decisions alone)", a, b)
+	}
+}
+
+// TestConcurrentDecisionsSeeEachOther: decisions made at once are made
+// one after another, each seeing the ones before: a burst over idle
+// endpoints takes each once.
+func TestConcurrentDecisionsSeeEachOther(t *testing.T) {
+	const n = 8
+	tb := fleet(n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() { route(tb, "m", nil, "r"+strconv.Itoa(i), t0.Add(time.Second)) })
+	}
+	wg.Wait()
+	for _, v := range tb.Endpoints("") {
+		if v.Load.InFlight != 1 {
+			t.Errorf("%s: %d in flight, want 1", v.ID, v.Load.InFlight)
+		}
 	}
 }
 
