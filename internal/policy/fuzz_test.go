@@ -46,7 +46,7 @@ func FuzzParse(f *testing.F) {
 				}
 				continue
 			}
-			bs := fleet()
+			bs := devBackends()
 			var d Decision
 			for _, p := range s.Programs {
 				for _, req := range []Request{{Model: qwen}, {Model: "standard-model", Tags: []string{"pii-detected", "batch"}}, {Model: glm, Tenant: "t"}} {

@@ -27,9 +27,9 @@ func mustLoad(t testing.TB, paths ...string) *Snapshot {
 	return s
 }
 
-// fleet is the dev catalog's backends, idle, local workers predicted
+// devBackends is the dev catalog's backends, idle, local workers predicted
 // faster than providers.
-func fleet() []Backend {
+func devBackends() []Backend {
 	return []Backend{
 		{ID: "sim-0", Model: "qwen-3.6-27b", Type: TypeLocal, Group: "qwen-workers", Pool: "sim-gpus", PredictedTTFT: 0.20},
 		{ID: "sim-1", Model: "qwen-3.6-27b", Type: TypeLocal, Group: "qwen-workers", Pool: "sim-gpus", PredictedTTFT: 0.25},
@@ -81,7 +81,7 @@ func runDecisions(t *testing.T, prog *Program, cases []decisionCase) {
 	t.Helper()
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			bs := fleet()
+			bs := devBackends()
 			for _, e := range tc.state {
 				e(bs)
 			}

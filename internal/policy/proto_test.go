@@ -38,7 +38,7 @@ func TestProtoRoundTrip(t *testing.T) {
 		}
 		for _, st := range states {
 			for _, req := range reqs {
-				bs := fleet()
+				bs := devBackends()
 				for _, e := range st {
 					e(bs)
 				}

@@ -8,6 +8,8 @@ import (
 
 	yaml3 "go.yaml.in/yaml/v3"
 	"sigs.k8s.io/yaml"
+
+	"github.com/switchyard-dev/switchyard/internal/fleet"
 )
 
 // State is a description of the fleet's live state, for offline Explain
@@ -102,7 +104,7 @@ func keysInOrder(data []byte) []string {
 }
 
 // ProviderEndpointID is the endpoint id of a provider in decisions.
-func ProviderEndpointID(name string) string { return "provider/" + name }
+func ProviderEndpointID(name string) string { return fleet.ProviderID(name) }
 
 // Backends lists the snapshot's backends with the state applied: every
 // static worker of every worker set (by set name, in listed order), every

@@ -1,13 +1,14 @@
 package policy
 
 import (
+	"errors"
 	"fmt"
-	"net/url"
 	"regexp"
 	"strconv"
 	"strings"
 
 	"github.com/switchyard-dev/switchyard/api/v1alpha1"
+	"github.com/switchyard-dev/switchyard/internal/fleet"
 )
 
 // checker accumulates diagnostics.
@@ -30,10 +31,8 @@ var (
 	nameRE = regexp.MustCompile(`^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$`)
 	// Tags and rule/filter names: what the gateway accepts in its tags
 	// header, and safe as metric labels.
-	tagRE = regexp.MustCompile(`^[A-Za-z0-9._:/-]{1,64}$`)
-	// Endpoint ids: as the router's endpoints package accepts.
-	endpointIDRE = regexp.MustCompile(`^[A-Za-z0-9._:/-]{1,128}$`)
-	headerRE     = regexp.MustCompile("^[A-Za-z0-9!#$%&'*+.^_`|~-]+$")
+	tagRE    = regexp.MustCompile(`^[A-Za-z0-9._:/-]{1,64}$`)
+	headerRE = regexp.MustCompile("^[A-Za-z0-9!#$%&'*+.^_`|~-]+$")
 )
 
 var (
@@ -93,8 +92,8 @@ func (c *checker) validateWorkerSet(o *Object, s *v1alpha1.InferenceWorkerSetSpe
 	seen := map[string]bool{}
 	for i, w := range s.Static {
 		p := idx("spec.static", i)
-		if !endpointIDRE.MatchString(w.ID) {
-			c.err(o, p+".id", "%q is not a valid endpoint id (1-128 of letters, digits and . _ - / :)", w.ID)
+		if err := fleet.ValidateID(w.ID); err != nil {
+			c.err(o, p+".id", "endpoint id %v", err)
 		} else if seen[w.ID] {
 			c.err(o, p+".id", "endpoint id %q listed twice", w.ID)
 		}
@@ -103,8 +102,10 @@ func (c *checker) validateWorkerSet(o *Object, s *v1alpha1.InferenceWorkerSetSpe
 			c.err(o, p+".url", "%v", err)
 		}
 		for _, e := range []struct{ field, v string }{{"kvEventsEndpoint", w.KVEventsEndpoint}, {"kvReplayEndpoint", w.KVReplayEndpoint}} {
-			if e.v != "" && !strings.HasPrefix(e.v, "tcp://") && !strings.HasPrefix(e.v, "ipc://") {
-				c.err(o, p+"."+e.field, "%q: want tcp://host:port or ipc://path", e.v)
+			if e.v != "" {
+				if err := fleet.CheckDialEndpoint(e.v); err != nil {
+					c.err(o, p+"."+e.field, "%v", err)
+				}
 			}
 		}
 	}
@@ -179,21 +180,11 @@ func checkBaseURL(raw string) error {
 	if raw == "" {
 		return fmt.Errorf("url is required")
 	}
-	u, err := url.Parse(raw)
-	if err != nil {
-		return fmt.Errorf("invalid url %q: %w", raw, err)
-	}
-	if u.Scheme != "http" && u.Scheme != "https" {
-		return fmt.Errorf("url %q: scheme must be http or https", raw)
-	}
-	if u.Hostname() == "" {
-		return fmt.Errorf("url %q: no host", raw)
-	}
-	if u.User != nil {
-		return fmt.Errorf("url %q: credentials in the url are not allowed (use credentials)", u.Redacted())
-	}
-	if u.RawQuery != "" || u.Fragment != "" {
-		return fmt.Errorf("url %q: query and fragment are not allowed in a base url", raw)
+	if _, err := fleet.CheckURL(raw); err != nil {
+		if errors.Is(err, fleet.ErrURLCredentials) {
+			return fmt.Errorf("url %w (use credentials)", err)
+		}
+		return fmt.Errorf("url %w", err)
 	}
 	return nil
 }

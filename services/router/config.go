@@ -9,10 +9,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/switchyard-dev/switchyard/services/router/internal/endpoints"
-	"github.com/switchyard-dev/switchyard/services/router/internal/predict"
-
 	"github.com/switchyard-dev/switchyard/internal/configcheck"
+	"github.com/switchyard-dev/switchyard/internal/fleet"
+	"github.com/switchyard-dev/switchyard/services/router/internal/predict"
 )
 
 // Config is the router's configuration. The zero value is not valid; start
@@ -27,9 +26,13 @@ type Config struct {
 	// RouterID names this replica in published decisions; replicas ignore
 	// their own. It must differ between replicas sharing a NATS server.
 	RouterID string
-	// Endpoints is the shorthand "id=url,id=url"; models are discovered.
+	// Endpoints lists workers in the fleet shorthand (fleet.ParseShorthand),
+	// "id=url,id=url"; their models are discovered. KV endpoints may be
+	// given too (the kvtracker's --workers takes the same line); the
+	// router does not read them.
 	Endpoints string
-	// EndpointsFile is a YAML list of {id, url, models, kind}.
+	// EndpointsFile is a YAML list of workers (fleet.ParseYAML), the format
+	// of the kvtracker's --workers-file too.
 	EndpointsFile string
 	// PolicydAddr is policyd's gRPC address. Empty routes without
 	// policies, on the static endpoints alone; set, the router follows
@@ -147,8 +150,8 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.HTTPAddr, "http-addr", d.HTTPAddr, "HTTP listen address (REST /v1/route:explain and /v1/endpoints, /metrics, /healthz, /readyz); :9091 for every interface")
 	fs.StringVar(&c.NATSURL, "nats-url", d.NATSURL, "NATS server URL for sharing in-flight load between replicas; empty disables replica sync")
 	fs.StringVar(&c.RouterID, "router-id", d.RouterID, "this replica's id in published decisions (the host name unless set)")
-	fs.StringVar(&c.Endpoints, "endpoints", "", "static endpoints as id=url,id=url (models discovered from each worker's /v1/models)")
-	fs.StringVar(&c.EndpointsFile, "endpoints-file", "", "YAML file listing endpoints: [{id, url, models (optional), kind: local}]")
+	fs.StringVar(&c.Endpoints, "endpoints", "", "static workers as id=url,id=url (models discovered from each worker's /v1/models); the kvtracker's --workers syntax: "+fleet.ShorthandSyntax)
+	fs.StringVar(&c.EndpointsFile, "endpoints-file", "", "YAML file listing static workers (the kvtracker's --workers-file format): "+fleet.YAMLKeys)
 	fs.StringVar(&c.PolicydAddr, "policyd-addr", "", "policyd gRPC address (host:port); empty routes without policies on the static endpoints")
 	fs.StringVar(&c.GatewayBackend, "gateway-backend", "", "GatewayBackend whose policies apply (default: the snapshot's only or first one)")
 	fs.StringVar(&c.Classifiers, "classifiers", d.Classifiers,
@@ -209,7 +212,7 @@ func (c *Config) Validate() error {
 			errs = append(errs, fmt.Errorf("policyd-addr: %q: want host:port: %w", c.PolicydAddr, err))
 		}
 	}
-	if _, err := c.endpointSpecs(); err != nil {
+	if _, err := c.staticCatalog(); err != nil {
 		errs = append(errs, err)
 	}
 	if _, err := classifierRegistry.List(c.Classifiers); err != nil {
@@ -251,32 +254,37 @@ func (c *Config) Validate() error {
 	return errors.Join(errs...)
 }
 
-// endpointSpecs parses --endpoints and --endpoints-file together.
-func (c *Config) endpointSpecs() ([]endpoints.Spec, error) {
-	var short, file []endpoints.Spec
+// staticCatalog reads --endpoints and --endpoints-file together: the
+// workers the router routes to besides (or without) policyd's.
+func (c *Config) staticCatalog() (fleet.Catalog, error) {
+	var short, file []fleet.Worker
 	if strings.TrimSpace(c.Endpoints) != "" {
 		var err error
-		short, err = endpoints.ParseShorthand(c.Endpoints)
-		if err != nil {
-			return nil, fmt.Errorf("endpoints: %w", err)
+		if short, err = fleet.ParseShorthand(c.Endpoints, fleet.Defaults{}); err != nil {
+			return fleet.Catalog{}, fmt.Errorf("endpoints: %w", err)
 		}
 	}
 	if c.EndpointsFile != "" {
 		data, err := os.ReadFile(c.EndpointsFile)
 		if err != nil {
-			return nil, fmt.Errorf("endpoints-file: %w", err)
+			return fleet.Catalog{}, fmt.Errorf("endpoints-file: %w", err)
 		}
-		file, err = endpoints.ParseFile(data)
-		if err != nil {
-			return nil, fmt.Errorf("endpoints-file %s: %w", c.EndpointsFile, err)
+		if file, err = fleet.ParseYAML(data, fleet.Defaults{}); err != nil {
+			return fleet.Catalog{}, fmt.Errorf("endpoints-file %s: %w", c.EndpointsFile, err)
 		}
 	}
-	all, err := endpoints.Merge(short, file)
+	cat, err := fleet.NewCatalog(append(short, file...), nil)
 	if err != nil {
-		return nil, fmt.Errorf("endpoints and endpoints-file: %w", err)
+		return fleet.Catalog{}, fmt.Errorf("endpoints and endpoints-file: %w", err)
 	}
-	if len(all) == 0 && c.PolicydAddr == "" {
-		return nil, errors.New("no endpoints: set --endpoints id=url,... or --endpoints-file, or --policyd-addr")
+	var errs []error
+	for _, w := range cat.Workers {
+		if w.URL == "" {
+			errs = append(errs, fmt.Errorf("endpoints: worker %q has no url (http://...): the router routes to workers over HTTP", w.ID))
+		}
 	}
-	return all, nil
+	if cat.Len() == 0 && c.PolicydAddr == "" {
+		errs = append(errs, errors.New("no endpoints: set --endpoints id=url,... or --endpoints-file, or --policyd-addr"))
+	}
+	return cat, errors.Join(errs...)
 }

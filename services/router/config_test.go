@@ -22,7 +22,7 @@ func TestConfigValidate(t *testing.T) {
 	}
 	goodFile := write("good.yaml", "- id: f0\n  url: http://10.0.0.1:8000\n  models: [m]\n")
 	dupFile := write("dup.yaml", "- id: a\n  url: http://10.0.0.1:8000\n")
-	badFile := write("bad.yaml", "- id: f0\n  url: http://10.0.0.1:8000\n  model: m\n")
+	badFile := write("bad.yaml", "- id: f0\n  url: http://10.0.0.1:8000\n  modle: m\n")
 
 	tests := []struct {
 		name    string
@@ -39,11 +39,16 @@ func TestConfigValidate(t *testing.T) {
 		{name: "policyd and static endpoints", edit: func(c *router.Config) { c.PolicydAddr, c.GatewayBackend = "policyd:9092", "dev" }},
 		{name: "bad policyd addr", edit: func(c *router.Config) { c.PolicydAddr = "policyd" }, wantErr: []string{"policyd-addr"}},
 		{name: "bad endpoint url", edit: func(c *router.Config) { c.Endpoints = "a=localhost:8000" },
-			wantErr: []string{"endpoints:", "scheme must be http or https"}},
+			wantErr: []string{"endpoints:", `target "localhost:8000": want http:// or https://`}},
+		{name: "worker without url", edit: func(c *router.Config) { c.Endpoints = "a=tcp://h:5557" },
+			wantErr: []string{`worker "a" has no url`}},
+		{name: "one line for router and kvtracker", edit: func(c *router.Config) {
+			c.Endpoints = "a=http://127.0.0.1:8001|tcp://127.0.0.1:5557|tcp://127.0.0.1:5567"
+		}},
 		{name: "duplicate id in shorthand", edit: func(c *router.Config) { c.Endpoints = "a=http://x,a=http://y" },
-			wantErr: []string{`duplicate endpoint id "a"`}},
+			wantErr: []string{`duplicate id "a"`}},
 		{name: "duplicate id across sources", edit: func(c *router.Config) { c.EndpointsFile = dupFile },
-			wantErr: []string{"endpoints and endpoints-file", `duplicate endpoint id "a"`}},
+			wantErr: []string{"endpoints and endpoints-file", `duplicate id "a"`}},
 		{name: "missing file", edit: func(c *router.Config) { c.EndpointsFile = filepath.Join(dir, "nope.yaml") },
 			wantErr: []string{"endpoints-file:", "no such file"}},
 		{name: "misspelt field in file", edit: func(c *router.Config) { c.EndpointsFile = badFile },

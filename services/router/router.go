@@ -41,6 +41,7 @@ import (
 	"google.golang.org/grpc/reflection"
 	"google.golang.org/protobuf/encoding/protojson"
 
+	"github.com/switchyard-dev/switchyard/internal/fleet"
 	"github.com/switchyard-dev/switchyard/internal/kvblock"
 	"github.com/switchyard-dev/switchyard/internal/serve"
 	policyv1 "github.com/switchyard-dev/switchyard/proto/switchyard/policy/v1"
@@ -56,18 +57,13 @@ import (
 // inside a RouteRequest.
 const maxRESTBody = 16 << 20
 
-// endpointSource supplies the endpoint set: static configuration today,
-// policyd's InferenceWorkerSets later. update receives the full set on
-// every change; Watch returns when ctx ends.
-type endpointSource interface {
-	Watch(ctx context.Context, update func([]endpoints.Spec)) error
-}
-
 // Server is one router replica. New binds the listeners; Serve runs it.
 type Server struct {
-	cfg     Config
-	log     zerolog.Logger
-	source  endpointSource
+	cfg Config
+	log zerolog.Logger
+	// source supplies the fleet: the static endpoints (fleet.Static), or
+	// with policyd the endpoints followed by its catalog.
+	source  fleet.Source
 	table   *load.Table
 	kv      *kvblock.Index
 	approx  *kvblock.Index
@@ -93,7 +89,7 @@ func New(cfg Config, log zerolog.Logger) (*Server, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("router config: %w", err)
 	}
-	specs, err := cfg.endpointSpecs()
+	static, err := cfg.staticCatalog()
 	if err != nil {
 		return nil, fmt.Errorf("router config: %w", err)
 	}
@@ -123,7 +119,7 @@ func New(cfg Config, log zerolog.Logger) (*Server, error) {
 		return nil, fmt.Errorf("router config: %w", err)
 	}
 
-	s.source = endpoints.Static(specs)
+	s.source = fleet.Static(static)
 	if cfg.PolicydAddr != "" {
 		// grpc.NewClient does not dial: policyd may start after the router,
 		// and the watcher keeps retrying.
@@ -132,13 +128,8 @@ func New(cfg Config, log zerolog.Logger) (*Server, error) {
 			return nil, fmt.Errorf("policyd client %s: %w", cfg.PolicydAddr, err)
 		}
 		s.policyConn = conn
-		s.source = &policySource{
-			client:  policyv1.NewPolicyServiceClient(conn),
-			static:  specs,
-			backend: cfg.GatewayBackend,
-			log:     log,
-			set:     func(st *policyState) { s.svc.pol.Store(st) },
-		}
+		s.source = followPolicyd(policyv1.NewPolicyServiceClient(conn), static, cfg.GatewayBackend, log,
+			func(st *policyState) { s.svc.pol.Store(st) })
 	}
 
 	// Route's stack grows deep (JSON, template, tokenizer); workers that
@@ -356,9 +347,10 @@ func (s *Server) Serve(ctx context.Context) error {
 	g, gctx := errgroup.WithContext(ctx)
 
 	bgGo(func() error {
-		return s.source.Watch(bgCtx, func(specs []endpoints.Spec) {
+		return s.source.Watch(bgCtx, func(c fleet.Catalog) {
+			specs := endpoints.FromCatalog(c)
 			s.table.SetEndpoints(specs)
-			mgr.Set(bgCtx, scraped(specs))
+			mgr.Set(bgCtx, endpoints.Scraped(specs))
 			s.log.Info().Int("endpoints", len(specs)).Msg("endpoint set updated")
 		})
 	})

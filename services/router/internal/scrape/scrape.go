@@ -1,6 +1,7 @@
 package scrape
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/switchyard-dev/switchyard/internal/fleet"
 	"github.com/switchyard-dev/switchyard/services/router/internal/endpoints"
 )
 
@@ -121,7 +123,7 @@ func (m *Manager) Set(ctx context.Context, specs []endpoints.Spec) {
 func (m *Manager) Wait() { m.wg.Wait() }
 
 func sameSpec(a, b endpoints.Spec) bool {
-	return a.ID == b.ID && a.URL == b.URL && a.Kind == b.Kind && slices.Equal(a.Models, b.Models)
+	return a.ID == b.ID && a.URL == b.URL && a.MetricsPath == b.MetricsPath && a.Kind == b.Kind && slices.Equal(a.Models, b.Models)
 }
 
 func (m *Manager) loop(ctx context.Context, spec endpoints.Spec) {
@@ -133,7 +135,7 @@ func (m *Manager) loop(ctx context.Context, spec endpoints.Spec) {
 	for {
 		started := time.Now()
 		fetchModels := discover && (!healthy || started.Sub(modelsAt) >= modelsRefresh)
-		res := m.scrapeOnce(ctx, spec.URL, fetchModels)
+		res := m.scrapeOnce(ctx, spec, fetchModels)
 		if ctx.Err() != nil {
 			return
 		}
@@ -163,11 +165,12 @@ func (m *Manager) loop(ctx context.Context, spec endpoints.Spec) {
 	}
 }
 
-func (m *Manager) scrapeOnce(ctx context.Context, base string, fetchModels bool) Result {
+func (m *Manager) scrapeOnce(ctx context.Context, spec endpoints.Spec, fetchModels bool) Result {
 	ctx, cancel := context.WithTimeout(ctx, m.cfg.Timeout)
 	defer cancel()
 	var res Result
-	body, err := m.get(ctx, base+"/metrics", "text/plain;version=0.0.4")
+	base, path := spec.URL, cmp.Or(spec.MetricsPath, fleet.DefaultMetricsPath)
+	body, err := m.get(ctx, base+path, "text/plain;version=0.0.4")
 	if err != nil {
 		res.Err = err
 		return res
@@ -175,7 +178,7 @@ func (m *Manager) scrapeOnce(ctx context.Context, base string, fetchModels bool)
 	res.Metrics, err = ParseMetrics(body)
 	body.Close()
 	if err != nil {
-		res.Err = fmt.Errorf("scrape %s/metrics: %w", base, err)
+		res.Err = fmt.Errorf("scrape %s%s: %w", base, path, err)
 		return res
 	}
 	if fetchModels {

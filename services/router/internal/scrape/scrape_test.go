@@ -175,6 +175,15 @@ func TestManagerScrapesRealServers(t *testing.T) {
 	defer hung.Close()
 	configured := worker(http.StatusOK, false)
 	defer configured.Close()
+	// A worker set's metricsPath moves the page; /metrics is then a 404.
+	moved := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/vllm/metrics" {
+			http.NotFound(w, r)
+			return
+		}
+		_, _ = w.Write([]byte(metrics))
+	}))
+	defer moved.Close()
 	refused := httptest.NewServer(http.NotFoundHandler())
 	refusedURL := refused.URL
 	refused.Close()
@@ -186,6 +195,7 @@ func TestManagerScrapesRealServers(t *testing.T) {
 	}{
 		{spec: endpoints.Spec{ID: "ok", URL: ok.URL}, wantModels: []string{"Qwen/Qwen3-8B"}},
 		{spec: endpoints.Spec{ID: "configured", URL: configured.URL, Models: []string{"m"}}},
+		{spec: endpoints.Spec{ID: "moved", URL: moved.URL, MetricsPath: "/vllm/metrics", Models: []string{"m"}}},
 		{spec: endpoints.Spec{ID: "broken", URL: broken.URL}, wantErr: "status 500"},
 		{spec: endpoints.Spec{ID: "hung", URL: hung.URL}, wantErr: "no answer within"},
 		{spec: endpoints.Spec{ID: "refused", URL: refusedURL}, wantErr: "connection refused"},
