@@ -84,7 +84,7 @@ type Worker struct {
 }
 
 // Model is the first model the worker serves, "" when none is listed.
-func (w *Worker) Model() string {
+func (w Worker) Model() string {
 	if len(w.Models) == 0 {
 		return ""
 	}
@@ -92,10 +92,10 @@ func (w *Worker) Model() string {
 }
 
 // Key is the worker's identity across the system: pool and id.
-func (w *Worker) Key() string { return w.Pool + "/" + w.ID }
+func (w Worker) Key() string { return w.Pool + "/" + w.ID }
 
 // Equal reports whether two workers are described alike.
-func (w *Worker) Equal(o *Worker) bool {
+func (w Worker) Equal(o Worker) bool {
 	return w.ID == o.ID && w.Pool == o.Pool && w.Group == o.Group && slices.Equal(w.Models, o.Models) &&
 		w.URL == o.URL && w.MetricsPath == o.MetricsPath && w.KVEndpoint == o.KVEndpoint &&
 		w.ReplayEndpoint == o.ReplayEndpoint && w.Topic == o.Topic && w.BlockSize == o.BlockSize && w.GPUBlocks == o.GPUBlocks
@@ -115,7 +115,7 @@ type Provider struct {
 }
 
 // ID is the provider's endpoint id in decisions and metrics.
-func (p *Provider) ID() string { return ProviderID(p.Name) }
+func (p Provider) ID() string { return ProviderID(p.Name) }
 
 // ProviderID is the endpoint id of the provider named name.
 func ProviderID(name string) string { return "provider/" + name }

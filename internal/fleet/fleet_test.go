@@ -171,7 +171,7 @@ func TestOneSyntaxForBoth(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !file[0].Equal(&both[0]) {
+	if !file[0].Equal(both[0]) {
 		t.Fatalf("yaml %+v, shorthand %+v", file[0], both[0])
 	}
 }
@@ -351,12 +351,12 @@ func TestWorkerEqual(t *testing.T) {
 	a := local("a", "http://a")
 	b := a
 	b.Models = []string{"m"}
-	if a.Equal(&b) || !a.Equal(&a) {
+	if a.Equal(b) || !a.Equal(a) {
 		t.Fatal("Equal ignores models")
 	}
 	b = a
 	b.KVEndpoint = "tcp://h:1"
-	if a.Equal(&b) {
+	if a.Equal(b) {
 		t.Fatal("Equal ignores the kv endpoint")
 	}
 }

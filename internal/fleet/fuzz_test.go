@@ -30,7 +30,7 @@ func checkParsed(t *testing.T, ws []Worker) {
 		if err != nil {
 			t.Fatalf("accepted worker does not re-validate: %+v: %v", w, err)
 		}
-		if !again.Equal(&w) {
+		if !again.Equal(w) {
 			t.Fatalf("not canonical: %+v -> %+v", w, again)
 		}
 	}

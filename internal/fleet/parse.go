@@ -17,7 +17,9 @@ type Defaults struct {
 	BlockSize int
 }
 
-func (d Defaults) apply(w *Worker) {
+// Apply fills what w leaves out from d (for workers given in code, as
+// the parsers do for theirs).
+func (d Defaults) Apply(w *Worker) {
 	if w.Pool == "" {
 		w.Pool = d.Pool
 	}
@@ -94,7 +96,7 @@ func ParseShorthand(s string, d Defaults) ([]Worker, error) {
 		if w.KVEndpoint == "" {
 			w.Topic = w.ID
 		}
-		d.apply(&w)
+		d.Apply(&w)
 		norm, err := normalize(w)
 		if err != nil {
 			return nil, at(label, err)
@@ -157,7 +159,7 @@ func ParseYAML(data []byte, d Defaults) ([]Worker, error) {
 		label := "[" + strconv.Itoa(i) + "]"
 		w, err := e.worker()
 		if err == nil {
-			d.apply(&w)
+			d.Apply(&w)
 			w, err = normalize(w)
 		}
 		if err != nil {

@@ -16,7 +16,7 @@ import (
 	"github.com/switchyard-dev/switchyard/internal/vllm/kvevents"
 	eventsv1 "github.com/switchyard-dev/switchyard/proto/switchyard/events/v1"
 	"github.com/switchyard-dev/switchyard/services/kvtracker/internal/ingest"
-	"github.com/switchyard-dev/switchyard/services/kvtracker/internal/workers"
+	"github.com/switchyard-dev/switchyard/internal/fleet"
 )
 
 const (
@@ -94,7 +94,7 @@ func BenchmarkIngest(b *testing.B) {
 			}
 			var epoch uint64
 			w := ingest.New(ingest.Options{
-				Spec:     workers.Spec{ID: "w0", Pool: "bench", Model: "m", BlockSize: benchBlockSize},
+				Spec:     fleet.Worker{ID: "w0", Pool: "bench", Models: []string{"m"}, BlockSize: benchBlockSize},
 				Sink:     sink,
 				NewEpoch: func() uint64 { epoch++; return epoch },
 				Metrics:  ingest.NewMetrics(prometheus.NewRegistry()),

@@ -4,29 +4,37 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net"
 	"os"
 	"strings"
 	"time"
 
-	"github.com/switchyard-dev/switchyard/services/kvtracker/internal/workers"
-
 	"github.com/switchyard-dev/switchyard/internal/configcheck"
+	"github.com/switchyard-dev/switchyard/internal/fleet"
 )
 
-// WorkerSpec is one worker whose KV events the tracker ingests; see the
-// field comments for the --workers-file keys.
-type WorkerSpec = workers.Spec
+// WorkerSpec is one worker given in code (Config.WorkerSpecs); the
+// tracker reads its KV endpoint, replay endpoint, topic, pool, model,
+// block size and GPU blocks.
+type WorkerSpec = fleet.Worker
 
 // Config is the kvtracker's configuration. Start from DefaultConfig or
 // RegisterFlags.
 type Config struct {
-	// WorkersFile is a YAML list of WorkerSpec.
+	// WorkersFile is a YAML list of workers (fleet.ParseYAML), the format
+	// of the router's --endpoints-file too.
 	WorkersFile string
-	// Workers is the shorthand "id=tcp://host:port[|tcp://host:replayport],...".
+	// Workers lists workers in the fleet shorthand (fleet.ParseShorthand),
+	// "id=tcp://host:port[|tcp://host:replayport],..."; the router's
+	// --endpoints takes the same line.
 	Workers string
-	// WorkerSpecs are workers given in code (switchyard dev), merged with
-	// the two above.
+	// WorkerSpecs are workers given in code, merged with the two above.
 	WorkerSpecs []WorkerSpec
+	// PolicydAddr is policyd's gRPC address. Set, the tracker follows
+	// policyd's catalog as the router does: the workers of every
+	// InferenceWorkerSet with a KV event endpoint join the static ones,
+	// and a worker leaving the catalog is released.
+	PolicydAddr string
 	// Defaults for workers that leave these out.
 	Pool      string
 	Model     string
@@ -61,8 +69,8 @@ type Config struct {
 func DefaultConfig() Config {
 	host, _ := os.Hostname()
 	return Config{
-		Pool:             workers.DefaultPool,
-		BlockSize:        workers.DefaultBlockSize,
+		Pool:             fleet.DefaultPool,
+		BlockSize:        fleet.DefaultBlockSize,
 		NATSURL:          "nats://127.0.0.1:4222",
 		RedisURL:         "redis://127.0.0.1:6379",
 		ReplicaID:        host,
@@ -79,8 +87,9 @@ func DefaultConfig() Config {
 // values as defaults.
 func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	d := DefaultConfig()
-	fs.StringVar(&c.WorkersFile, "workers-file", "", "YAML file listing workers: [{id, pool, model, kvEndpoint, replayEndpoint, blockSize, topic, gpuBlocks}]")
-	fs.StringVar(&c.Workers, "workers", "", `workers as id=kv_endpoint[|replay_endpoint],... e.g. "w0=tcp://10.0.0.5:5557|tcp://10.0.0.5:5558"; "id=" is a worker connecting to --bind with topic id`)
+	fs.StringVar(&c.WorkersFile, "workers-file", "", "YAML file listing workers (the router's --endpoints-file format): "+fleet.YAMLKeys)
+	fs.StringVar(&c.Workers, "workers", "", `workers as id=kv_endpoint[|replay_endpoint],... e.g. "w0=tcp://10.0.0.5:5557|tcp://10.0.0.5:5558"; "id=" is a worker connecting to --bind with topic id; the router's --endpoints syntax: `+fleet.ShorthandSyntax)
+	fs.StringVar(&c.PolicydAddr, "policyd-addr", "", "policyd gRPC address (host:port): follow its InferenceWorkerSets' workers (those with a KV event endpoint), as the router does")
 	fs.StringVar(&c.Pool, "pool", d.Pool, "pool of workers that name none")
 	fs.StringVar(&c.Model, "model", "", "model of workers that name none")
 	fs.StringVar(&c.Topic, "topic", "", "kv events topic of workers that name none (vLLM's kv-events-config topic)")
@@ -123,54 +132,102 @@ func (c *Config) Validate() error {
 		configcheck.Duration{Name: "silence-warning", Value: c.SilenceWarning},
 		configcheck.Duration{Name: "shutdown-timeout", Value: c.ShutdownTimeout},
 	)...)
-	specs, err := c.workerSpecs()
-	if err != nil {
+	if c.PolicydAddr != "" {
+		if _, _, err := net.SplitHostPort(c.PolicydAddr); err != nil {
+			errs = append(errs, fmt.Errorf("policyd-addr: %q: want host:port: %w", c.PolicydAddr, err))
+		}
+	}
+	if _, err := c.staticCatalog(); err != nil {
 		errs = append(errs, err)
 	}
 	if c.Bind != "" {
 		if !strings.HasPrefix(c.Bind, "tcp://") && !strings.HasPrefix(c.Bind, "ipc://") && !strings.HasPrefix(c.Bind, "inproc://") {
 			errs = append(errs, fmt.Errorf("bind %q: want tcp://host:port, ipc://path or inproc://name", c.Bind))
 		}
-	} else {
-		for _, s := range specs {
-			if s.Bound() {
-				errs = append(errs, fmt.Errorf("worker %q has no kvEndpoint: set one, or --bind for workers that connect to the tracker", s.Key()))
-				break
-			}
-		}
 	}
 	return errors.Join(errs...)
 }
 
-// workerSpecs parses --workers, --workers-file and WorkerSpecs together.
-func (c *Config) workerSpecs() ([]workers.Spec, error) {
-	d := workers.Defaults{Pool: c.Pool, Model: c.Model, Topic: c.Topic, BlockSize: c.BlockSize}
-	var short, file []workers.Spec
+// staticCatalog reads --workers, --workers-file and WorkerSpecs together,
+// each worker filled from the defaults (--pool, --model, --topic,
+// --block-size), and checks that the tracker can ingest every one.
+func (c *Config) staticCatalog() (fleet.Catalog, error) {
+	d := fleet.Defaults{Pool: c.Pool, Model: c.Model, Topic: c.Topic, BlockSize: c.BlockSize}
+	var all []fleet.Worker
 	if strings.TrimSpace(c.Workers) != "" {
-		var err error
-		if short, err = workers.ParseShorthand(c.Workers, d); err != nil {
-			return nil, fmt.Errorf("workers: %w", err)
+		short, err := fleet.ParseShorthand(c.Workers, d)
+		if err != nil {
+			return fleet.Catalog{}, fmt.Errorf("workers: %w", err)
 		}
+		all = append(all, short...)
 	}
 	if c.WorkersFile != "" {
 		data, err := os.ReadFile(c.WorkersFile)
 		if err != nil {
-			return nil, fmt.Errorf("workers-file: %w", err)
+			return fleet.Catalog{}, fmt.Errorf("workers-file: %w", err)
 		}
-		if file, err = workers.ParseFile(data, d); err != nil {
-			return nil, fmt.Errorf("workers-file %s: %w", c.WorkersFile, err)
+		file, err := fleet.ParseYAML(data, d)
+		if err != nil {
+			return fleet.Catalog{}, fmt.Errorf("workers-file %s: %w", c.WorkersFile, err)
+		}
+		all = append(all, file...)
+	}
+	for _, w := range c.WorkerSpecs {
+		d.Apply(&w)
+		all = append(all, w)
+	}
+	cat, err := fleet.NewCatalog(all, nil)
+	if err != nil {
+		return fleet.Catalog{}, fmt.Errorf("workers: %w", err)
+	}
+	var errs []error
+	for _, w := range cat.Workers {
+		if w.KVEndpoint == "" && c.Bind == "" {
+			errs = append(errs, fmt.Errorf("worker %q has no kvEndpoint: set one, or --bind for workers that connect to the tracker", w.Key()))
+		} else if w.KVEndpoint == "" && w.Topic == "" {
+			errs = append(errs, fmt.Errorf("worker %q has no kvEndpoint, so it connects to --bind and needs a topic to be told apart", w.Key()))
 		}
 	}
-	given, err := workers.Normalize(c.WorkerSpecs, d)
-	if err != nil {
-		return nil, fmt.Errorf("worker specs: %w", err)
+	if len(errs) == 0 {
+		_, errs = tracked(cat, c.Bind != "")
 	}
-	all, err := workers.Merge(short, file, given)
-	if err != nil {
-		return nil, fmt.Errorf("workers: %w", err)
+	if cat.Len() == 0 && c.PolicydAddr == "" {
+		errs = append(errs, ErrNoWorkers)
 	}
-	if len(all) == 0 {
-		return nil, workers.ErrNoWorkers
-	}
-	return all, nil
+	return cat, errors.Join(errs...)
 }
+
+// ErrNoWorkers is returned when the configuration gives no worker and no
+// policyd to take them from.
+var ErrNoWorkers = errors.New("no workers: set --workers id=tcp://host:port,..., --workers-file, or --policyd-addr")
+
+// tracked picks the catalog's workers whose KV events the tracker reads:
+// those with a KV event endpoint (it dials them), and with --bind those
+// without one that have a topic to be told apart by on the bound socket.
+// Others publish no KV events (a worker set without kvEvents) and are
+// skipped. problems are the workers it cannot ingest: no model for their
+// deltas, or a bound topic already taken.
+func tracked(c fleet.Catalog, bind bool) (ws []fleet.Worker, problems []error) {
+	topics := map[string]string{}
+	for _, w := range c.Workers {
+		switch {
+		case w.KVEndpoint == "" && (!bind || w.Topic == ""):
+			continue
+		case w.Model() == "":
+			problems = append(problems, fmt.Errorf("worker %q: no model for its KV deltas (list one, or set --model)", w.Key()))
+			continue
+		case bound(w):
+			if prev, dup := topics[w.Topic]; dup {
+				problems = append(problems, fmt.Errorf("workers %q and %q connect to the bound socket with the same topic %q", prev, w.Key(), w.Topic))
+				continue
+			}
+			topics[w.Topic] = w.Key()
+		}
+		ws = append(ws, w)
+	}
+	return ws, problems
+}
+
+// bound reports whether a tracked worker connects to the tracker's --bind
+// socket (rather than being dialled).
+func bound(w fleet.Worker) bool { return w.KVEndpoint == "" }

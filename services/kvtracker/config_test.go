@@ -29,7 +29,19 @@ func TestConfigValidate(t *testing.T) {
 		{"valid", func(*Config) {}, ""},
 		{"no workers", func(c *Config) { c.Workers = "" }, "no workers"},
 		{"file", func(c *Config) { c.Workers, c.WorkersFile = "", file }, ""},
-		{"file and shorthand collide", func(c *Config) { c.WorkersFile = file }, "collide"},
+		{"file and shorthand collide", func(c *Config) { c.WorkersFile = file }, `duplicate id "w0"`},
+		{"policyd alone", func(c *Config) { c.Workers, c.PolicydAddr = "", "127.0.0.1:9092" }, ""},
+		{"policyd and static workers", func(c *Config) { c.PolicydAddr = "policyd:9092" }, ""},
+		{"bad policyd addr", func(c *Config) { c.PolicydAddr = "policyd" }, "policyd-addr"},
+		{"one line for router and kvtracker", func(c *Config) {
+			c.Workers = "w0=http://10.0.0.5:8000|tcp://10.0.0.5:5557|tcp://10.0.0.5:5558"
+		}, ""},
+		{"a router's line without KV endpoint", func(c *Config) { c.Workers = "w0=http://10.0.0.5:8000" }, "--bind"},
+		{"no model", func(c *Config) { c.Model = "" }, "no model"},
+		{"bad endpoint with its entry", func(c *Config) { c.Workers = "w0=tcp://*:5557" }, `workers: entry 1: kvEndpoint: "tcp://*:5557": host "*" cannot be dialled`},
+		{"bound topic twice", func(c *Config) {
+			c.Workers, c.Bind, c.WorkerSpecs = "", "tcp://*:5557", []WorkerSpec{{ID: "a", Topic: "t"}, {ID: "b", Topic: "t"}}
+		}, "same topic"},
 		{"missing file", func(c *Config) { c.WorkersFile = "/nonexistent/w.yaml" }, "workers-file"},
 		{"specs in code", func(c *Config) { c.Workers, c.WorkerSpecs = "", []WorkerSpec{{ID: "x", KVEndpoint: "tcp://h:1"}} }, ""},
 		{"bound worker needs --bind", func(c *Config) { c.Workers = "w0=" }, "--bind"},

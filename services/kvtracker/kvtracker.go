@@ -28,36 +28,36 @@ import (
 	"github.com/rs/zerolog"
 	"golang.org/x/sync/errgroup"
 
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
 	"github.com/switchyard-dev/switchyard/internal/bus"
-	"github.com/switchyard-dev/switchyard/internal/vllm/kvzmq"
-	"github.com/switchyard-dev/switchyard/services/kvtracker/internal/lease"
-	"github.com/switchyard-dev/switchyard/services/kvtracker/internal/workers"
-
 	"github.com/switchyard-dev/switchyard/internal/configcheck"
-
+	"github.com/switchyard-dev/switchyard/internal/fleet"
+	"github.com/switchyard-dev/switchyard/internal/fleet/policysource"
 	"github.com/switchyard-dev/switchyard/internal/serve"
+	"github.com/switchyard-dev/switchyard/internal/vllm/kvzmq"
+	policyv1 "github.com/switchyard-dev/switchyard/proto/switchyard/policy/v1"
+	"github.com/switchyard-dev/switchyard/services/kvtracker/internal/lease"
 )
 
 // setupTimeout bounds connecting to NATS and creating the stream and the
 // lease bucket at start.
 const setupTimeout = 10 * time.Second
 
-// workerSource supplies the worker set: static configuration today,
-// policyd's InferenceWorkerSets later. update receives the full set on
-// every change; Watch returns when ctx ends.
-type workerSource interface {
-	Watch(ctx context.Context, update func([]workers.Spec)) error
-}
-
 // Tracker is one kvtracker replica. New binds its listeners; Serve runs it.
 type Tracker struct {
-	cfg     Config
-	log     zerolog.Logger
-	source  workerSource
-	metrics *metrics
-	httpSrv *http.Server
-	httpLn  net.Listener
-	bound   *kvzmq.Subscriber // nil without --bind
+	cfg Config
+	log zerolog.Logger
+	// source supplies the fleet: the static workers (fleet.Static), or
+	// with policyd those followed by its catalog.
+	source fleet.Source
+	// policyConn is the client connection to policyd, nil without.
+	policyConn *grpc.ClientConn
+	metrics    *metrics
+	httpSrv    *http.Server
+	httpLn     net.Listener
+	bound      *kvzmq.Subscriber // nil without --bind
 
 	serving  atomic.Bool // first lease round done
 	stopping atomic.Bool
@@ -70,7 +70,7 @@ type Tracker struct {
 	leaseTick   time.Duration
 
 	mu      sync.Mutex
-	wanted  map[string]workers.Spec // by lease key
+	wanted  map[string]fleet.Worker // by lease key
 	runs    map[string]*run         // by lease key; written by the lease loop only
 	routing atomic.Pointer[routing] // for the bound socket's dispatcher
 }
@@ -81,7 +81,7 @@ func New(cfg Config, log zerolog.Logger) (*Tracker, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("kvtracker config: %w", err)
 	}
-	specs, err := cfg.workerSpecs()
+	static, err := cfg.staticCatalog()
 	if err != nil {
 		return nil, fmt.Errorf("kvtracker config: %w", err)
 	}
@@ -89,10 +89,10 @@ func New(cfg Config, log zerolog.Logger) (*Tracker, error) {
 	t := &Tracker{
 		cfg:       cfg,
 		log:       log,
-		source:    workers.Static(specs),
+		source:    fleet.Static(static),
 		metrics:   newMetrics(),
 		leaseTick: time.Second,
-		wanted:    map[string]workers.Spec{},
+		wanted:    map[string]fleet.Worker{},
 		runs:      map[string]*run{},
 	}
 	t.routing.Store(&routing{})
@@ -108,6 +108,19 @@ func New(cfg Config, log zerolog.Logger) (*Tracker, error) {
 			t.httpLn.Close()
 			return nil, err
 		}
+	}
+	if cfg.PolicydAddr != "" {
+		// grpc.NewClient does not dial: policyd may start after the
+		// tracker, and the watcher keeps retrying.
+		t.policyConn, err = grpc.NewClient(cfg.PolicydAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			t.httpLn.Close()
+			if t.bound != nil {
+				t.bound.Close()
+			}
+			return nil, fmt.Errorf("policyd client %s: %w", cfg.PolicydAddr, err)
+		}
+		t.source = policysource.New(policyv1.NewPolicyServiceClient(t.policyConn), policysource.Options{Static: static, Log: log})
 	}
 	return t, nil
 }
@@ -162,6 +175,9 @@ func (t *Tracker) Serve(ctx context.Context) error {
 	defer t.httpLn.Close()
 	if t.bound != nil {
 		defer t.bound.Close()
+	}
+	if t.policyConn != nil {
+		defer t.policyConn.Close()
 	}
 	d, err := t.connect(ctx)
 	if err != nil {
@@ -259,10 +275,14 @@ func (t *Tracker) connect(ctx context.Context) (*deps, error) {
 	return d, nil
 }
 
-// setWorkers takes a new worker set from the source; the lease loop acts
-// on it.
-func (t *Tracker) setWorkers(specs []workers.Spec) {
-	wanted := make(map[string]workers.Spec, len(specs))
+// setWorkers takes a new catalog from the source; the lease loop acts on
+// the workers it tracks.
+func (t *Tracker) setWorkers(c fleet.Catalog) {
+	specs, problems := tracked(c, t.bound != nil)
+	for _, err := range problems {
+		t.log.Warn().Err(err).Msg("worker left out")
+	}
+	wanted := make(map[string]fleet.Worker, len(specs))
 	for _, s := range specs {
 		wanted[bus.KVLeaseKey(s.Pool, s.ID)] = s
 	}

@@ -12,12 +12,12 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/switchyard-dev/switchyard/internal/bus"
+	"github.com/switchyard-dev/switchyard/internal/fleet"
 	"github.com/switchyard-dev/switchyard/internal/rediskeys"
 	"github.com/switchyard-dev/switchyard/internal/vllm/kvzmq"
 	eventsv1 "github.com/switchyard-dev/switchyard/proto/switchyard/events/v1"
 	"github.com/switchyard-dev/switchyard/services/kvtracker/internal/ingest"
 	"github.com/switchyard-dev/switchyard/services/kvtracker/internal/lease"
-	"github.com/switchyard-dev/switchyard/services/kvtracker/internal/workers"
 )
 
 // flushTimeout bounds the wait for a stopped worker's last deltas to be
@@ -31,7 +31,7 @@ const boundQueue = 1024
 // run is one leased worker being ingested.
 type run struct {
 	key     string
-	spec    workers.Spec
+	spec    fleet.Worker
 	lease   *lease.Lease
 	cancel  context.CancelFunc
 	done    chan struct{}
@@ -57,12 +57,12 @@ func (t *Tracker) updateRouting() {
 	t.mu.Lock()
 	rt := &routing{runs: map[string]*run{}, known: map[string]bool{}}
 	for _, s := range t.wanted {
-		if s.Bound() {
+		if bound(s) {
 			rt.known[s.Topic] = true
 		}
 	}
 	for _, r := range t.runs {
-		if r.spec.Bound() {
+		if bound(r.spec) {
 			rt.runs[r.spec.Topic] = r
 		}
 	}
@@ -167,7 +167,10 @@ func (t *Tracker) leaseRound(ctx context.Context, d *deps) {
 			continue
 		default:
 		}
-		if _, ok := wanted[r.key]; !ok {
+		if w, ok := wanted[r.key]; !ok || !w.Equal(r.spec) {
+			// Removed from the fleet, or described anew (another
+			// address): released now, and a changed worker is taken up
+			// again below with its new description.
 			stops = append(stops, stop{r, true, "released"})
 			continue
 		}
@@ -257,10 +260,10 @@ func (t *Tracker) running(key string) bool {
 	return ok
 }
 
-func (t *Tracker) startRun(ctx context.Context, spec workers.Spec, key string, l *lease.Lease, d *deps) {
+func (t *Tracker) startRun(ctx context.Context, spec fleet.Worker, key string, l *lease.Lease, d *deps) {
 	rctx, cancel := context.WithCancel(ctx)
 	r := &run{key: key, spec: spec, lease: l, cancel: cancel, done: make(chan struct{}), snapReq: make(chan struct{}, 1)}
-	if spec.Bound() {
+	if bound(spec) {
 		r.in = make(chan kvzmq.Message, boundQueue)
 	}
 	t.mu.Lock()
@@ -351,7 +354,7 @@ func (t *Tracker) runWorker(ctx context.Context, r *run, d *deps) {
 	wctx, stopWatch := context.WithCancel(ctx)
 	defer stopWatch()
 	var src ingest.Source
-	if spec.Bound() {
+	if bound(spec) {
 		go watch.watch(wctx, t.BindEndpoint())
 		src = chanSource(r.in)
 	} else {
@@ -409,7 +412,7 @@ func (t *Tracker) runWorker(ctx context.Context, r *run, d *deps) {
 
 // previousEpoch reads the epoch of the worker's last snapshot, so the new
 // epoch is larger even if this replica's clock is behind the last one's.
-func (t *Tracker) previousEpoch(ctx context.Context, d *deps, spec workers.Spec) uint64 {
+func (t *Tracker) previousEpoch(ctx context.Context, d *deps, spec fleet.Worker) uint64 {
 	if d.rdb == nil {
 		return 0
 	}

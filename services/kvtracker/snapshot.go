@@ -85,7 +85,7 @@ func (s *snapshotWriter) write(ctx context.Context) {
 	msg := &eventsv1.WorkerKVSnapshot{
 		Pool:      spec.Pool,
 		WorkerId:  spec.ID,
-		Model:     spec.Model,
+		Model:     spec.Model(),
 		Epoch:     snap.Epoch,
 		Seq:       snap.Seq,
 		BlockSize: int32(spec.BlockSize),
@@ -126,7 +126,7 @@ func (t *Tracker) writeSummary(ctx context.Context, r *run, w *ingest.Worker, d 
 	data, err := proto.Marshal(&eventsv1.WorkerKVSummary{
 		Pool:               spec.Pool,
 		WorkerId:           spec.ID,
-		Model:              spec.Model,
+		Model:              spec.Model(),
 		Epoch:              sum.Epoch,
 		CachedBlocks:       int64(sum.CachedBlocks),
 		BlockSize:          int32(spec.BlockSize),

@@ -16,11 +16,11 @@ import (
 	"github.com/rs/zerolog"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/switchyard-dev/switchyard/internal/fleet"
 	"github.com/switchyard-dev/switchyard/internal/vllm/kvevents"
 	"github.com/switchyard-dev/switchyard/internal/vllm/kvzmq"
 	eventsv1 "github.com/switchyard-dev/switchyard/proto/switchyard/events/v1"
 	"github.com/switchyard-dev/switchyard/services/kvtracker/internal/blockset"
-	"github.com/switchyard-dev/switchyard/services/kvtracker/internal/workers"
 )
 
 // ErrLeaseLost stops a worker whose lease is no longer valid: another
@@ -58,7 +58,7 @@ type Replayer func(ctx context.Context, start uint64, fn func(seq uint64, payloa
 
 // Options configure a Worker.
 type Options struct {
-	Spec workers.Spec
+	Spec fleet.Worker
 	Sink Sink
 	// Replay is nil when the worker has no replay endpoint.
 	Replay        Replayer
@@ -137,7 +137,7 @@ func New(opt Options) *Worker {
 	w.delta = eventsv1.KVBlockDelta{
 		Pool:      opt.Spec.Pool,
 		WorkerId:  opt.Spec.ID,
-		Model:     opt.Spec.Model,
+		Model:     opt.Spec.Model(),
 		BlockSize: int32(opt.Spec.BlockSize),
 		Ts:        &w.ts,
 	}

@@ -17,7 +17,7 @@ import (
 	"github.com/switchyard-dev/switchyard/internal/vllm/kvevents"
 	"github.com/switchyard-dev/switchyard/internal/vllm/kvzmq"
 	eventsv1 "github.com/switchyard-dev/switchyard/proto/switchyard/events/v1"
-	"github.com/switchyard-dev/switchyard/services/kvtracker/internal/workers"
+	"github.com/switchyard-dev/switchyard/internal/fleet"
 )
 
 // recorder is a Sink keeping copies of every delta.
@@ -123,7 +123,7 @@ func newWorker(t testing.TB, sink Sink, replay Replayer) (*Worker, *Metrics) {
 	m := NewMetrics(prometheus.NewRegistry())
 	var epoch uint64
 	w := New(Options{
-		Spec:     workers.Spec{ID: "w0", Pool: "p", Model: "m", BlockSize: 4},
+		Spec:     fleet.Worker{ID: "w0", Pool: "p", Models: []string{"m"}, BlockSize: 4},
 		Sink:     sink,
 		Replay:   replay,
 		NewEpoch: func() uint64 { epoch++; return epoch },
@@ -431,7 +431,7 @@ func TestLeaseLostStops(t *testing.T) {
 	m := NewMetrics(prometheus.NewRegistry())
 	rec := &recorder{}
 	w := New(Options{
-		Spec: workers.Spec{ID: "w0", Pool: "p", Model: "m", BlockSize: 4}, Sink: rec,
+		Spec: fleet.Worker{ID: "w0", Pool: "p", Models: []string{"m"}, BlockSize: 4}, Sink: rec,
 		NewEpoch: func() uint64 { return 1 }, Valid: func() bool { return valid },
 		Metrics: m, Log: zerolog.Nop(),
 	})
@@ -454,7 +454,7 @@ func TestPublishErrorCounted(t *testing.T) {
 	calls := 0
 	m := NewMetrics(prometheus.NewRegistry())
 	w := New(Options{
-		Spec: workers.Spec{ID: "w0", Pool: "p", Model: "m", BlockSize: 4}, Sink: rec,
+		Spec: fleet.Worker{ID: "w0", Pool: "p", Models: []string{"m"}, BlockSize: 4}, Sink: rec,
 		NewEpoch: func() uint64 { return 1 }, OnPublishError: func() { calls++ },
 		Metrics: m, Log: zerolog.Nop(),
 	})
