@@ -15,7 +15,6 @@ import (
 
 	"github.com/switchyard-dev/switchyard/internal/policy"
 	"github.com/switchyard-dev/switchyard/internal/sim"
-	"github.com/switchyard-dev/switchyard/services/kvtracker"
 	"github.com/switchyard-dev/switchyard/services/policyd"
 )
 
@@ -27,19 +26,24 @@ const DefaultPolicies = "deploy/examples"
 type catalogFleet struct {
 	// dir is what policyd reads: the catalog itself, or a copy with the
 	// simulators' real addresses when they could not bind the catalog's.
-	dir     string
-	workers []kvtracker.WorkerSpec
+	dir string
+	// kvEvents says whether any simulated worker publishes KV events at an
+	// endpoint the catalog lists: the kvtracker, following policyd, has
+	// something to ingest.
+	kvEvents bool
 	// models served locally and by providers, for the banner.
 	models, aliases []string
 }
 
 // startCatalog starts the simulators a catalog describes: one fleet per
-// InferenceWorkerSet (its static workers, serving its model) and one
-// simulated OpenAI-compatible endpoint per InferenceProvider (serving the
-// provider's own model names). With cfg.Sim.Port 0 every simulator takes
-// a free port and policyd reads a copy of the catalog rewritten to them;
-// otherwise they bind the catalog's addresses and policyd reads the
-// catalog itself, reloading it on change.
+// InferenceWorkerSet (its static workers, serving its model, publishing
+// KV events when the catalog lists their endpoints) and one simulated
+// OpenAI-compatible endpoint per InferenceProvider (serving the provider's
+// own model names). With cfg.Sim.Port 0 every simulator takes a free port
+// and policyd reads a copy of the catalog rewritten to them (KV endpoints
+// included); otherwise they bind the catalog's addresses and policyd reads
+// the catalog itself, reloading it on change. The router and the
+// kvtracker both take the workers from policyd.
 func (s *Stack) startCatalog(ctx context.Context, cfg Config, log zerolog.Logger) (*catalogFleet, error) {
 	snap, diags, err := policy.Load(cfg.Policies)
 	if err != nil {
@@ -70,11 +74,16 @@ func (s *Stack) startCatalog(ctx context.Context, cfg Config, log zerolog.Logger
 		if ws.BlockSize > 0 {
 			sc.BlockSize = int(ws.BlockSize)
 		}
+		if ws.Static[0].KVEventsEndpoint == "" {
+			// The catalog says these workers publish no KV events: nothing
+			// would read them.
+			sc.KVEventsConfig = ""
+		}
 		if !free {
 			if sc.Port, err = urlPort(ws.Static[0].URL); err != nil {
 				return nil, fmt.Errorf("worker set %s: %w", ws.Name, err)
 			}
-			if sc.KVEventsConfig != "" && ws.Static[0].KVEventsEndpoint != "" {
+			if sc.KVEventsConfig != "" {
 				if sc.KVEventsConfig, err = kvEventsConfig(ws.Static[0].KVEventsEndpoint, ws.Static[0].KVReplayEndpoint); err != nil {
 					return nil, fmt.Errorf("worker set %s: %w", ws.Name, err)
 				}
@@ -86,15 +95,20 @@ func (s *Stack) startCatalog(ctx context.Context, cfg Config, log zerolog.Logger
 			return nil, err
 		}
 		for i, w := range infos {
-			id := ws.Static[i].ID
-			s.sims = append(s.sims, simulated{name: id, models: ws.Model, url: w.URL, kv: w.KVEndpoint, replay: w.ReplayEndpoint})
-			if w.URL != strings.TrimRight(ws.Static[i].URL, "/") {
-				moved[ws.Static[i].URL] = w.URL
+			st := ws.Static[i]
+			s.sims = append(s.sims, simulated{name: st.ID, models: ws.Model, url: w.URL, kv: w.KVEndpoint, replay: w.ReplayEndpoint})
+			if w.URL != strings.TrimRight(st.URL, "/") {
+				moved[st.URL] = w.URL
 			}
-			if w.KVEndpoint != "" {
-				cf.workers = append(cf.workers, kvtracker.WorkerSpec{
-					ID: id, Model: ws.Model, KVEndpoint: w.KVEndpoint, ReplayEndpoint: w.ReplayEndpoint, BlockSize: sc.BlockSize,
-				})
+			if w.KVEndpoint == "" || st.KVEventsEndpoint == "" {
+				continue
+			}
+			cf.kvEvents = true
+			if w.KVEndpoint != st.KVEventsEndpoint {
+				moved[st.KVEventsEndpoint] = w.KVEndpoint
+			}
+			if st.KVReplayEndpoint != "" && w.ReplayEndpoint != "" && w.ReplayEndpoint != st.KVReplayEndpoint {
+				moved[st.KVReplayEndpoint] = w.ReplayEndpoint
 			}
 		}
 		if !slices.Contains(cf.models, ws.Model) {

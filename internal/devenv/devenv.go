@@ -193,13 +193,15 @@ func Start(ctx context.Context, cfg Config, log zerolog.Logger) (_ *Stack, err e
 			return nil, err
 		}
 		s.catalog = cf
-		if len(cf.workers) > 0 {
-			if err := s.startTracker(ctx, cfg, cf.workers, log); err != nil {
-				return nil, err
-			}
-		}
 		if err := s.startPolicyd(ctx, cfg, cf.dir, log); err != nil {
 			return nil, err
+		}
+		if cf.kvEvents {
+			// The kvtracker follows policyd, as the router does.
+			err := s.startTracker(ctx, cfg, log, func(tc *kvtracker.Config) { tc.PolicydAddr = s.policyd.GRPCAddr() })
+			if err != nil {
+				return nil, err
+			}
 		}
 	case cfg.Endpoints == "":
 		fleet, err := sim.StartFleet(context.WithoutCancel(ctx), cfg.Sim, log.With().Str("service", "sim").Logger())
@@ -207,21 +209,29 @@ func Start(ctx context.Context, cfg Config, log zerolog.Logger) (_ *Stack, err e
 			return nil, fmt.Errorf("start simulated workers: %w", err)
 		}
 		s.fleets = append(s.fleets, fleet)
+		// One line describes each worker to the router and the kvtracker
+		// alike: id=url|kv_endpoint|replay_endpoint.
 		eps = eps[:0]
-		var specs []kvtracker.WorkerSpec
+		kv := false
 		for _, w := range fleet.Workers() {
 			id := fmt.Sprintf("sim-%d", w.ID)
-			eps = append(eps, id+"="+w.URL)
-			s.sims = append(s.sims, simulated{name: id, models: w.Model, url: w.URL, kv: w.KVEndpoint, replay: w.ReplayEndpoint})
+			entry := []string{id + "=" + w.URL}
 			if w.KVEndpoint != "" {
-				specs = append(specs, kvtracker.WorkerSpec{
-					ID: id, Model: w.Model, KVEndpoint: w.KVEndpoint, ReplayEndpoint: w.ReplayEndpoint,
-					BlockSize: cfg.Sim.BlockSize,
-				})
+				kv = true
+				entry = append(entry, w.KVEndpoint)
+				if w.ReplayEndpoint != "" {
+					entry = append(entry, w.ReplayEndpoint)
+				}
 			}
+			eps = append(eps, strings.Join(entry, "|"))
+			s.sims = append(s.sims, simulated{name: id, models: w.Model, url: w.URL, kv: w.KVEndpoint, replay: w.ReplayEndpoint})
 		}
-		if len(specs) > 0 {
-			if err := s.startTracker(ctx, cfg, specs, log); err != nil {
+		if kv {
+			err := s.startTracker(ctx, cfg, log, func(tc *kvtracker.Config) {
+				tc.Workers = strings.Join(eps, ",")
+				tc.Model, tc.BlockSize = fleet.Workers()[0].Model, cfg.Sim.BlockSize
+			})
+			if err != nil {
 				return nil, err
 			}
 		}
@@ -279,10 +289,11 @@ func Start(ctx context.Context, cfg Config, log zerolog.Logger) (_ *Stack, err e
 	return s, nil
 }
 
-// startTracker runs a kvtracker over the simulated workers' KV events.
-func (s *Stack) startTracker(ctx context.Context, cfg Config, specs []kvtracker.WorkerSpec, log zerolog.Logger) error {
+// startTracker runs a kvtracker over the simulated workers' KV events;
+// workers says where it takes them from.
+func (s *Stack) startTracker(ctx context.Context, cfg Config, log zerolog.Logger, workers func(*kvtracker.Config)) error {
 	tc := kvtracker.DefaultConfig()
-	tc.WorkerSpecs = specs
+	workers(&tc)
 	tc.NATSURL = s.natsURL
 	tc.RedisURL = cfg.RedisURL
 	tc.ReplicaID = "dev-kvtracker"

@@ -14,6 +14,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/switchyard-dev/switchyard/internal/devenv"
+	"github.com/switchyard-dev/switchyard/internal/testkit"
 )
 
 // startCatalogStack runs `switchyard dev` on deploy/examples, every
@@ -91,6 +92,17 @@ func TestDevCatalogPolicies(t *testing.T) {
 		}
 		return resp.Model, nil
 	}
+
+	t.Run("kvtracker follows policyd to the simulators' own ports", func(t *testing.T) {
+		// The catalog names 5557-5559; the simulators publish on free
+		// ports, which policyd's copy of the catalog carries.
+		for _, w := range []string{"sim-0", "sim-1", "sim-2"} {
+			series := `switchyard_kvtracker_worker_connected{pool="sim-gpus",worker="` + w + `"}`
+			testkit.Eventually(t, 20*time.Second, w+" connected", func() bool {
+				return metricValue(t, s.KVTrackerURL()+"/metrics", series) == 1
+			})
+		}
+	})
 
 	t.Run("alias resolves to a backing model", func(t *testing.T) {
 		got, err := chat("standard-model", 4)
