@@ -67,21 +67,7 @@ func TestParseShorthand(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			got, err := ParseShorthand(tt.in, tt.d)
-			if tt.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-					t.Fatalf("err = %v, want containing %q", err, tt.wantErr)
-				}
-				if strings.Contains(err.Error(), "secret") {
-					t.Fatalf("error leaks the password: %v", err)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatalf("unexpected error: %v", err)
-			}
-			if !reflect.DeepEqual(got, tt.want) {
-				t.Fatalf("got  %+v\nwant %+v", got, tt.want)
-			}
+			checkParse(t, got, err, tt.want, tt.wantErr)
 		})
 	}
 }
@@ -139,19 +125,29 @@ func TestParseYAML(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			got, err := ParseYAML([]byte(tt.in), tt.d)
-			if tt.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-					t.Fatalf("err = %v, want containing %q", err, tt.wantErr)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatalf("unexpected error: %v", err)
-			}
-			if !reflect.DeepEqual(got, tt.want) {
-				t.Fatalf("got  %+v\nwant %+v", got, tt.want)
-			}
+			checkParse(t, got, err, tt.want, tt.wantErr)
 		})
+	}
+}
+
+// checkParse holds a parser's answer to the case's: the workers, or an
+// error containing wantErr that leaks no password.
+func checkParse(t *testing.T, got []Worker, err error, want []Worker, wantErr string) {
+	t.Helper()
+	if wantErr != "" {
+		if err == nil || !strings.Contains(err.Error(), wantErr) {
+			t.Fatalf("err = %v, want containing %q", err, wantErr)
+		}
+		if strings.Contains(err.Error(), "secret") {
+			t.Fatalf("error leaks the password: %v", err)
+		}
+		return
+	}
+	if err != nil {
+		t.Fatalf("unexpected error: %v", err)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("got  %+v\nwant %+v", got, want)
 	}
 }
 

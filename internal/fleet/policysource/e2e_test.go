@@ -18,7 +18,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/switchyard-dev/switchyard/internal/bus"
-	"github.com/switchyard-dev/switchyard/internal/natsembed"
 	"github.com/switchyard-dev/switchyard/internal/sim"
 	"github.com/switchyard-dev/switchyard/internal/testkit"
 	routerv1 "github.com/switchyard-dev/switchyard/proto/switchyard/router/v1"
@@ -37,11 +36,7 @@ func TestRouterAndKVTrackerFollowPolicyd(t *testing.T) {
 		t.Skip("end to end; skipped in -short")
 	}
 	log := testLog(t)
-	ns, err := natsembed.Start(natsembed.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(ns.Shutdown)
+	ns, nc := testkit.NATS(t, 0)
 
 	sc := sim.DefaultConfig()
 	sc.Port = 0
@@ -93,11 +88,6 @@ func TestRouterAndKVTrackerFollowPolicyd(t *testing.T) {
 	testkit.Serve(t, rs.Serve)
 	rt := routerv1.NewRouterClient(dial(t, rs.GRPCAddr()))
 
-	nc, err := nats.Connect(ns.URL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
 	js, err := jetstream.New(nc)
 	if err != nil {
 		t.Fatal(err)
