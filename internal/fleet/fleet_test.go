@@ -31,7 +31,7 @@ func TestParseShorthand(t *testing.T) {
 	}{
 		{name: "empty", in: " , ", want: nil},
 		{name: "router form: spaces, trailing slash and comma",
-			in: " a=http://w-a:8000/ , b = https://w-b.example/base/ ,",
+			in:   " a=http://w-a:8000/ , b = https://w-b.example/base/ ,",
 			want: []Worker{local("a", "http://w-a:8000"), local("b", "https://w-b.example/base")}},
 		{name: "kvtracker form: dial with and without replay", d: kv,
 			in: "w0=tcp://10.0.0.5:5557|tcp://10.0.0.5:5558, w1=tcp://h:5557",
@@ -104,7 +104,7 @@ func TestParseYAML(t *testing.T) {
 				{ID: "vllm-1", Pool: DefaultPool, Models: []string{"m"}, MetricsPath: DefaultMetricsPath, KVEndpoint: "tcp://vllm-1.vllm:5557", BlockSize: 16},
 			}},
 		{name: "both in one entry, as JSON",
-			in: `[{"id":"a","url":"http://h:8000","metricsPath":"/vllm/metrics","kvEndpoint":"ipc:///tmp/a","topic":"t"}]`,
+			in:   `[{"id":"a","url":"http://h:8000","metricsPath":"/vllm/metrics","kvEndpoint":"ipc:///tmp/a","topic":"t"}]`,
 			want: []Worker{{ID: "a", Pool: DefaultPool, URL: "http://h:8000", MetricsPath: "/vllm/metrics", KVEndpoint: "ipc:///tmp/a", Topic: "t", BlockSize: DefaultBlockSize}}},
 		{name: "empty document", in: "", want: []Worker{}},
 		{name: "unknown key", in: "- id: a\n  url: http://x\n  modles: [m]\n", wantErr: "unknown field"},

@@ -12,11 +12,11 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/switchyard-dev/switchyard/internal/bus"
+	"github.com/switchyard-dev/switchyard/internal/fleet"
 	"github.com/switchyard-dev/switchyard/internal/natsembed"
 	"github.com/switchyard-dev/switchyard/internal/vllm/kvevents"
 	eventsv1 "github.com/switchyard-dev/switchyard/proto/switchyard/events/v1"
 	"github.com/switchyard-dev/switchyard/services/kvtracker/internal/ingest"
-	"github.com/switchyard-dev/switchyard/internal/fleet"
 )
 
 const (

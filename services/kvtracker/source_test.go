@@ -45,7 +45,9 @@ func TestFollowsTheCatalog(t *testing.T) {
 		}
 		return fleet.Catalog{Workers: ws}
 	}
-	at := func(id string, w sim.WorkerInfo) string { return id + "=" + w.URL + "|" + w.KVEndpoint + "|" + w.ReplayEndpoint }
+	at := func(id string, w sim.WorkerInfo) string {
+		return id + "=" + w.URL + "|" + w.KVEndpoint + "|" + w.ReplayEndpoint
+	}
 	cfg := e.config("r1")
 	cfg.Workers = shorthand(f) // replaced by the feed
 	feed := make(catalogFeed)

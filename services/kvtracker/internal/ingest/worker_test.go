@@ -13,11 +13,11 @@ import (
 	"github.com/rs/zerolog"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/switchyard-dev/switchyard/internal/fleet"
 	"github.com/switchyard-dev/switchyard/internal/kvblock"
 	"github.com/switchyard-dev/switchyard/internal/vllm/kvevents"
 	"github.com/switchyard-dev/switchyard/internal/vllm/kvzmq"
 	eventsv1 "github.com/switchyard-dev/switchyard/proto/switchyard/events/v1"
-	"github.com/switchyard-dev/switchyard/internal/fleet"
 )
 
 // recorder is a Sink keeping copies of every delta.
