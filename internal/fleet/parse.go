@@ -35,7 +35,7 @@ func (d Defaults) Apply(w *Worker) {
 }
 
 // ShorthandSyntax documents ParseShorthand for flag usages.
-const ShorthandSyntax = `id=target|target|...,... where a target is the worker's API (http:// or https://), then its KV event endpoint and its replay endpoint (tcp://, ipc:// or inproc://)`
+const ShorthandSyntax = `id=target[|target...][,...], a target being the worker's API (http:// or https://), or its KV event endpoint then its replay endpoint (tcp://, ipc:// or inproc://)`
 
 // ParseShorthand reads the one-line form of a worker list, which the
 // router's --endpoints and the kvtracker's --workers share:
