@@ -112,17 +112,16 @@ func (t *Table) Decide(req Request, models []string, now time.Time, dst []Backen
 			}
 		}
 		for _, ep := range cands {
-			b := Backend{
-				EndpointID: ep.spec.ID, URL: ep.spec.URL, Kind: ep.spec.Kind, Group: ep.spec.Group, Pool: ep.spec.Pool,
-				Model: model, Healthy: ep.healthy, Excluded: slices.Contains(req.Exclude, ep.spec.ID),
-				KVCacheUsage: ep.kvUsage, LastError: ep.lastErr, LastScrape: ep.lastScrape,
-			}
+			dst = append(dst, Backend{}) // filled in place: a row is a few hundred bytes
+			b := &dst[len(dst)-1]
+			b.EndpointID, b.URL, b.Kind, b.Group, b.Pool = ep.spec.ID, ep.spec.URL, ep.spec.Kind, ep.spec.Group, ep.spec.Pool
+			b.Model, b.Healthy, b.Excluded = model, ep.healthy, slices.Contains(req.Exclude, ep.spec.ID)
+			b.KVCacheUsage, b.LastError, b.LastScrape = ep.kvUsage, ep.lastErr, ep.lastScrape
 			if b.Available() {
 				b.CachedTokens = req.cached(ep.spec.ID)
 				b.Estimate = t.estimate(ep, model, now, prompt, b.CachedTokens, maxCached-b.CachedTokens)
 			}
 			b.Load = ep.load() // after the estimate settled what has started
-			dst = append(dst, b)
 		}
 	}
 	i := p.Pick(dst, t.rotation)
