@@ -294,8 +294,8 @@ func Start(ctx context.Context, cfg Config, log zerolog.Logger) (_ *Stack, err e
 func (s *Stack) startTracker(ctx context.Context, cfg Config, log zerolog.Logger, workers func(*kvtracker.Config)) error {
 	tc := kvtracker.DefaultConfig()
 	workers(&tc)
-	tc.NATSURL = s.natsURL
-	tc.RedisURL = cfg.RedisURL
+	tc.NATS.URL = s.natsURL
+	tc.Redis.URL = cfg.RedisURL
 	tc.ReplicaID = "dev-kvtracker"
 	tc.HTTPAddr = cfg.KVTrackerHTTPAddr
 	t, err := kvtracker.New(tc, log.With().Str("service", "kvtracker").Logger())

@@ -11,6 +11,7 @@ import (
 
 	"github.com/switchyard-dev/switchyard/internal/configcheck"
 	"github.com/switchyard-dev/switchyard/internal/fleet"
+	"github.com/switchyard-dev/switchyard/internal/lifecycle"
 )
 
 // WorkerSpec is one worker given in code (Config.WorkerSpecs); the
@@ -44,11 +45,11 @@ type Config struct {
 	// for workers that connect to it (workers without a kvEndpoint; they
 	// are told apart by topic). Port 0 or * picks a free port.
 	Bind string
-	// NATSURL is where deltas, summaries and leases go. Required.
-	NATSURL string
-	// RedisURL is where snapshots and summaries are stored; empty disables
-	// them (routers then cannot start mid-stream).
-	RedisURL string
+	// NATS is where deltas, summaries and leases go. Required.
+	NATS lifecycle.NATS
+	// Redis is where snapshots and summaries are stored; an empty URL
+	// disables them (routers then cannot start mid-stream).
+	Redis lifecycle.Redis
 	// ReplicaID names this replica in leases; unique per replica.
 	ReplicaID string
 	// HTTPAddr serves /metrics, /healthz and /readyz.
@@ -59,8 +60,9 @@ type Config struct {
 	ReplayTimeout time.Duration
 	// SilenceWarning is how long a worker's KV endpoint may refuse the
 	// tracker, or its stream carry no event, before a warning is logged.
-	SilenceWarning  time.Duration
-	ShutdownTimeout time.Duration
+	SilenceWarning time.Duration
+	// Stop: the shutdown timeout and drain delay.
+	lifecycle.Stop
 }
 
 // DefaultConfig returns the flag defaults, without workers. It listens on
@@ -71,15 +73,15 @@ func DefaultConfig() Config {
 	return Config{
 		Pool:             fleet.DefaultPool,
 		BlockSize:        fleet.DefaultBlockSize,
-		NATSURL:          "nats://127.0.0.1:4222",
-		RedisURL:         "redis://127.0.0.1:6379",
+		NATS:             lifecycle.NATS{URL: "nats://127.0.0.1:4222"},
+		Redis:            lifecycle.Redis{URL: "redis://127.0.0.1:6379"},
 		ReplicaID:        host,
 		HTTPAddr:         "127.0.0.1:9095",
 		SnapshotInterval: 10 * time.Second,
 		SummaryInterval:  5 * time.Second,
 		ReplayTimeout:    10 * time.Second,
 		SilenceWarning:   time.Minute,
-		ShutdownTimeout:  10 * time.Second,
+		Stop:             lifecycle.DefaultStop,
 	}
 }
 
@@ -95,30 +97,21 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.Topic, "topic", "", "kv events topic of workers that name none (vLLM's kv-events-config topic)")
 	fs.IntVar(&c.BlockSize, "block-size", d.BlockSize, "block size of workers that name none (vLLM --block-size)")
 	fs.StringVar(&c.Bind, "bind", "", "bind one SUB socket here for workers that connect to the tracker (e.g. tcp://*:5557); empty: dial every worker")
-	fs.StringVar(&c.NATSURL, "nats-url", d.NATSURL, "NATS server URL (deltas, summaries, leases)")
-	fs.StringVar(&c.RedisURL, "redis-url", d.RedisURL, "Redis URL for snapshots and summaries; empty disables them")
+	c.NATS.RegisterFlags(fs, d.NATS.URL, "deltas, summaries, leases")
+	c.Redis.RegisterFlags(fs, d.Redis.URL, "snapshots and summaries; empty disables them")
 	fs.StringVar(&c.ReplicaID, "replica-id", d.ReplicaID, "this replica's id in worker leases (the host name unless set)")
 	fs.StringVar(&c.HTTPAddr, "http-addr", d.HTTPAddr, "HTTP listen address (/metrics, /healthz, /readyz); :9095 for every interface")
 	fs.DurationVar(&c.SnapshotInterval, "snapshot-interval", d.SnapshotInterval, "how often each worker's block set is written to Redis (also on every epoch change)")
 	fs.DurationVar(&c.SummaryInterval, "summary-interval", d.SummaryInterval, "how often each worker's summary is published to NATS and Redis")
 	fs.DurationVar(&c.ReplayTimeout, "replay-timeout", d.ReplayTimeout, "deadline of one replay request to a worker's replay endpoint")
 	fs.DurationVar(&c.SilenceWarning, "silence-warning", d.SilenceWarning, "warn when a worker's KV event endpoint refuses the tracker, or its stream carries no event, for this long")
-	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", d.ShutdownTimeout, "hard deadline for graceful shutdown")
+	c.Stop.RegisterFlags(fs, d.Stop)
 }
 
 // Validate checks the configuration, including that the workers parse.
 func (c *Config) Validate() error {
 	var errs []error
-	if c.NATSURL == "" {
-		errs = append(errs, errors.New("nats-url: required (deltas and leases go through NATS)"))
-	} else if err := configcheck.URLList(c.NATSURL, configcheck.NATSSchemes...); err != nil {
-		errs = append(errs, fmt.Errorf("nats-url: %w", err))
-	}
-	if c.RedisURL != "" {
-		if err := configcheck.URLList(c.RedisURL, configcheck.RedisSchemes...); err != nil {
-			errs = append(errs, fmt.Errorf("redis-url: %w", err))
-		}
-	}
+	errs = append(errs, c.NATS.Validate(true), c.Redis.Validate(false), c.Stop.Validate())
 	if strings.TrimSpace(c.ReplicaID) == "" {
 		errs = append(errs, errors.New("replica-id: empty (set it, or let it default to the hostname)"))
 	}
@@ -130,7 +123,6 @@ func (c *Config) Validate() error {
 		configcheck.Duration{Name: "summary-interval", Value: c.SummaryInterval},
 		configcheck.Duration{Name: "replay-timeout", Value: c.ReplayTimeout},
 		configcheck.Duration{Name: "silence-warning", Value: c.SilenceWarning},
-		configcheck.Duration{Name: "shutdown-timeout", Value: c.ShutdownTimeout},
 	)...)
 	if c.PolicydAddr != "" {
 		if _, _, err := net.SplitHostPort(c.PolicydAddr); err != nil {

@@ -47,10 +47,10 @@ func TestConfigValidate(t *testing.T) {
 		{"bound worker needs --bind", func(c *Config) { c.Workers = "w0=" }, "--bind"},
 		{"bound worker with --bind", func(c *Config) { c.Workers, c.Bind = "w0=", "tcp://*:5557" }, ""},
 		{"bad bind", func(c *Config) { c.Bind = "udp://x" }, "bind"},
-		{"no nats", func(c *Config) { c.NATSURL = "" }, "nats-url: required"},
-		{"bad nats scheme", func(c *Config) { c.NATSURL = "http://h:4222" }, "nats-url"},
-		{"redis optional", func(c *Config) { c.RedisURL = "" }, ""},
-		{"bad redis", func(c *Config) { c.RedisURL = "http://u:secret@h" }, "redis-url"},
+		{"no nats", func(c *Config) { c.NATS.URL = "" }, "nats-url: required"},
+		{"bad nats scheme", func(c *Config) { c.NATS.URL = "http://h:4222" }, "nats-url"},
+		{"redis optional", func(c *Config) { c.Redis.URL = "" }, ""},
+		{"bad redis", func(c *Config) { c.Redis.URL = "http://u:secret@h" }, "redis-url"},
 		{"no replica id", func(c *Config) { c.ReplicaID = " " }, "replica-id"},
 		{"bad http addr", func(c *Config) { c.HTTPAddr = "nope" }, "http-addr"},
 		{"zero interval", func(c *Config) { c.SnapshotInterval = 0 }, "snapshot-interval"},
@@ -86,7 +86,7 @@ func TestRegisterFlags(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.SnapshotInterval != 3*time.Second || c.Bind != "tcp://*:5557" || c.RedisURL != "" || c.SummaryInterval != DefaultConfig().SummaryInterval {
+	if c.SnapshotInterval != 3*time.Second || c.Bind != "tcp://*:5557" || c.Redis.URL != "" || c.SummaryInterval != DefaultConfig().SummaryInterval {
 		t.Errorf("parsed %+v", c)
 	}
 	if err := c.Validate(); err != nil {

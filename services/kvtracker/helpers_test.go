@@ -86,8 +86,8 @@ func redisURL(t *testing.T) string {
 
 func (e *env) config(replica string) Config {
 	c := DefaultConfig()
-	c.NATSURL = e.natsURL
-	c.RedisURL = e.redisURL
+	c.NATS.URL = e.natsURL
+	c.Redis.URL = e.redisURL
 	c.Pool = e.pool
 	c.Model = sim.DefaultServedModelName
 	c.ReplicaID = replica

@@ -14,28 +14,23 @@ package kvtracker
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"net"
-	"net/http"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/redis/go-redis/v9"
 	"github.com/rs/zerolog"
-	"golang.org/x/sync/errgroup"
-
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/switchyard-dev/switchyard/internal/bus"
-	"github.com/switchyard-dev/switchyard/internal/configcheck"
 	"github.com/switchyard-dev/switchyard/internal/fleet"
 	"github.com/switchyard-dev/switchyard/internal/fleet/policysource"
-	"github.com/switchyard-dev/switchyard/internal/serve"
+	"github.com/switchyard-dev/switchyard/internal/lifecycle"
 	"github.com/switchyard-dev/switchyard/internal/vllm/kvzmq"
 	policyv1 "github.com/switchyard-dev/switchyard/proto/switchyard/policy/v1"
 	"github.com/switchyard-dev/switchyard/services/kvtracker/internal/lease"
@@ -55,14 +50,12 @@ type Tracker struct {
 	// policyConn is the client connection to policyd, nil without.
 	policyConn *grpc.ClientConn
 	metrics    *metrics
-	httpSrv    *http.Server
-	httpLn     net.Listener
+	api        *lifecycle.API
 	bound      *kvzmq.Subscriber // nil without --bind
 
-	serving  atomic.Bool // first lease round done
-	stopping atomic.Bool
-	nc       atomic.Pointer[nats.Conn]
-	epochs   epochClock
+	serving atomic.Bool // first lease round done
+	nc      atomic.Pointer[nats.Conn]
+	epochs  epochClock
 
 	// Test hooks, set before Serve.
 	dropMessage func(worker string, seq uint64) bool // drop a live message before the sequence check
@@ -96,16 +89,15 @@ func New(cfg Config, log zerolog.Logger) (*Tracker, error) {
 		runs:      map[string]*run{},
 	}
 	t.routing.Store(&routing{})
-	t.httpSrv = &http.Server{Handler: t.httpHandler(), ReadHeaderTimeout: 5 * time.Second}
-	if t.httpLn, err = net.Listen("tcp", cfg.HTTPAddr); err != nil {
-		return nil, fmt.Errorf("listen http %s: %w", cfg.HTTPAddr, err)
+	if t.api, err = lifecycle.NewAPI(lifecycle.APIConfig{HTTPAddr: cfg.HTTPAddr, Metrics: t.metrics.reg, Ready: t.ready}); err != nil {
+		return nil, err
 	}
 	if cfg.Bind != "" {
 		ctx, cancel := context.WithTimeout(context.Background(), setupTimeout)
 		defer cancel()
 		t.bound, err = kvzmq.ListenSubscriber(ctx, cfg.Bind, "", kvzmq.WithLogger(log))
 		if err != nil {
-			t.httpLn.Close()
+			_ = t.api.Close()
 			return nil, err
 		}
 	}
@@ -114,7 +106,7 @@ func New(cfg Config, log zerolog.Logger) (*Tracker, error) {
 		// tracker, and the watcher keeps retrying.
 		t.policyConn, err = grpc.NewClient(cfg.PolicydAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 		if err != nil {
-			t.httpLn.Close()
+			_ = t.api.Close()
 			if t.bound != nil {
 				t.bound.Close()
 			}
@@ -126,7 +118,7 @@ func New(cfg Config, log zerolog.Logger) (*Tracker, error) {
 }
 
 // HTTPAddr is the bound HTTP address (useful with port 0).
-func (t *Tracker) HTTPAddr() string { return t.httpLn.Addr().String() }
+func (t *Tracker) HTTPAddr() string { return t.api.HTTPAddr() }
 
 // BindEndpoint is the bound SUB socket's endpoint workers connect to, ""
 // without --bind.
@@ -137,26 +129,15 @@ func (t *Tracker) BindEndpoint() string {
 	return t.bound.Endpoint()
 }
 
-func (t *Tracker) httpHandler() http.Handler {
-	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", promhttp.HandlerFor(t.metrics.reg, promhttp.HandlerOpts{}))
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
-		_, _ = w.Write([]byte("ok\n"))
-	})
-	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
-		nc := t.nc.Load()
-		switch {
-		case t.stopping.Load():
-			http.Error(w, "shutting down", http.StatusServiceUnavailable)
-		case nc == nil || !nc.IsConnected():
-			http.Error(w, "nats not connected", http.StatusServiceUnavailable)
-		case !t.serving.Load():
-			http.Error(w, "first lease round not done", http.StatusServiceUnavailable)
-		default:
-			_, _ = w.Write([]byte("ok\n"))
-		}
-	})
-	return mux
+// ready is "connected to NATS, and the first lease round is done".
+func (t *Tracker) ready() error {
+	if nc := t.nc.Load(); nc == nil || !nc.IsConnected() {
+		return errors.New("nats not connected")
+	}
+	if !t.serving.Load() {
+		return errors.New("first lease round not done")
+	}
+	return nil
 }
 
 // deps are the connections Serve opens.
@@ -167,112 +148,121 @@ type deps struct {
 	rdb    *redis.Client // nil without Redis
 }
 
-// Serve runs the tracker until ctx ends, then shuts down: not ready, every
-// pipeline stopped and its deltas flushed, leases released (so other
-// replicas take over at once), HTTP closed, NATS drained, Redis closed. It
-// returns nil after a clean shutdown.
+// Serve runs the tracker until ctx ends, then stops the lifecycle's way:
+// not ready, the drain delay, HTTP closed, then the parts in reverse order
+// of their start: every pipeline stopped and its deltas flushed and the
+// leases released (so other replicas take over at once), the bound
+// socket, the fleet source, and last the connections (NATS drained). NATS
+// being down at start is ridden out: the tracker waits for it. It returns
+// nil after a clean stop.
 func (t *Tracker) Serve(ctx context.Context) error {
-	defer t.httpLn.Close()
-	if t.bound != nil {
-		defer t.bound.Close()
-	}
-	if t.policyConn != nil {
-		defer t.policyConn.Close()
-	}
-	d, err := t.connect(ctx)
+	nc, err := lifecycle.DialNATS(t.cfg.NATS, "switchyard-kvtracker/"+t.cfg.ReplicaID, t.log)
 	if err != nil {
+		t.release()
 		return err
 	}
-	defer func() {
-		if err := d.nc.Drain(); err != nil {
-			t.log.Warn().Err(err).Msg("nats drain")
-		}
-		if d.rdb != nil {
-			_ = d.rdb.Close()
-		}
-	}()
-
-	g, gctx := errgroup.WithContext(ctx)
-	loopDone := make(chan struct{})
-	g.Go(func() error { return serve.HTTP(t.httpSrv, t.httpLn) })
-	g.Go(func() error { return t.source.Watch(gctx, t.setWorkers) })
-	if t.bound != nil {
-		g.Go(func() error {
-			t.dispatch(gctx)
-			return nil
-		})
+	t.nc.Store(nc.Conn)
+	var rdb *redis.Client
+	if t.cfg.Redis.URL == "" {
+		t.log.Warn().Msg("redis disabled: no snapshots or summaries in redis, routers cannot start mid-stream")
+	} else if rdb, err = lifecycle.OpenRedis(t.cfg.Redis); err != nil {
+		nc.Close()
+		t.release()
+		return err
 	}
-	g.Go(func() error {
-		defer close(loopDone)
-		t.leaseLoop(gctx, d)
-		return nil
-	})
-	g.Go(func() error {
-		<-gctx.Done()
-		t.stopping.Store(true)
-		<-loopDone
-		sctx, cancel := context.WithTimeout(context.Background(), t.cfg.ShutdownTimeout)
-		defer cancel()
-		if err := t.httpSrv.Shutdown(sctx); err != nil {
-			_ = t.httpSrv.Close()
+	comps := []lifecycle.Component{{Name: "nats", Run: func(ctx context.Context) error {
+		<-ctx.Done()
+		return nc.Drain(t.cfg.ShutdownTimeout)
+	}}}
+	if rdb != nil {
+		comps = append(comps, lifecycle.Component{Name: "redis", Run: func(ctx context.Context) error {
+			<-ctx.Done()
+			return rdb.Close()
+		}})
+	}
+	if t.policyConn != nil {
+		comps = append(comps, lifecycle.Component{Name: "policyd client", Run: func(ctx context.Context) error {
+			<-ctx.Done()
+			return t.policyConn.Close()
+		}})
+	}
+	comps = append(comps, lifecycle.Component{Name: "fleet source", Run: func(ctx context.Context) error {
+		return t.source.Watch(ctx, t.setWorkers)
+	}})
+	if t.bound != nil {
+		comps = append(comps, lifecycle.Component{Name: "bound socket", Run: func(ctx context.Context) error {
+			t.dispatch(ctx)
+			return t.bound.Close()
+		}})
+	}
+	comps = append(comps, lifecycle.Component{Name: "pipelines", Run: func(ctx context.Context) error {
+		d, err := t.setup(ctx, nc.Conn, rdb)
+		if err != nil {
+			return nil // ctx ended while waiting for NATS
 		}
+		t.leaseLoop(ctx, d)
 		return nil
+	}})
+	return lifecycle.Run(ctx, lifecycle.Service{
+		Name:            "kvtracker",
+		Log:             t.log.With().Str("bind", t.BindEndpoint()).Logger(),
+		API:             t.api,
+		Components:      comps,
+		DrainDelay:      t.cfg.DrainDelay,
+		ShutdownTimeout: t.cfg.ShutdownTimeout,
 	})
-	t.log.Info().Str("http_addr", t.HTTPAddr()).Str("bind", t.BindEndpoint()).Msg("kvtracker serving")
-	err = g.Wait()
-	t.log.Info().Msg("kvtracker stopped")
-	return err
 }
 
-func (t *Tracker) connect(ctx context.Context) (*deps, error) {
-	nc, err := nats.Connect(t.cfg.NATSURL,
-		nats.Name("switchyard-kvtracker/"+t.cfg.ReplicaID),
-		nats.MaxReconnects(-1),
-		nats.ReconnectWait(500*time.Millisecond),
-		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
-			if err != nil { // nil: our own Close at shutdown
-				t.log.Warn().Err(err).Msg("nats disconnected")
-			}
-		}),
-		nats.ReconnectHandler(func(*nats.Conn) { t.log.Info().Msg("nats reconnected") }),
-	)
-	if err != nil {
-		return nil, fmt.Errorf("connect nats %s: %w", configcheck.Redact(t.cfg.NATSURL), err)
+// release frees what New acquired, for a Serve that cannot start.
+func (t *Tracker) release() {
+	_ = t.api.Close()
+	if t.bound != nil {
+		_ = t.bound.Close()
 	}
-	sctx, cancel := context.WithTimeout(ctx, setupTimeout)
-	defer cancel()
+	if t.policyConn != nil {
+		_ = t.policyConn.Close()
+	}
+}
+
+// setup creates what the pipelines need in JetStream (the KV stream, the
+// lease bucket), retrying until NATS answers or ctx ends: a tracker started
+// during a NATS outage waits for it instead of exiting.
+func (t *Tracker) setup(ctx context.Context, nc *nats.Conn, rdb *redis.Client) (*deps, error) {
 	js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(maxPendingAcks),
 		jetstream.WithPublishAsyncErrHandler(func(_ jetstream.JetStream, m *nats.Msg, err error) {
 			t.onAsyncPublishError(m.Subject, err)
 		}))
-	if err == nil {
+	if err != nil {
+		return nil, fmt.Errorf("jetstream: %w", err)
+	}
+	wait := time.Second
+	for {
+		sctx, cancel := context.WithTimeout(ctx, setupTimeout)
 		err = bus.EnsureKVStream(sctx, js)
+		var leases *lease.Manager
+		if err == nil {
+			leases, err = lease.Open(sctx, js, t.cfg.ReplicaID)
+		}
+		cancel()
+		if err == nil {
+			if rdb != nil {
+				pctx, cancel := context.WithTimeout(ctx, time.Second)
+				if err := rdb.Ping(pctx).Err(); err != nil {
+					// Redis may come later; snapshots are retried every interval.
+					t.log.Warn().Err(err).Msg("redis not reachable yet")
+				}
+				cancel()
+			}
+			return &deps{nc: nc, js: js, leases: leases, rdb: rdb}, nil
+		}
+		t.log.Warn().Err(err).Dur("retry_in", wait).Msg("kv stream and lease bucket not ready: waiting for nats jetstream")
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, 10*time.Second)
 	}
-	var leases *lease.Manager
-	if err == nil {
-		leases, err = lease.Open(sctx, js, t.cfg.ReplicaID)
-	}
-	if err != nil {
-		nc.Close()
-		return nil, err
-	}
-	t.nc.Store(nc)
-	d := &deps{nc: nc, js: js, leases: leases}
-	if t.cfg.RedisURL == "" {
-		t.log.Warn().Msg("redis disabled: no snapshots or summaries in redis, routers cannot start mid-stream")
-		return d, nil
-	}
-	opt, err := redis.ParseURL(t.cfg.RedisURL)
-	if err != nil {
-		nc.Close()
-		return nil, fmt.Errorf("redis url %s: %w", configcheck.Redact(t.cfg.RedisURL), err)
-	}
-	d.rdb = redis.NewClient(opt)
-	if err := d.rdb.Ping(sctx).Err(); err != nil {
-		// Redis may come later; snapshots are retried every interval.
-		t.log.Warn().Err(err).Msg("redis not reachable yet")
-	}
-	return d, nil
 }
 
 // setWorkers takes a new catalog from the source; the lease loop acts on

@@ -63,7 +63,7 @@ func TestRouterAndKVTrackerFollowPolicyd(t *testing.T) {
 
 	kc := kvtracker.DefaultConfig()
 	kc.PolicydAddr = pd.GRPCAddr()
-	kc.NATSURL, kc.RedisURL = ns.URL(), ""
+	kc.NATS.URL, kc.Redis.URL = ns.URL(), ""
 	kc.ReplicaID = "fleet-e2e"
 	kc.HTTPAddr = "127.0.0.1:0"
 	kc.ShutdownTimeout = 5 * time.Second
