@@ -72,7 +72,7 @@ func startE2E(t *testing.T) *e2eStack {
 
 	kc := kvtracker.DefaultConfig()
 	kc.Workers = strings.Join(kvWorkers, ",")
-	kc.NATSURL, kc.RedisURL = ns.URL(), redisRaw
+	kc.NATS.URL, kc.Redis.URL = ns.URL(), redisRaw
 	kc.Pool = "e2e-" + strconv.FormatUint(rand.Uint64(), 36)
 	kc.Model = sim.DefaultServedModelName
 	kc.Topic = "kv"
