@@ -239,8 +239,8 @@ func Start(ctx context.Context, cfg Config, log zerolog.Logger) (_ *Stack, err e
 
 	rc := router.DefaultConfig()
 	rc.GRPCAddr, rc.HTTPAddr = cfg.RouterGRPCAddr, cfg.RouterHTTPAddr
-	rc.NATSURL = s.natsURL
-	rc.RedisURL = cfg.RedisURL
+	rc.NATS.URL = s.natsURL
+	rc.Redis.URL = cfg.RedisURL
 	rc.RouterID = "dev-router"
 	rc.Endpoints = strings.Join(eps, ",")
 	if s.policyd != nil {

@@ -11,18 +11,21 @@ import (
 
 	"github.com/switchyard-dev/switchyard/internal/configcheck"
 	"github.com/switchyard-dev/switchyard/internal/fleet"
+	"github.com/switchyard-dev/switchyard/internal/lifecycle"
 	"github.com/switchyard-dev/switchyard/services/router/internal/predict"
 )
 
 // Config is the router's configuration. The zero value is not valid; start
 // from DefaultConfig or RegisterFlags.
 type Config struct {
-	// GRPCAddr serves the Router and grpc health services.
-	GRPCAddr string
-	// HTTPAddr serves REST (grpc-gateway), /metrics, /healthz and /readyz.
-	HTTPAddr string
-	// NATSURL links replicas; empty runs a single replica without sync.
-	NATSURL string
+	// Listen: gRPC serves the Router and health services; HTTP serves REST
+	// (grpc-gateway), /metrics, /healthz and /readyz.
+	lifecycle.Listen
+	// Stop: the shutdown timeout and drain delay.
+	lifecycle.Stop
+	// NATS links replicas (in-flight load, KV deltas); an empty URL runs a
+	// single replica without sync.
+	NATS lifecycle.NATS
 	// RouterID names this replica in published decisions; replicas ignore
 	// their own. It must differ between replicas sharing a NATS server.
 	RouterID string
@@ -50,15 +53,14 @@ type Config struct {
 	ScrapeInterval time.Duration
 	ScrapeTimeout  time.Duration
 	// InflightTTL expires an in-flight entry whose completion never came.
-	InflightTTL     time.Duration
-	ShutdownTimeout time.Duration
+	InflightTTL time.Duration
 	// MaxRecvMsgBytes bounds one gRPC request. Route carries the client's
 	// whole body, so it must exceed the gateway's --max-body-bytes.
 	MaxRecvMsgBytes int
 
-	// RedisURL is where the kvtracker's snapshots are read at start and on
-	// resynchronisation; empty follows the KV deltas on NATS alone.
-	RedisURL string
+	// Redis is where the kvtracker's snapshots are read at start and on
+	// resynchronisation; an empty URL follows the KV deltas on NATS alone.
+	Redis lifecycle.Redis
 	// Tokenizers selects the tokenizer per model: "model=kind,...", with
 	// "*" for every other model. Kinds: "simple" (the simulator's default),
 	// "hf:DIR" (a Hugging Face model directory, as vLLM's --tokenizer) and
@@ -103,14 +105,13 @@ type Config struct {
 func DefaultConfig() Config {
 	host, _ := os.Hostname()
 	return Config{
-		GRPCAddr:        "127.0.0.1:9090",
-		HTTPAddr:        "127.0.0.1:9091",
-		NATSURL:         "nats://127.0.0.1:4222",
+		Listen:          lifecycle.Listen{GRPCAddr: "127.0.0.1:9090", HTTPAddr: "127.0.0.1:9091"},
+		Stop:            lifecycle.DefaultStop,
+		NATS:            lifecycle.NATS{URL: "nats://127.0.0.1:4222"},
 		RouterID:        host,
 		ScrapeInterval:  time.Second,
 		ScrapeTimeout:   time.Second,
 		InflightTTL:     10 * time.Minute,
-		ShutdownTimeout: 10 * time.Second,
 		MaxRecvMsgBytes: 16 << 20,
 
 		Classifiers:      defaultClassifiers,
@@ -146,9 +147,8 @@ func (c *Config) predictPrior() predict.Prior {
 // values as defaults.
 func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	d := DefaultConfig()
-	fs.StringVar(&c.GRPCAddr, "grpc-addr", d.GRPCAddr, "gRPC listen address (Router service, grpc health); :9090 for every interface")
-	fs.StringVar(&c.HTTPAddr, "http-addr", d.HTTPAddr, "HTTP listen address (REST /v1/route:explain and /v1/endpoints, /metrics, /healthz, /readyz); :9091 for every interface")
-	fs.StringVar(&c.NATSURL, "nats-url", d.NATSURL, "NATS server URL for sharing in-flight load between replicas; empty disables replica sync")
+	c.Listen.RegisterFlags(fs, d.Listen, "REST /v1/route:explain and /v1/endpoints, /metrics, /healthz, /readyz")
+	c.NATS.RegisterFlags(fs, d.NATS.URL, "in-flight load shared between replicas, KV deltas; empty disables both")
 	fs.StringVar(&c.RouterID, "router-id", d.RouterID, "this replica's id in published decisions (the host name unless set)")
 	fs.StringVar(&c.Endpoints, "endpoints", "", "static workers as id=url,id=url (models discovered from each worker's /v1/models); the kvtracker's --workers syntax: "+fleet.ShorthandSyntax)
 	fs.StringVar(&c.EndpointsFile, "endpoints-file", "", "YAML file listing static workers (the kvtracker's --workers-file format): "+fleet.YAMLKeys)
@@ -160,10 +160,10 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.ScrapeInterval, "scrape-interval", d.ScrapeInterval, "how often each worker's /metrics is scraped")
 	fs.DurationVar(&c.ScrapeTimeout, "scrape-timeout", d.ScrapeTimeout, "deadline for one scrape; a worker that misses it is unhealthy until it answers")
 	fs.DurationVar(&c.InflightTTL, "inflight-ttl", d.InflightTTL, "an in-flight request whose completion never arrives stops counting after this long")
-	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", d.ShutdownTimeout, "hard deadline for graceful shutdown")
+	c.Stop.RegisterFlags(fs, d.Stop)
 	fs.IntVar(&c.MaxRecvMsgBytes, "max-recv-msg-bytes", d.MaxRecvMsgBytes,
 		"largest gRPC request accepted; Route carries the client's body, so keep it above the gateway's --max-body-bytes")
-	fs.StringVar(&c.RedisURL, "redis-url", "", "Redis with the kvtracker's KV snapshots (redis://host:6379/0); empty follows the NATS KV deltas alone")
+	c.Redis.RegisterFlags(fs, "", "the kvtracker's KV snapshots; empty follows the NATS KV deltas alone")
 	fs.StringVar(&c.Tokenizers, "tokenizers", d.Tokenizers,
 		`tokenizer per model, "model=kind,...", "*" for the others; kinds: simple (the simulator's own tokenizer), hf:DIR (Hugging Face tokenizer.json and chat template, as the worker's --tokenizer), none (approximate index on prompt text)`)
 	fs.DurationVar(&c.SpeculativeTTL, "kv-speculative-ttl", d.SpeculativeTTL,
@@ -184,17 +184,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 // Validate checks the configuration, including that the endpoints parse.
 func (c *Config) Validate() error {
 	var errs []error
-	if err := configcheck.ListenAddr(c.GRPCAddr); err != nil {
-		errs = append(errs, fmt.Errorf("grpc-addr: %w", err))
-	}
-	if err := configcheck.ListenAddr(c.HTTPAddr); err != nil {
-		errs = append(errs, fmt.Errorf("http-addr: %w", err))
-	}
-	if c.NATSURL != "" {
-		if err := configcheck.URLList(c.NATSURL, configcheck.NATSSchemes...); err != nil {
-			errs = append(errs, fmt.Errorf("nats-url: %w", err))
-		}
-	}
+	errs = append(errs, c.Listen.Validate(), c.Stop.Validate(), c.NATS.Validate(false), c.Redis.Validate(false))
 	if strings.TrimSpace(c.RouterID) == "" {
 		errs = append(errs, errors.New("router-id: empty (set it, or let it default to the hostname)"))
 	}
@@ -202,7 +192,6 @@ func (c *Config) Validate() error {
 		configcheck.Duration{Name: "scrape-interval", Value: c.ScrapeInterval},
 		configcheck.Duration{Name: "scrape-timeout", Value: c.ScrapeTimeout},
 		configcheck.Duration{Name: "inflight-ttl", Value: c.InflightTTL},
-		configcheck.Duration{Name: "shutdown-timeout", Value: c.ShutdownTimeout},
 	)...)
 	if c.MaxRecvMsgBytes < 1<<20 {
 		errs = append(errs, fmt.Errorf("max-recv-msg-bytes: %d is below 1 MiB", c.MaxRecvMsgBytes))
@@ -217,11 +206,6 @@ func (c *Config) Validate() error {
 	}
 	if _, err := classifierRegistry.List(c.Classifiers); err != nil {
 		errs = append(errs, fmt.Errorf("classifiers: %w", err))
-	}
-	if c.RedisURL != "" {
-		if err := configcheck.URLList(c.RedisURL, configcheck.RedisSchemes...); err != nil {
-			errs = append(errs, fmt.Errorf("redis-url: %w", err))
-		}
 	}
 	if _, err := parseTokenizers(c.Tokenizers); err != nil {
 		errs = append(errs, fmt.Errorf("tokenizers: %w", err))

@@ -32,8 +32,8 @@ func TestConfigValidate(t *testing.T) {
 		{name: "shorthand", edit: func(c *router.Config) {}},
 		{name: "file only", edit: func(c *router.Config) { c.Endpoints, c.EndpointsFile = "", goodFile }},
 		{name: "both sources", edit: func(c *router.Config) { c.EndpointsFile = goodFile }},
-		{name: "nats disabled", edit: func(c *router.Config) { c.NATSURL = "" }},
-		{name: "nats server list", edit: func(c *router.Config) { c.NATSURL = "nats://n1:4222, nats://n2:4222" }},
+		{name: "nats disabled", edit: func(c *router.Config) { c.NATS.URL = "" }},
+		{name: "nats server list", edit: func(c *router.Config) { c.NATS.URL = "nats://n1:4222, nats://n2:4222" }},
 		{name: "no endpoints", edit: func(c *router.Config) { c.Endpoints = "" }, wantErr: []string{"no endpoints"}},
 		{name: "endpoints from policyd only", edit: func(c *router.Config) { c.Endpoints, c.PolicydAddr = "", "127.0.0.1:9092" }},
 		{name: "policyd and static endpoints", edit: func(c *router.Config) { c.PolicydAddr, c.GatewayBackend = "policyd:9092", "dev" }},
@@ -55,16 +55,16 @@ func TestConfigValidate(t *testing.T) {
 			wantErr: []string{"bad.yaml", "unknown field"}},
 		{name: "bad grpc addr", edit: func(c *router.Config) { c.GRPCAddr = "9090" }, wantErr: []string{"grpc-addr"}},
 		{name: "bad http port", edit: func(c *router.Config) { c.HTTPAddr = ":notaport" }, wantErr: []string{"http-addr", "bad port"}},
-		{name: "bad nats scheme", edit: func(c *router.Config) { c.NATSURL = "http://127.0.0.1:4222" }, wantErr: []string{"nats-url", "scheme"}},
-		{name: "nats password not echoed", edit: func(c *router.Config) { c.NATSURL = "redis://u:hunter2@h:1" }, wantErr: []string{"nats-url"}},
+		{name: "bad nats scheme", edit: func(c *router.Config) { c.NATS.URL = "http://127.0.0.1:4222" }, wantErr: []string{"nats-url", "scheme"}},
+		{name: "nats password not echoed", edit: func(c *router.Config) { c.NATS.URL = "redis://u:hunter2@h:1" }, wantErr: []string{"nats-url"}},
 		{name: "empty router id", edit: func(c *router.Config) { c.RouterID = " " }, wantErr: []string{"router-id"}},
 		{name: "zero durations", edit: func(c *router.Config) {
 			c.ScrapeInterval, c.ScrapeTimeout, c.InflightTTL, c.ShutdownTimeout = 0, -time.Second, 0, 0
 		}, wantErr: []string{"scrape-interval", "scrape-timeout", "inflight-ttl", "shutdown-timeout"}},
 		{name: "redis and tokenizers", edit: func(c *router.Config) {
-			c.RedisURL, c.Tokenizers = "redis://:pw@127.0.0.1:6379/2", "qwen=simple, llama = none ,*=simple"
+			c.Redis.URL, c.Tokenizers = "redis://:pw@127.0.0.1:6379/2", "qwen=simple, llama = none ,*=simple"
 		}},
-		{name: "bad redis url", edit: func(c *router.Config) { c.RedisURL = "http://u:hunter2@h:1" }, wantErr: []string{"redis-url"}},
+		{name: "bad redis url", edit: func(c *router.Config) { c.Redis.URL = "http://u:hunter2@h:1" }, wantErr: []string{"redis-url"}},
 		{name: "bad tokenizer kind", edit: func(c *router.Config) { c.Tokenizers = "m=bpe" }, wantErr: []string{"tokenizers", `"bpe"`}},
 		{name: "tokenizer entry without kind", edit: func(c *router.Config) { c.Tokenizers = "m" }, wantErr: []string{"tokenizers", "model=kind"}},
 		{name: "hf tokenizer directory missing", edit: func(c *router.Config) { c.Tokenizers = "m=hf:" + filepath.Join(dir, "nope") },
@@ -122,9 +122,9 @@ func TestRegisterFlags(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := router.DefaultConfig()
-	want.GRPCAddr, want.Endpoints, want.NATSURL = "127.0.0.1:7000", "a=http://w:8000", ""
+	want.GRPCAddr, want.Endpoints, want.NATS.URL = "127.0.0.1:7000", "a=http://w:8000", ""
 	want.ScrapeInterval, want.InflightTTL = 250*time.Millisecond, time.Minute
-	want.RedisURL, want.Tokenizers, want.SpeculativeTTL, want.RecomputeWeight = "redis://r:6379", "*=none", 3*time.Second, 0.5
+	want.Redis.URL, want.Tokenizers, want.SpeculativeTTL, want.RecomputeWeight = "redis://r:6379", "*=none", 3*time.Second, 0.5
 	want.Classifiers = "tenant-tags"
 	if cfg != want {
 		t.Fatalf("flags gave %+v\nwant       %+v", cfg, want)

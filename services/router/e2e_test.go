@@ -89,7 +89,7 @@ func startE2E(t *testing.T) *e2eStack {
 
 	tr := startRouter(t, func(c *router.Config) {
 		c.Endpoints = strings.Join(eps, ",")
-		c.NATSURL, c.RedisURL = ns.URL(), redisRaw
+		c.NATS.URL, c.Redis.URL = ns.URL(), redisRaw
 		c.ScrapeInterval = 100 * time.Millisecond
 		// Only the kvtracker's events may keep a prefix in the index.
 		c.SpeculativeTTL, c.ApproxTTL = time.Millisecond, time.Millisecond

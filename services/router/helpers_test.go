@@ -157,7 +157,7 @@ func startRouter(t testing.TB, edit func(*router.Config), workers ...*fakeWorker
 	cfg := router.DefaultConfig()
 	cfg.GRPCAddr = "127.0.0.1:0"
 	cfg.HTTPAddr = "127.0.0.1:0"
-	cfg.NATSURL = ""
+	cfg.NATS.URL = ""
 	cfg.RouterID = "test-router"
 	cfg.ScrapeInterval = 50 * time.Millisecond
 	cfg.ScrapeTimeout = 500 * time.Millisecond

@@ -149,7 +149,7 @@ func (tr *testRouter) routeBody(t testing.TB, id string, body []byte) *routerv1.
 func TestSharedPrefixGoesToHolder(t *testing.T) {
 	ns, nc := startNATS(t)
 	a, b, c := newFakeWorker(t, "m"), newFakeWorker(t, "m"), newFakeWorker(t, "m")
-	tr := startRouter(t, func(cfg *router.Config) { cfg.NATSURL = ns.URL() }, a, b, c)
+	tr := startRouter(t, func(cfg *router.Config) { cfg.NATS.URL = ns.URL() }, a, b, c)
 	pub := newKVPublisher(t, nc)
 	system := doc("contracts")
 	pub.store("b", workerBlocks(t, chatBody(system, "What is clause 4 about?")))
@@ -258,8 +258,8 @@ func TestRouterStartedLate(t *testing.T) {
 
 	a, b, c := newFakeWorker(t, "m"), newFakeWorker(t, "m"), newFakeWorker(t, "m")
 	tr := startRouter(t, func(cfg *router.Config) {
-		cfg.NATSURL = ns.URL()
-		cfg.RedisURL = rawURL
+		cfg.NATS.URL = ns.URL()
+		cfg.Redis.URL = rawURL
 	}, a, b, c)
 	for _, tc := range []struct{ doc, want string }{{docA, "a"}, {docB, "a"}, {docC, "c"}} {
 		body := chatBody(tc.doc, "new question")
@@ -301,7 +301,7 @@ func TestLearnsPrefillRateFromCompletions(t *testing.T) {
 	a := newFakeWorker(t, "m")
 	tr := startRouter(t, func(cfg *router.Config) {
 		slowScrapes(cfg)
-		cfg.NATSURL = ns.URL()
+		cfg.NATS.URL = ns.URL()
 	}, a)
 	warmUp(t, nc, tr)
 	const rate = 12000.0

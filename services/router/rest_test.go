@@ -40,7 +40,7 @@ func postExplain(t testing.TB, tr *testRouter, query, body string) (int, []byte)
 func TestRESTExplainClientBody(t *testing.T) {
 	ns, nc := startNATS(t)
 	a, b := newFakeWorker(t, "m"), newFakeWorker(t, "m")
-	tr := startRouter(t, func(cfg *router.Config) { cfg.NATSURL = ns.URL() }, a, b)
+	tr := startRouter(t, func(cfg *router.Config) { cfg.NATS.URL = ns.URL() }, a, b)
 	pub := newKVPublisher(t, nc)
 	system := doc("contracts")
 	pub.store("b", workerBlocks(t, chatBody(system, "What is clause 4 about?")))

@@ -16,34 +16,26 @@ package router
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
-	"net"
 	"net/http"
 	"net/http/pprof"
 	"os"
 	goruntime "runtime"
 	"runtime/debug"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
-	"github.com/nats-io/nats.go"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/redis/go-redis/v9"
 	"github.com/rs/zerolog"
-	"golang.org/x/sync/errgroup"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/health"
-	healthpb "google.golang.org/grpc/health/grpc_health_v1"
-	"google.golang.org/grpc/reflection"
-	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/switchyard-dev/switchyard/internal/fleet"
 	"github.com/switchyard-dev/switchyard/internal/kvblock"
-	"github.com/switchyard-dev/switchyard/internal/serve"
+	"github.com/switchyard-dev/switchyard/internal/lifecycle"
 	policyv1 "github.com/switchyard-dev/switchyard/proto/switchyard/policy/v1"
 	routerv1 "github.com/switchyard-dev/switchyard/proto/switchyard/router/v1"
 	"github.com/switchyard-dev/switchyard/services/router/internal/endpoints"
@@ -71,15 +63,9 @@ type Server struct {
 	kvRep   *kvsync.Replica // set in Serve when NATS is configured
 	metrics *metrics
 	svc     *service
-	health  *health.Server
-	grpcSrv *grpc.Server
-	httpSrv *http.Server
+	api     *lifecycle.API
 	// policyConn is the client connection to policyd, nil without.
 	policyConn *grpc.ClientConn
-	grpcLn     net.Listener
-	httpLn     net.Listener
-	serving    atomic.Bool // set once the first scrape round is done
-	stopping   atomic.Bool // set when shutdown begins; wins over serving
 }
 
 // New validates cfg, binds the gRPC and HTTP listeners and builds the
@@ -109,7 +95,6 @@ func New(cfg Config, log zerolog.Logger) (*Server, error) {
 		table:  table,
 		kv:     kvblock.NewIndex(),
 		approx: kvblock.NewIndex(),
-		health: health.NewServer(),
 	}
 	s.metrics = newMetrics(table, s.kv, s.kvStats)
 	table.OnLearn(func(_ string, predicted, observed float64) {
@@ -136,88 +121,60 @@ func New(cfg Config, log zerolog.Logger) (*Server, error) {
 	// live across calls keep theirs grown instead of copying a fresh
 	// goroutine's stack up on every call. Calls beyond the workers get a
 	// goroutine of their own, as without the option.
-	s.grpcSrv = grpc.NewServer(grpc.MaxRecvMsgSize(cfg.MaxRecvMsgBytes), grpc.NumStreamWorkers(uint32(goruntime.GOMAXPROCS(0))))
-	routerv1.RegisterRouterServer(s.grpcSrv, s.svc)
-	healthpb.RegisterHealthServer(s.grpcSrv, s.health)
-	reflection.Register(s.grpcSrv)
-	s.setHealth(healthpb.HealthCheckResponse_NOT_SERVING)
-
-	handler, err := s.httpHandler()
+	s.api, err = lifecycle.NewAPI(lifecycle.APIConfig{
+		GRPCAddr:    cfg.GRPCAddr,
+		HTTPAddr:    cfg.HTTPAddr,
+		GRPCOptions: []grpc.ServerOption{grpc.MaxRecvMsgSize(cfg.MaxRecvMsgBytes), grpc.NumStreamWorkers(uint32(goruntime.GOMAXPROCS(0)))},
+		Register: func(g *grpc.Server) []string {
+			routerv1.RegisterRouterServer(g, s.svc)
+			return []string{routerv1.Router_ServiceDesc.ServiceName}
+		},
+		// In-process registration: REST calls the service directly, no
+		// loopback dial to our own gRPC port.
+		REST: func(ctx context.Context, mux *runtime.ServeMux) error {
+			return routerv1.RegisterRouterHandlerServer(ctx, mux, s.svc)
+		},
+		MaxRESTBody: maxRESTBody,
+		Metrics:     s.metrics.reg,
+		Ready:       s.ready,
+	})
 	if err != nil {
-		return nil, err
-	}
-	s.httpSrv = &http.Server{Handler: handler, ReadHeaderTimeout: 5 * time.Second}
-
-	closeConn := func() {
 		if s.policyConn != nil {
 			_ = s.policyConn.Close()
 		}
+		return nil, err
 	}
-	s.grpcLn, err = net.Listen("tcp", cfg.GRPCAddr)
-	if err != nil {
-		closeConn()
-		return nil, fmt.Errorf("listen grpc %s: %w", cfg.GRPCAddr, err)
-	}
-	s.httpLn, err = net.Listen("tcp", cfg.HTTPAddr)
-	if err != nil {
-		s.grpcLn.Close()
-		closeConn()
-		return nil, fmt.Errorf("listen http %s: %w", cfg.HTTPAddr, err)
+	// Explain also takes a client's chat or completions body as it is, which
+	// the gateway's RouteRequest mapping cannot express.
+	s.api.Mux.Handle("POST /v1/route:explain", http.MaxBytesHandler(&explainHandler{svc: s.svc, gw: s.api.REST, m: lifecycle.RESTMarshaler}, maxRESTBody))
+	if cfg.Pprof {
+		s.api.Mux.HandleFunc("/debug/pprof/", pprof.Index)
+		s.api.Mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+		s.api.Mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		s.api.Mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		s.api.Mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	}
 	return s, nil
 }
 
 // GRPCAddr is the bound gRPC address (useful with port 0).
-func (s *Server) GRPCAddr() string { return s.grpcLn.Addr().String() }
+func (s *Server) GRPCAddr() string { return s.api.GRPCAddr() }
 
 // HTTPAddr is the bound HTTP address.
-func (s *Server) HTTPAddr() string { return s.httpLn.Addr().String() }
+func (s *Server) HTTPAddr() string { return s.api.HTTPAddr() }
 
-func (s *Server) setHealth(st healthpb.HealthCheckResponse_ServingStatus) {
-	s.health.SetServingStatus("", st)
-	s.health.SetServingStatus(routerv1.Router_ServiceDesc.ServiceName, st)
-}
-
-func (s *Server) httpHandler() (http.Handler, error) {
-	marshaler := &runtime.JSONPb{
-		MarshalOptions: protojson.MarshalOptions{UseProtoNames: true, EmitUnpopulated: true},
+// ready is "every endpoint was scraped once": a fresh replica does not take
+// traffic it would route blind.
+func (s *Server) ready() error {
+	select {
+	case <-s.table.FirstRound():
+	default:
+		return errors.New("not serving yet: first scrape round not finished")
 	}
-	gw := runtime.NewServeMux(runtime.WithMarshalerOption(runtime.MIMEWildcard, marshaler))
-	// In-process registration: REST calls the service directly, no
-	// loopback dial to our own gRPC port.
-	if err := routerv1.RegisterRouterHandlerServer(context.Background(), gw, s.svc); err != nil {
-		return nil, fmt.Errorf("register rest gateway: %w", err)
+	if !s.table.Attempted() {
+		return errors.New("first scrape of every endpoint not finished")
 	}
-	mux := http.NewServeMux()
-	mux.Handle("/v1/", http.MaxBytesHandler(gw, maxRESTBody))
-	// Explain also takes a client's chat or completions body as it is, which
-	// the gateway's RouteRequest mapping cannot express.
-	mux.Handle("POST /v1/route:explain", http.MaxBytesHandler(&explainHandler{svc: s.svc, gw: gw, m: marshaler}, maxRESTBody))
-	mux.Handle("GET /metrics", promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{}))
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
-		w.WriteHeader(http.StatusOK)
-		_, _ = w.Write([]byte("ok\n"))
-	})
-	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
-		switch {
-		case s.stopping.Load():
-			http.Error(w, "shutting down", http.StatusServiceUnavailable)
-		case !s.serving.Load():
-			http.Error(w, "not serving yet", http.StatusServiceUnavailable)
-		case !s.table.Attempted():
-			http.Error(w, "first scrape of every endpoint not finished", http.StatusServiceUnavailable)
-		default:
-			_, _ = w.Write([]byte("ok\n"))
-		}
-	})
-	if s.cfg.Pprof {
-		mux.HandleFunc("/debug/pprof/", pprof.Index)
-		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
-		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
-	}
-	return mux, nil
+	return nil
 }
 
 // kvStats reads the KV replica's counters for metrics; zero without one.
@@ -245,61 +202,56 @@ func (a tableTracker) Complete(c replica.Completion) bool {
 	})
 }
 
-// Serve runs the router until ctx ends, then shuts down: not ready, gRPC
-// GracefulStop bounded by ShutdownTimeout, HTTP shutdown, and finally a
-// NATS drain so the last decisions still reach the other replicas. It
-// returns nil after a clean shutdown.
+// Serve runs the router until ctx ends, then stops the lifecycle's way:
+// not ready, the drain delay, gRPC GracefulStop and HTTP within the
+// shutdown timeout, then the parts in reverse order of their start, so
+// that NATS, drained last, still carries the decisions of the Routes that
+// GracefulStop let finish. It returns nil after a clean stop.
 func (s *Server) Serve(ctx context.Context) error {
-	defer s.grpcLn.Close()
-	defer s.httpLn.Close()
+	var comps []lifecycle.Component
+	wait := func(name string, close func() error) lifecycle.Component {
+		return lifecycle.Component{Name: name, Run: func(ctx context.Context) error {
+			<-ctx.Done()
+			return close()
+		}}
+	}
 	if s.policyConn != nil {
-		defer s.policyConn.Close()
+		comps = append(comps, wait("policyd client", s.policyConn.Close))
 	}
-
-	// Background parts outlive the servers during shutdown: NATS must still
-	// publish decisions made by Routes that GracefulStop lets finish.
-	bgCtx, bgCancel := context.WithCancel(context.WithoutCancel(ctx))
-	defer bgCancel()
-
 	var rdb *redis.Client
-	if s.cfg.RedisURL != "" {
-		opts, err := redis.ParseURL(s.cfg.RedisURL)
-		if err != nil {
-			return fmt.Errorf("redis-url: %w", err)
-		}
-		rdb = redis.NewClient(opts)
-		defer rdb.Close()
-	}
-
-	var (
-		nc       *nats.Conn
-		ncClosed <-chan struct{}
-		rs       *replica.Sync
-		kvr      *kvsync.Replica
-	)
-	if s.cfg.NATSURL != "" {
+	if s.cfg.Redis.URL != "" {
 		var err error
-		nc, ncClosed, err = dialNATS(s.cfg.NATSURL, s.cfg.RouterID, s.cfg.ShutdownTimeout, s.log)
-		if err != nil {
+		if rdb, err = lifecycle.OpenRedis(s.cfg.Redis); err != nil {
+			_ = s.api.Close()
 			return err
 		}
-		defer nc.Close()
+		comps = append(comps, wait("redis", rdb.Close))
+	}
+	if s.cfg.NATS.URL != "" {
+		nc, err := lifecycle.DialNATS(s.cfg.NATS, "switchyard-router "+s.cfg.RouterID, s.log)
+		if err != nil {
+			_ = s.api.Close()
+			return err
+		}
+		comps = append(comps, wait("nats", func() error { return nc.Drain(s.cfg.ShutdownTimeout) }))
 		var store kvsync.SnapshotStore
 		if rdb != nil {
 			store = kvsync.NewRedisStore(rdb)
 		} else {
 			s.log.Info().Msg("no redis: kv index follows the nats deltas alone")
 		}
-		kvr, err = kvsync.New(kvsync.Config{Conn: nc, Store: store, Index: s.kv, Log: s.log.With().Str("part", "kvsync").Logger()})
+		kvr, err := kvsync.New(kvsync.Config{Conn: nc.Conn, Store: store, Index: s.kv, Log: s.log.With().Str("part", "kvsync").Logger()})
 		if err != nil {
+			nc.Close()
+			_ = s.api.Close()
 			return err
 		}
 		s.kvMu.Lock()
 		s.kvRep = kvr
 		s.kvMu.Unlock()
 		s.svc.sizes = kvr
-		rs, err = replica.New(replica.Config{
-			Conn:       nc,
+		rs, err := replica.New(replica.Config{
+			Conn:       nc.Conn,
 			RouterID:   s.cfg.RouterID,
 			Tracker:    tableTracker{s.table},
 			MaxAge:     s.cfg.InflightTTL,
@@ -316,9 +268,14 @@ func (s *Server) Serve(ctx context.Context) error {
 			Log:          s.log,
 		})
 		if err != nil {
+			nc.Close()
+			_ = s.api.Close()
 			return err
 		}
 		s.svc.pub = rs
+		comps = append(comps,
+			lifecycle.Component{Name: "kv replica", Run: kvr.Run},
+			lifecycle.Component{Name: "replica sync", Run: rs.Run})
 	} else {
 		s.log.Info().Msg("nats disabled: single replica, in-flight not shared, no kv events (approximate index only)")
 	}
@@ -330,87 +287,28 @@ func (s *Server) Serve(ctx context.Context) error {
 		OnError:  func(id string) { s.metrics.scrapeErrors.WithLabelValues(id).Inc() },
 		Log:      s.log,
 	})
-
-	// A background part that fails stops the servers too.
-	ctx, stopServers := context.WithCancel(ctx)
-	defer stopServers()
-	var bg errgroup.Group
-	bgGo := func(f func() error) {
-		bg.Go(func() error {
-			err := f()
-			if err != nil {
-				stopServers()
-			}
-			return err
-		})
-	}
-	g, gctx := errgroup.WithContext(ctx)
-
-	bgGo(func() error {
-		return s.source.Watch(bgCtx, func(c fleet.Catalog) {
-			specs := endpoints.FromCatalog(c)
-			s.table.SetEndpoints(specs)
-			mgr.Set(bgCtx, endpoints.Scraped(specs))
-			s.log.Info().Int("endpoints", len(specs)).Msg("endpoint set updated")
-		})
+	comps = append(comps,
+		// Stops after the source, whose context its scrapes run on.
+		wait("scrapes", func() error { mgr.Wait(); return nil }),
+		lifecycle.Component{Name: "fleet source", Run: func(ctx context.Context) error {
+			return s.source.Watch(ctx, func(c fleet.Catalog) {
+				specs := endpoints.FromCatalog(c)
+				s.table.SetEndpoints(specs)
+				mgr.Set(ctx, endpoints.Scraped(specs))
+				s.log.Info().Int("endpoints", len(specs)).Msg("endpoint set updated")
+			})
+		}},
+		lifecycle.Component{Name: "in-flight expiry", Run: func(ctx context.Context) error { s.expireLoop(ctx); return nil }},
+		lifecycle.Component{Name: "index sweep", Run: func(ctx context.Context) error { s.sweepLoop(ctx); return nil }},
+	)
+	return lifecycle.Run(ctx, lifecycle.Service{
+		Name:            "router",
+		Log:             s.log,
+		API:             s.api,
+		Components:      comps,
+		DrainDelay:      s.cfg.DrainDelay,
+		ShutdownTimeout: s.cfg.ShutdownTimeout,
 	})
-	bgGo(func() error {
-		s.expireLoop(bgCtx)
-		return nil
-	})
-	bgGo(func() error {
-		s.sweepLoop(bgCtx)
-		return nil
-	})
-	if rs != nil {
-		bgGo(func() error { return rs.Run(bgCtx) })
-		bgGo(func() error { return kvr.Run(bgCtx) })
-	}
-
-	g.Go(func() error { return serve.GRPC(s.grpcSrv, s.grpcLn) })
-	g.Go(func() error { return serve.HTTP(s.httpSrv, s.httpLn) })
-	g.Go(func() error {
-		// Health turns SERVING only after every endpoint was scraped once,
-		// so a fresh replica does not take traffic it would route blind.
-		select {
-		case <-s.table.FirstRound():
-			// After health.Shutdown (in shutdown) this update is ignored,
-			// so a late first round cannot flip a stopping router back.
-			s.serving.Store(true)
-			s.setHealth(healthpb.HealthCheckResponse_SERVING)
-		case <-gctx.Done():
-		}
-		return nil
-	})
-	g.Go(func() error {
-		<-gctx.Done()
-		s.shutdown()
-		return nil
-	})
-	s.log.Info().Str("grpc_addr", s.GRPCAddr()).Str("http_addr", s.HTTPAddr()).Msg("router serving")
-
-	err := g.Wait()
-	bgCancel()
-	mgr.Wait()
-	if bgErr := bg.Wait(); bgErr != nil && err == nil {
-		err = bgErr
-	}
-	if nc != nil {
-		// After the publisher flushed its queue: the drain delivers it.
-		if dErr := drainNATS(nc, ncClosed, s.cfg.ShutdownTimeout); dErr != nil && err == nil {
-			err = dErr
-		}
-	}
-	s.log.Info().Msg("router stopped")
-	return err
-}
-
-func (s *Server) shutdown() {
-	s.stopping.Store(true)
-	s.health.Shutdown() // NOT_SERVING for every service, and stays so
-	deadline := time.Now().Add(s.cfg.ShutdownTimeout)
-	serve.StopGRPC(s.grpcSrv, deadline, s.log)
-	serve.StopHTTP(s.httpSrv, deadline, s.log)
 }
 
 // expireLoop drops in-flight entries older than the TTL. It sweeps at a

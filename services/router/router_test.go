@@ -466,7 +466,7 @@ func TestCompletionReleasesInFlight(t *testing.T) {
 	a, b := newFakeWorker(t, "m"), newFakeWorker(t, "m")
 	tr := startRouter(t, func(c *router.Config) {
 		slowScrapes(c)
-		c.NATSURL = ns.URL()
+		c.NATS.URL = ns.URL()
 	}, a, b)
 	warmUp(t, nc, tr)
 
@@ -502,7 +502,7 @@ func TestReplicasShareInFlight(t *testing.T) {
 	replica := func(id string) *testRouter {
 		return startRouter(t, func(c *router.Config) {
 			slowScrapes(c)
-			c.NATSURL = ns.URL()
+			c.NATS.URL = ns.URL()
 			c.RouterID = id
 		}, a, b)
 	}
@@ -543,7 +543,7 @@ func TestKeepsRoutingWithoutNATS(t *testing.T) {
 		ns, _ := startNATS(t)
 		url := ns.URL()
 		ns.Shutdown() // nothing listens there any more
-		tr := startRouter(t, func(c *router.Config) { c.NATSURL = url }, a)
+		tr := startRouter(t, func(c *router.Config) { c.NATS.URL = url }, a)
 		if _, err := chosen(tr.route(t, "x", "m")); err != nil {
 			t.Fatal(err)
 		}
@@ -551,7 +551,7 @@ func TestKeepsRoutingWithoutNATS(t *testing.T) {
 	})
 	t.Run("server goes away", func(t *testing.T) {
 		ns, nc := startNATS(t)
-		tr := startRouter(t, func(c *router.Config) { c.NATSURL = ns.URL() }, a)
+		tr := startRouter(t, func(c *router.Config) { c.NATS.URL = ns.URL() }, a)
 		warmUp(t, nc, tr)
 		if _, err := chosen(tr.route(t, "before", "m")); err != nil {
 			t.Fatal(err)

@@ -76,7 +76,7 @@ func TestRouterAndKVTrackerFollowPolicyd(t *testing.T) {
 	rc := router.DefaultConfig()
 	rc.GRPCAddr, rc.HTTPAddr = "127.0.0.1:0", "127.0.0.1:0"
 	rc.PolicydAddr = pd.GRPCAddr()
-	rc.NATSURL = ns.URL()
+	rc.NATS.URL = ns.URL()
 	rc.RouterID = "fleet-e2e"
 	rc.ScrapeInterval = 100 * time.Millisecond
 	// Only KV events may put a prompt in the router's index.
