@@ -66,6 +66,7 @@ func TestConfigValidate(t *testing.T) {
 		}},
 		{name: "bad redis url", edit: func(c *router.Config) { c.Redis.URL = "http://u:hunter2@h:1" }, wantErr: []string{"redis-url"}},
 		{name: "bad tokenizer kind", edit: func(c *router.Config) { c.Tokenizers = "m=bpe" }, wantErr: []string{"tokenizers", `"bpe"`}},
+		{name: "tokenizer kind without argument", edit: func(c *router.Config) { c.Tokenizers = "m=simple:x" }, wantErr: []string{"tokenizers", "simple takes no argument"}},
 		{name: "tokenizer entry without kind", edit: func(c *router.Config) { c.Tokenizers = "m" }, wantErr: []string{"tokenizers", "model=kind"}},
 		{name: "hf tokenizer directory missing", edit: func(c *router.Config) { c.Tokenizers = "m=hf:" + filepath.Join(dir, "nope") },
 			wantErr: []string{"tokenizers", "not a Hugging Face model directory"}},

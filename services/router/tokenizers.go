@@ -5,17 +5,64 @@ import (
 	"os"
 	"strings"
 
+	"github.com/switchyard-dev/switchyard/internal/registry"
 	"github.com/switchyard-dev/switchyard/internal/tokenizer"
 	"github.com/switchyard-dev/switchyard/internal/tokenizer/hf"
 )
 
-// Tokenizer kinds for --tokenizers.
+// Tokenizer kinds for --tokenizers: "model=kind[:arg],...", "*" for every
+// other model.
 const (
 	tokenizerSimple = "simple"
-	tokenizerNone   = "none"
-	tokenizerHF     = "hf:" // followed by a Hugging Face model directory
 	anyModel        = "*"
 )
+
+// tokenizerKind is one kind of --tokenizers entry: check validates its
+// argument without loading anything (config validation), load builds the
+// tokenizer; a nil tokenizer is none (the approximate index on prompt
+// text).
+type tokenizerKind struct {
+	check func(arg string) error
+	load  func(arg string) (tokenizer.Tokenizer, error)
+}
+
+// tokenizerKinds is every kind the router knows. A new tokenizer family
+// registers here.
+var tokenizerKinds = registry.New[tokenizerKind]("tokenizer")
+
+func init() {
+	noArg := func(kind string) func(string) error {
+		return func(arg string) error {
+			if arg != "" {
+				return fmt.Errorf("%s takes no argument", kind)
+			}
+			return nil
+		}
+	}
+	tokenizerKinds.Register(tokenizerSimple, tokenizerKind{
+		check: noArg(tokenizerSimple),
+		load:  func(string) (tokenizer.Tokenizer, error) { return tokenizer.NewSimple(), nil },
+	})
+	tokenizerKinds.Register("none", tokenizerKind{
+		check: noArg("none"),
+		load:  func(string) (tokenizer.Tokenizer, error) { return nil, nil },
+	})
+	tokenizerKinds.Register("hf", tokenizerKind{
+		check: func(dir string) error {
+			if st, err := os.Stat(dir); err != nil || !st.IsDir() {
+				return fmt.Errorf("%q is not a Hugging Face model directory", dir)
+			}
+			return nil
+		},
+		load: func(dir string) (tokenizer.Tokenizer, error) {
+			h, err := hf.LoadDir(dir)
+			if err != nil {
+				return nil, err
+			}
+			return h, nil
+		},
+	})
+}
 
 // tokenizers maps a model to its tokenizer; nil means none (approximate
 // index on prompt text).
@@ -31,9 +78,12 @@ func (t tokenizers) For(model string) tokenizer.Tokenizer {
 	return t.other
 }
 
-type tokenizerSpec struct{ model, kind string }
+type tokenizerSpec struct {
+	model, kind, arg string
+	k                tokenizerKind
+}
 
-// parseTokenizers checks "model=kind,..." without loading anything.
+// parseTokenizers checks "model=kind[:arg],..." without loading anything.
 func parseTokenizers(spec string) ([]tokenizerSpec, error) {
 	var out []tokenizerSpec
 	seen := map[string]bool{}
@@ -51,41 +101,34 @@ func parseTokenizers(spec string) ([]tokenizerSpec, error) {
 			return nil, fmt.Errorf("model %q listed twice", model)
 		}
 		seen[model] = true
-		switch {
-		case kind == tokenizerSimple, kind == tokenizerNone:
-		case strings.HasPrefix(kind, tokenizerHF):
-			dir := strings.TrimPrefix(kind, tokenizerHF)
-			if st, err := os.Stat(dir); err != nil || !st.IsDir() {
-				return nil, fmt.Errorf("model %q: %q is not a Hugging Face model directory", model, dir)
-			}
-		default:
-			return nil, fmt.Errorf("model %q: tokenizer %q: want %s, %s or %sDIR", model, kind, tokenizerSimple, tokenizerNone, tokenizerHF)
+		kind, arg, _ := strings.Cut(kind, ":")
+		k, err := tokenizerKinds.Lookup(kind)
+		if err != nil {
+			return nil, fmt.Errorf("model %q: %w (hf takes the model directory: hf:DIR)", model, err)
 		}
-		out = append(out, tokenizerSpec{model: model, kind: kind})
+		if err := k.check(arg); err != nil {
+			return nil, fmt.Errorf("model %q: %w", model, err)
+		}
+		out = append(out, tokenizerSpec{model: model, kind: kind, arg: arg, k: k})
 	}
 	return out, nil
 }
 
 // loadTokenizers builds the tokenizers of a parsed spec. Models without an
 // entry and no "*" entry get none. Tokenizers are stateless after loading,
-// so one instance per kind is shared.
+// so one instance per kind and argument is shared.
 func loadTokenizers(specs []tokenizerSpec) (tokenizers, error) {
 	t := tokenizers{byModel: map[string]tokenizer.Tokenizer{}}
 	loaded := map[string]tokenizer.Tokenizer{}
 	for _, s := range specs {
-		tok, ok := loaded[s.kind]
+		key := s.kind + ":" + s.arg
+		tok, ok := loaded[key]
 		if !ok {
-			switch {
-			case s.kind == tokenizerSimple:
-				tok = tokenizer.NewSimple()
-			case strings.HasPrefix(s.kind, tokenizerHF):
-				h, err := hf.LoadDir(strings.TrimPrefix(s.kind, tokenizerHF))
-				if err != nil {
-					return t, fmt.Errorf("model %q: %w", s.model, err)
-				}
-				tok = h
+			var err error
+			if tok, err = s.k.load(s.arg); err != nil {
+				return t, fmt.Errorf("model %q: %w", s.model, err)
 			}
-			loaded[s.kind] = tok
+			loaded[key] = tok
 		}
 		if s.model == anyModel {
 			t.other = tok
