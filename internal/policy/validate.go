@@ -4,11 +4,13 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 
 	"github.com/switchyard-dev/switchyard/api/v1alpha1"
 	"github.com/switchyard-dev/switchyard/internal/fleet"
+	"github.com/switchyard-dev/switchyard/internal/upstream/builtin"
 )
 
 // checker accumulates diagnostics.
@@ -36,11 +38,13 @@ var (
 )
 
 var (
-	backendTypes  = []string{string(v1alpha1.BackendLocal), string(v1alpha1.BackendProvider)}
-	onEmptyNames  = []string{string(v1alpha1.OnEmptyReject), string(v1alpha1.OnEmptyFallback)}
-	providerTypes = []string{string(v1alpha1.ProviderOpenAICompatible), string(v1alpha1.ProviderAnthropic)}
-	modeNames     = []string{string(v1alpha1.PolicyModeRoute), string(v1alpha1.PolicyModeGuard)}
-	authModes     = []string{string(v1alpha1.AuthNone), string(v1alpha1.AuthAPIKey)}
+	backendTypes = []string{string(v1alpha1.BackendLocal), string(v1alpha1.BackendProvider)}
+	onEmptyNames = []string{string(v1alpha1.OnEmptyReject), string(v1alpha1.OnEmptyFallback)}
+	// crdProviderTypes are the types the CRD schema admits; only those
+	// with an adapter (builtin.ProviderTypes) are accepted.
+	crdProviderTypes = []string{string(v1alpha1.ProviderOpenAICompatible), string(v1alpha1.ProviderAnthropic)}
+	modeNames        = []string{string(v1alpha1.PolicyModeRoute), string(v1alpha1.PolicyModeGuard)}
+	authModes        = []string{string(v1alpha1.AuthNone), string(v1alpha1.AuthAPIKey)}
 )
 
 // validateObject runs the checks that need only the object itself.
@@ -134,7 +138,14 @@ func (c *checker) validatePool(o *Object, s *v1alpha1.InferencePoolSpec) {
 }
 
 func (c *checker) validateProvider(o *Object, s *v1alpha1.InferenceProviderSpec) {
-	c.enum(o, "spec.type", string(s.Type), providerTypes, "provider type", true)
+	types := builtin.ProviderTypes()
+	if t := string(s.Type); slices.Contains(crdProviderTypes, t) && !slices.Contains(types, t) {
+		// Accepted would mean served in another API's shape: an Anthropic
+		// provider would get an OpenAI body with a bearer key.
+		c.err(o, "spec.type", "provider type %q has no adapter yet (want one of %s)", t, strings.Join(types, ", "))
+	} else {
+		c.enum(o, "spec.type", t, types, "provider type", true)
+	}
 	if err := checkBaseURL(s.BaseURL); err != nil {
 		c.err(o, "spec.baseURL", "%v", err)
 	}
