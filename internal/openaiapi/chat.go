@@ -6,7 +6,11 @@ import (
 	"errors"
 	"fmt"
 
+	jsonv2 "github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
 	jsonv1 "github.com/go-json-experiment/json/v1"
+
+	"github.com/switchyard-dev/switchyard/internal/jsonscan"
 )
 
 // Chat message roles accepted in requests.
@@ -93,31 +97,45 @@ type MessageContent struct {
 	Parts []ContentPart
 }
 
-// UnmarshalJSON accepts a string, an array of parts or null. Request bodies
-// in the shapes clients send never get here: decodeChatFast reads their
-// content in the same pass as the rest of the body.
-func (c *MessageContent) UnmarshalJSON(b []byte) error {
+// UnmarshalJSONFrom accepts a string, an array of parts or null. Request
+// bodies in the shapes clients send never get here: decodeChatFast reads
+// their content in the same pass as the rest of the body. The parts are
+// read with the decoder's options, so with decodeBody's key rule.
+func (c *MessageContent) UnmarshalJSONFrom(dec *jsontext.Decoder) error {
 	*c = MessageContent{}
-	b = bytes.TrimSpace(b)
-	switch {
-	case bytes.Equal(b, []byte("null")):
-		return nil
-	case len(b) > 0 && b[0] == '"':
+	switch dec.PeekKind() {
+	case 'n':
+		_, err := dec.ReadToken()
+		return err
+	case '"':
 		var s string
-		if err := json.Unmarshal(b, &s); err != nil {
+		if err := jsonv2.UnmarshalDecode(dec, &s); err != nil {
 			return err
 		}
 		c.Text = &s
 		return nil
-	case len(b) > 0 && b[0] == '[':
+	case '[':
 		var parts []ContentPart
-		if err := json.Unmarshal(b, &parts); err != nil {
+		if err := jsonv2.UnmarshalDecode(dec, &parts); err != nil {
 			return err
 		}
 		c.setParts(parts)
 		return nil
 	}
+	if _, err := dec.ReadValue(); err != nil {
+		return err
+	}
 	return errContentType
+}
+
+// UnmarshalJSON is UnmarshalJSONFrom for encoding/json's callers, with
+// decodeBody's key rule (not encoding/json's folding of names).
+func (c *MessageContent) UnmarshalJSON(b []byte) error {
+	doc, err := jsonscan.LastWins(b)
+	if err != nil {
+		return err
+	}
+	return jsonv2.Unmarshal(doc, c, bodyOptions)
 }
 
 // errContentType is the error for content of any other JSON kind.
@@ -246,17 +264,29 @@ func ParseChatCompletionRequest(body []byte) (*ChatCompletionRequest, *APIError)
 	return &req, nil
 }
 
-// decodeBody unmarshals a JSON object, turning decoding errors into 400s
-// that name the offending field when encoding/json knows it.
+// bodyOptions are encoding/json's semantics on the faster v2 decoder (bodies
+// are read on every request by the router, where encoding/json's separate
+// validation pass alone cost more than rendering the prompt), with
+// jsonscan's key rule instead of encoding/json's: a name matches a field
+// exactly, never by case-folding.
+var bodyOptions = jsonv2.JoinOptions(jsonv1.DefaultOptionsV1(), jsonv2.MatchCaseInsensitiveNames(false))
+
+// decodeBody is the general decoder: it unmarshals a JSON object the way
+// vLLM reads it, turning decoding errors into 400s that say where (line,
+// column and member of a syntax error; the field of a type error). Repeated
+// keys are resolved first (jsonscan.LastWins: the last value counts, the
+// earlier ones are never looked at, so they cannot fail the request), as
+// the decoder itself would merge them.
 func decodeBody(body []byte, v any) *APIError {
 	trimmed := bytes.TrimSpace(body)
 	if len(trimmed) == 0 || trimmed[0] != '{' {
 		return InvalidRequest("", "request body must be a JSON object")
 	}
-	// The v1 semantics of encoding/json on the faster v2 decoder: bodies
-	// are read on every request by the router, where encoding/json's
-	// separate validation pass alone cost more than rendering the prompt.
-	if err := jsonv1.Unmarshal(trimmed, v); err != nil {
+	doc, err := jsonscan.LastWins(body)
+	if err != nil {
+		return InvalidRequest("", "invalid JSON body: "+err.Error())
+	}
+	if err := jsonv2.Unmarshal(doc, v, bodyOptions); err != nil {
 		var te *jsonv1.UnmarshalTypeError
 		if errors.As(err, &te) && te.Field != "" {
 			return InvalidRequest(te.Field, fmt.Sprintf("invalid type for %s: expected %s", te.Field, te.Type))

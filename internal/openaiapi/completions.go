@@ -9,6 +9,8 @@ import (
 
 	jsonv2 "github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
+
+	"github.com/switchyard-dev/switchyard/internal/jsonscan"
 )
 
 // CompletionRequest is the body of POST /v1/completions.
@@ -181,7 +183,7 @@ func ParseCompletionRequest(body []byte) (*CompletionRequest, *APIError) {
 	var req CompletionRequest
 	if apiErr := decodeBody(body, &req); apiErr != nil {
 		// The prompt decoder's messages are precise; keep them on the field.
-		if apiErr.Param == "" && bytes.Contains(body, []byte(`"prompt"`)) && isPromptError(body) {
+		if apiErr.Param == "" && isPromptError(body) {
 			apiErr.Param = "prompt"
 		}
 		return nil, apiErr
@@ -200,12 +202,10 @@ func ParseCompletionRequest(body []byte) (*CompletionRequest, *APIError) {
 
 // isPromptError reports whether the prompt field alone fails to decode.
 func isPromptError(body []byte) bool {
-	var probe struct {
-		Prompt json.RawMessage `json:"prompt"`
-	}
-	if json.Unmarshal(body, &probe) != nil || probe.Prompt == nil {
+	m, found, _ := jsonscan.Last(body, "prompt")
+	if !found {
 		return false
 	}
 	var p Prompt
-	return p.UnmarshalJSON(probe.Prompt) != nil
+	return p.UnmarshalJSON(m.Value) != nil
 }

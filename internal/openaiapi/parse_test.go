@@ -3,9 +3,13 @@ package openaiapi
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
+
+	jsonv2 "github.com/go-json-experiment/json"
 )
 
 func TestParseChatCompletionRequest(t *testing.T) {
@@ -139,8 +143,8 @@ func FuzzParseChatCompletionRequest(f *testing.F) {
 		if (r == nil) == (err == nil) {
 			t.Fatalf("request %v and error %v", r, err)
 		}
-		decodesAsEncodingJSON[ChatCompletionRequest](t, body)
-		fastDecodesAsEncodingJSON(t, body)
+		decodesAsPython[ChatCompletionRequest](t, body)
+		fastDecodesAsGeneral(t, body)
 		if err != nil {
 			if err.Status != 400 || err.Message == "" {
 				t.Fatalf("bad error %+v", err)
@@ -161,22 +165,77 @@ func FuzzParseChatCompletionRequest(f *testing.F) {
 	})
 }
 
-// decodesAsEncodingJSON: decodeBody runs encoding/json's v1 semantics on
-// the v2 decoder, and must read every body exactly as encoding/json does.
-func decodesAsEncodingJSON[T any](t *testing.T, body []byte) {
+// decodesAsPython: decodeBody reads every body as vLLM does. The reference
+// is what Python's json.loads makes of the body, which encoding/json can
+// tell into a map (keys exact, a repeated key's last value), written out
+// again and decoded with no repeated key left to resolve. Raw JSON fields
+// are compared by meaning: the reference writes them out anew.
+func decodesAsPython[T any](t *testing.T, body []byte) {
+	t.Helper()
 	trimmed := bytes.TrimSpace(body)
 	if len(trimmed) == 0 || trimmed[0] != '{' {
 		return
 	}
 	var want, got T
-	werr := json.Unmarshal(trimmed, &want)
+	var werr error
+	dec := json.NewDecoder(bytes.NewReader(trimmed))
+	dec.UseNumber()
+	var tree any
+	if werr = dec.Decode(&tree); werr == nil && dec.InputOffset() != int64(len(trimmed)) {
+		werr = errors.New("trailing data")
+	}
+	if werr == nil {
+		canonical, err := json.Marshal(tree)
+		if err != nil {
+			t.Fatal(err)
+		}
+		werr = jsonv2.Unmarshal(canonical, &want, bodyOptions)
+	}
 	gerr := decodeBody(body, &got)
 	if (werr == nil) != (gerr == nil) {
-		t.Fatalf("encoding/json error %v, decodeBody error %v", werr, gerr)
+		t.Fatalf("%q: reference error %v, decodeBody error %v", body, werr, gerr)
 	}
+	canonicalRaw(t, &want)
+	canonicalRaw(t, &got)
 	if werr == nil && !reflect.DeepEqual(want, got) {
-		t.Fatalf("encoding/json read %+v, decodeBody %+v", want, got)
+		t.Fatalf("%q: reference read %+v, decodeBody %+v", body, want, got)
 	}
+}
+
+// canonicalRaw rewrites every json.RawMessage in *v in one form per
+// meaning: keys sorted, no spaces, no repeats.
+func canonicalRaw(t *testing.T, v any) {
+	t.Helper()
+	var walk func(reflect.Value)
+	walk = func(v reflect.Value) {
+		switch v.Kind() {
+		case reflect.Pointer:
+			if !v.IsNil() {
+				walk(v.Elem())
+			}
+		case reflect.Struct:
+			for i := range v.NumField() {
+				walk(v.Field(i))
+			}
+		case reflect.Slice:
+			if raw, ok := v.Addr().Interface().(*json.RawMessage); ok {
+				if *raw != nil {
+					var tree any
+					dec := json.NewDecoder(bytes.NewReader(*raw))
+					dec.UseNumber()
+					if err := dec.Decode(&tree); err != nil {
+						t.Fatalf("raw field %q: %v", *raw, err)
+					}
+					*raw, _ = json.Marshal(tree)
+				}
+				return
+			}
+			for i := range v.Len() {
+				walk(v.Index(i))
+			}
+		}
+	}
+	walk(reflect.ValueOf(v))
 }
 
 func FuzzParseCompletionRequest(f *testing.F) {
@@ -188,7 +247,7 @@ func FuzzParseCompletionRequest(f *testing.F) {
 		if (r == nil) == (err == nil) {
 			t.Fatalf("request %v and error %v", r, err)
 		}
-		decodesAsEncodingJSON[CompletionRequest](t, body)
+		decodesAsPython[CompletionRequest](t, body)
 		if err != nil {
 			if err.Status != 400 || err.Message == "" {
 				t.Fatalf("bad error %+v", err)
@@ -209,8 +268,8 @@ func FuzzParseCompletionRequest(f *testing.F) {
 }
 
 // TestMessageContentAgreesWithEncodingJSON: content read by UnmarshalJSON
-// and, inside a body, by the fast path or decodeBody, is what encoding/json
-// reads.
+// and, inside a body, by the fast path or decodeBody, is the string
+// encoding/json reads.
 func TestMessageContentAgreesWithEncodingJSON(t *testing.T) {
 	for _, lit := range []string{
 		`""`, `"plain text"`, `"日本語 ✓"`, `"esc\"aped"`, `"tab\there"`, `"\u00e9\ud83d\ude00"`,
@@ -231,17 +290,42 @@ func TestMessageContentAgreesWithEncodingJSON(t *testing.T) {
 		// The same literal inside a body, through decodeBody and through
 		// the fast path (which leaves the invalid UTF-8 one to decodeBody).
 		body := []byte(`{"messages":[{"role":"user","content":` + lit + `}]}`)
-		decodesAsEncodingJSON[ChatCompletionRequest](t, body)
-		fastDecodesAsEncodingJSON(t, body)
+		decodesAsPython[ChatCompletionRequest](t, body)
+		fastDecodesAsGeneral(t, body)
 	}
 	for _, content := range []string{`null`, `[]`, `[{"type":"text","text":"a\nb"}]`, `7`, `{}`, `true`, `[1]`} {
-		decodesAsEncodingJSON[ChatCompletionRequest](t, []byte(`{"messages":[{"role":"user","content":`+content+`}]}`))
+		decodesAsPython[ChatCompletionRequest](t, []byte(`{"messages":[{"role":"user","content":`+content+`}]}`))
 	}
 	for _, bad := range []string{`"`, `"unterminated`, "\"raw\ncontrol\""} {
 		var c MessageContent
 		if err := c.UnmarshalJSON([]byte(bad)); err == nil {
 			t.Errorf("%q accepted", bad)
 		}
+	}
+	// Parts are read with the key rule too, from encoding/json's callers.
+	var c MessageContent
+	if err := json.Unmarshal([]byte(`[{"TYPE":"x","type":"text","Text":"no","text":"yes"}]`), &c); err != nil || len(c.Parts) != 1 ||
+		c.Parts[0].Type != "text" || *c.Parts[0].Text != "yes" {
+		t.Errorf("parts %+v %v", c.Parts, err)
+	}
+}
+
+// TestBodyErrorsSayWhere: a syntax error names its line, column and
+// member; a type error its field.
+func TestBodyErrorsSayWhere(t *testing.T) {
+	for _, tc := range []struct{ body, param, msg string }{
+		{"{\"model\":\"m\",\n\"messages\":[{\"role\":\"user\",\"content\":\"hi\"},\n{\"role\":tru}]}", "",
+			"line 3, column 12 (offset 69), in messages[1].role: invalid character '}' in literal true"},
+		{`{"messages":[{"role":"user","content":"hi"}],"max_tokens":"5"}`, "max_tokens", "invalid type for max_tokens"},
+	} {
+		_, err := ParseChatCompletionRequest([]byte(tc.body))
+		if err == nil || err.Param != tc.param || !strings.Contains(err.Message, tc.msg) {
+			t.Errorf("%s: %+v, want %q on %q", tc.body, err, tc.msg, tc.param)
+		}
+	}
+	_, err := ParseCompletionRequest([]byte(`{"prompt":[1,` + "\n" + `"x"]}`))
+	if err == nil || err.Param != "prompt" {
+		t.Errorf("completions: %+v", err)
 	}
 }
 

@@ -134,8 +134,6 @@ func New(cfg Config, log zerolog.Logger) (*Gateway, error) {
 		// Readiness reports the channel state; an idle channel would flap
 		// it between requests.
 		grpc.WithIdleTimeout(0),
-		// A rewritten body can be as large as the request body.
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(int(cfg.MaxBodyBytes)+1<<20)),
 	)
 	if err != nil {
 		return nil, fmt.Errorf("router client %s: %w", cfg.RouterAddr, err)

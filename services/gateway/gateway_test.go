@@ -134,26 +134,37 @@ func TestNonStreaming(t *testing.T) {
 	}
 }
 
-func TestRewrittenBody(t *testing.T) {
+// TestServedModelSpliced: a target serving the model under another name
+// gets the client's body with that name in its model member, spliced by the
+// gateway (the router sends no body back), include_usage added in the same
+// copy; the retry on a target that serves the requested name gets the
+// client's model back.
+func TestServedModelSpliced(t *testing.T) {
 	e := newEnv(t, envOpts{})
-	up := newVLLM(t, modeOK)
-	tgt := up.target("w0")
+	renamed, plain := newVLLM(t, modeFail500), newVLLM(t, modeOK)
+	tgt := renamed.target("w0")
 	tgt.ServedModel = "real-model"
-	e.router.setTargets(testModel, tgt)
-	e.router.rewrite = []byte(`{"model":"real-model","messages":[{"role":"user","content":"hi"}],"stream":true}`)
+	e.router.setTargets(testModel, tgt, plain.target("w1"))
 
 	resp := e.post(t, "/v1/chat/completions", chatStreamBody(false), nil)
-	rwID := resp.Header.Get(RequestIDHeader)
-	all, _ := io.ReadAll(resp.Body)
+	id := resp.Header.Get(RequestIDHeader)
+	_, _ = io.Copy(io.Discard, resp.Body)
 	resp.Body.Close()
-	if !strings.Contains(string(all), `"model":"real-model"`) {
-		t.Errorf("upstream did not get the rewritten body: %s", all)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("status %d", resp.StatusCode)
 	}
 	var sent upstreamReq
-	if err := json.Unmarshal(up.lastBody(), &sent); err != nil || sent.Model != "real-model" || sent.StreamOptions == nil || !sent.StreamOptions.IncludeUsage {
-		t.Errorf("upstream body %s", up.lastBody())
+	if err := json.Unmarshal(renamed.lastBody(), &sent); err != nil || sent.Model != "real-model" || sent.StreamOptions == nil || !sent.StreamOptions.IncludeUsage {
+		t.Errorf("renaming upstream got %s", renamed.lastBody())
 	}
-	if ev := e.usageEvent(t, rwID); ev.GetServedModel() != "real-model" || ev.GetModel() != testModel {
+	want := strings.Replace(chatStreamBody(false), `"model":"`+testModel+`"`, `"model":"real-model"`, 1)
+	if got := string(renamed.lastBody()); !strings.HasPrefix(got, strings.TrimSuffix(want, "}")) {
+		t.Errorf("the body was re-encoded, not spliced:\n got %s\nfrom %s", got, chatStreamBody(false))
+	}
+	if err := json.Unmarshal(plain.lastBody(), &sent); err != nil || sent.Model != testModel {
+		t.Errorf("retry upstream got %s", plain.lastBody())
+	}
+	if ev := e.usageEvent(t, id); ev.GetServedModel() != testModel || ev.GetModel() != testModel {
 		t.Errorf("usage event models %q/%q", ev.GetModel(), ev.GetServedModel())
 	}
 }

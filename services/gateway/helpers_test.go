@@ -45,7 +45,6 @@ type testRouter struct {
 	mu       sync.Mutex
 	targets  map[string][]*routerv1.Target
 	reject   map[string]*routerv1.Rejection
-	rewrite  []byte
 	requests []*routerv1.RouteRequest
 }
 
@@ -63,9 +62,8 @@ func (tr *testRouter) Route(_ context.Context, req *routerv1.RouteRequest) (*rou
 	for _, t := range targets {
 		if !slices.Contains(req.GetExcludeEndpoints(), t.GetId()) {
 			return &routerv1.RouteResponse{
-				Target:        t,
-				RewrittenBody: tr.rewrite,
-				Decision:      &routerv1.Decision{Strategy: "first", PromptTokens: promptTokens, CachedTokens: 2},
+				Target:   t,
+				Decision: &routerv1.Decision{Strategy: "first", PromptTokens: promptTokens, CachedTokens: 2},
 			}, nil
 		}
 	}

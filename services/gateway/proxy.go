@@ -270,15 +270,9 @@ func (c *call) proxy(w http.ResponseWriter, r *http.Request, body []byte) {
 		}
 		c.attempts = attempt
 		c.target, c.decision = rr.GetTarget(), rr.GetDecision()
-		send := body
-		if len(rr.GetRewrittenBody()) > 0 {
-			send = rr.GetRewrittenBody()
-		}
-		inject := c.req.Stream && !c.req.IncludeUsage
-		if inject {
-			send, inject = apibody.InjectIncludeUsage(send)
-		}
-		f := c.attempt(w, r, send, inject)
+		// Each attempt's target may serve the model under its own name.
+		send := c.req.Forward(body, c.target.GetServedModel())
+		f := c.attempt(w, r, send, c.req.InjectsUsage())
 		if f == nil {
 			return
 		}

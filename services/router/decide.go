@@ -74,13 +74,9 @@ type decision struct {
 	bs     []policy.Backend
 	pd     policy.Decision
 	// chosen indexes rows, -1 when nothing was chosen; served is the model
-	// name the chosen target serves.
+	// name the chosen target serves (the gateway writes it into the body).
 	chosen int
 	served string
-	// body is the client's body with the served model name, when it
-	// differs; badBody says why a body needing it could not be rewritten.
-	body    []byte
-	badBody error
 }
 
 func (s *service) getDecision() *decision {
@@ -94,7 +90,7 @@ func (s *service) getDecision() *decision {
 func (s *service) putDecision(d *decision) {
 	d.lookup.reset()
 	d.req, d.st, d.creq, d.preq = nil, nil, classify.Request{}, policy.Request{}
-	d.body, d.badBody, d.served = nil, nil, ""
+	d.served = ""
 	s.scratch.Put(d)
 }
 
@@ -135,13 +131,9 @@ func (s *service) decide(ctx context.Context, d *decision, req *routerv1.RouteRe
 		return nil
 	}
 
-	// The records the pick leaves: the body the target is sent, the
-	// prompt's blocks assumed cached on a worker, the decision for the
-	// other replicas.
+	// The records the pick leaves: the prompt's blocks assumed cached on a
+	// worker, the decision for the other replicas.
 	row := &d.rows[d.chosen]
-	if !s.rewriteBody(d, now) {
-		return nil
-	}
 	if row.Kind != endpoints.KindProvider {
 		s.speculate(&d.lookup, row, now)
 	}
@@ -461,24 +453,6 @@ func (d *decision) servedModel() string {
 		}
 	}
 	return row.Model
-}
-
-// rewriteBody sets the body the target is sent when it serves another
-// model name than the client asked for. A body without a model to rewrite
-// undoes the commit and rejects the request; it reports whether the
-// decision stands.
-func (s *service) rewriteBody(d *decision, now time.Time) bool {
-	if d.served == d.req.GetModel() {
-		return true
-	}
-	var err error
-	if d.body, err = replaceModel(d.req.GetBody(), d.served); err == nil {
-		return true
-	}
-	d.badBody = err
-	s.table.Complete(load.Completion{RequestID: d.req.GetRequestId(), EndpointID: d.rows[d.chosen].EndpointID, At: now})
-	s.count(d)
-	return false
 }
 
 // speculate records the chosen worker as holding the prompt's blocks.

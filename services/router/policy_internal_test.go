@@ -100,27 +100,3 @@ func TestClassifiersMakeTheTags(t *testing.T) {
 		t.Fatalf("Explain with a failing classifier: %v", err)
 	}
 }
-
-func FuzzReplaceModel(f *testing.F) {
-	f.Add([]byte(`{"model":"a","messages":[]}`), "b")
-	f.Add([]byte(` { "x": {"model": 1}, "model" : "a" } `), "q\"uote")
-	f.Add([]byte(`{"model":"a","model":"c"}`), "b")
-	f.Add([]byte(`[]`), "b")
-	f.Fuzz(func(t *testing.T, body []byte, model string) {
-		out, err := replaceModel(body, model)
-		if err != nil {
-			return
-		}
-		start, end, err := modelSpan(out)
-		if err != nil {
-			t.Fatalf("rewritten body %q unreadable: %v", out, err)
-		}
-		var got string
-		if err := jsonUnmarshalString(out[start:end], &got); err != nil {
-			t.Fatalf("model value %q: %v", out[start:end], err)
-		}
-		if got != model && !(containsInvalidUTF8(model)) {
-			t.Fatalf("model %q, want %q", got, model)
-		}
-	})
-}

@@ -22,11 +22,10 @@ const (
 	modelNotFound
 	noHealthyEndpoint
 	policyRejected
-	invalidRequest
 )
 
 func (o outcome) String() string {
-	return [...]string{"routed", "model_not_found", "no_healthy_endpoint", "policy_rejected", "invalid_request"}[o]
+	return [...]string{"routed", "model_not_found", "no_healthy_endpoint", "policy_rejected"}[o]
 }
 
 func (d *decision) outcome() outcome {
@@ -37,8 +36,6 @@ func (d *decision) outcome() outcome {
 		return modelNotFound
 	case d.chosen < 0:
 		return noHealthyEndpoint
-	case d.badBody != nil:
-		return invalidRequest
 	}
 	return routed
 }
@@ -54,7 +51,7 @@ func (d *decision) response() *routerv1.RouteResponse {
 		if t.Kind == routerv1.TargetKind_TARGET_KIND_PROVIDER {
 			t.Provider = row.Group
 		}
-		return &routerv1.RouteResponse{Target: t, RewrittenBody: d.body, Decision: &routerv1.Decision{
+		return &routerv1.RouteResponse{Target: t, Decision: &routerv1.Decision{
 			Policy:               d.pd.Policy(),
 			Rule:                 d.pd.RuleName(),
 			Strategy:             d.strategy(),
@@ -68,10 +65,6 @@ func (d *decision) response() *routerv1.RouteResponse {
 			Rejection: &routerv1.Rejection{Code: routerv1.RejectCode_REJECT_CODE_POLICY, Message: d.pd.RejectMessage()},
 			Decision:  &routerv1.Decision{Policy: d.pd.Policy(), Rule: d.pd.RuleName(), Strategy: StrategyPolicy, Reason: d.pd.Summary(d.bs)},
 		}
-	case invalidRequest:
-		return &routerv1.RouteResponse{Rejection: &routerv1.Rejection{
-			Code: routerv1.RejectCode_REJECT_CODE_INVALID_REQUEST, Message: "the request body has no model to rewrite: " + d.badBody.Error(),
-		}}
 	case modelNotFound:
 		return rejection(routerv1.RejectCode_REJECT_CODE_MODEL_NOT_FOUND, "no endpoint serves model "+model)
 	}

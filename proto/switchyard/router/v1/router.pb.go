@@ -297,7 +297,8 @@ type Target struct {
 	// Provider name when kind is PROVIDER.
 	Provider string `protobuf:"bytes,4,opt,name=provider,proto3" json:"provider,omitempty"`
 	// The model name the target serves; equals the request's model unless an
-	// alias or provider mapping renamed it.
+	// alias or provider mapping renamed it. The gateway writes it into the
+	// body's model member when it differs.
 	ServedModel   string `protobuf:"bytes,5,opt,name=served_model,json=servedModel,proto3" json:"served_model,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -519,12 +520,10 @@ func (x *Rejection) GetMessage() string {
 
 // Exactly one of target and rejection is set.
 type RouteResponse struct {
-	state  protoimpl.MessageState `protogen:"open.v1"`
-	Target *Target                `protobuf:"bytes,1,opt,name=target,proto3" json:"target,omitempty"`
-	// Set only when the router rewrote the body (alias, provider model name).
-	RewrittenBody []byte     `protobuf:"bytes,2,opt,name=rewritten_body,json=rewrittenBody,proto3" json:"rewritten_body,omitempty"`
-	Decision      *Decision  `protobuf:"bytes,3,opt,name=decision,proto3" json:"decision,omitempty"`
-	Rejection     *Rejection `protobuf:"bytes,4,opt,name=rejection,proto3" json:"rejection,omitempty"`
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Target        *Target                `protobuf:"bytes,1,opt,name=target,proto3" json:"target,omitempty"`
+	Decision      *Decision              `protobuf:"bytes,3,opt,name=decision,proto3" json:"decision,omitempty"`
+	Rejection     *Rejection             `protobuf:"bytes,4,opt,name=rejection,proto3" json:"rejection,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -562,13 +561,6 @@ func (*RouteResponse) Descriptor() ([]byte, []int) {
 func (x *RouteResponse) GetTarget() *Target {
 	if x != nil {
 		return x.Target
-	}
-	return nil
-}
-
-func (x *RouteResponse) GetRewrittenBody() []byte {
-	if x != nil {
-		return x.RewrittenBody
 	}
 	return nil
 }
@@ -1005,12 +997,11 @@ const file_switchyard_router_v1_router_proto_rawDesc = "" +
 	"\x06reason\x18\a \x01(\tR\x06reason\"[\n" +
 	"\tRejection\x124\n" +
 	"\x04code\x18\x01 \x01(\x0e2 .switchyard.router.v1.RejectCodeR\x04code\x12\x18\n" +
-	"\amessage\x18\x02 \x01(\tR\amessage\"\xe7\x01\n" +
+	"\amessage\x18\x02 \x01(\tR\amessage\"\xd6\x01\n" +
 	"\rRouteResponse\x124\n" +
-	"\x06target\x18\x01 \x01(\v2\x1c.switchyard.router.v1.TargetR\x06target\x12%\n" +
-	"\x0erewritten_body\x18\x02 \x01(\fR\rrewrittenBody\x12:\n" +
+	"\x06target\x18\x01 \x01(\v2\x1c.switchyard.router.v1.TargetR\x06target\x12:\n" +
 	"\bdecision\x18\x03 \x01(\v2\x1e.switchyard.router.v1.DecisionR\bdecision\x12=\n" +
-	"\trejection\x18\x04 \x01(\v2\x1f.switchyard.router.v1.RejectionR\trejection\"\xe6\x02\n" +
+	"\trejection\x18\x04 \x01(\v2\x1f.switchyard.router.v1.RejectionR\trejectionJ\x04\b\x02\x10\x03R\x0erewritten_body\"\xe6\x02\n" +
 	"\tCandidate\x12:\n" +
 	"\bendpoint\x18\x01 \x01(\v2\x1e.switchyard.router.v1.EndpointR\bendpoint\x12\x1a\n" +
 	"\beligible\x18\x02 \x01(\bR\beligible\x12'\n" +

@@ -55,7 +55,7 @@ func TestParse(t *testing.T) {
 				if apiErr != nil {
 					t.Fatalf("unexpected error: %v", apiErr)
 				}
-				if got != tc.want {
+				if fields(got) != fields(tc.want) {
 					t.Errorf("got %+v, want %+v", got, tc.want)
 				}
 				return
@@ -76,14 +76,22 @@ func TestParse(t *testing.T) {
 	}
 }
 
-func TestInjectIncludeUsage(t *testing.T) {
-	const m = `"model":"m","messages":[{"role":"user","content":"x"}]`
+// view is what a test compares of a Request: what it says, not where.
+type view struct {
+	Model                string
+	Stream, IncludeUsage bool
+}
+
+func fields(r Request) view { return view{r.Model, r.Stream, r.IncludeUsage} }
+
+func TestForwardIncludeUsage(t *testing.T) {
+	const m = `"model":"m","stream":true,"messages":[{"role":"user","content":"x"}]`
 	tests := []struct {
 		name string
 		in   string
 		want string
 	}{
-		{"absent", `{` + m + `,"stream":true}`, `{` + m + `,"stream":true,"stream_options":{"include_usage":true}}`},
+		{"absent", `{` + m + `}`, `{` + m + `,"stream_options":{"include_usage":true}}`},
 		{"absent with trailing space", `{` + m + ` }` + "\n", `{` + m + ` ,"stream_options":{"include_usage":true}}` + "\n"},
 		{"null options", `{"stream_options":null,` + m + `}`, `{"stream_options":{"include_usage":true},` + m + `}`},
 		{"empty options", `{"stream_options":{ },` + m + `}`, `{"stream_options":{"include_usage":true },` + m + `}`},
@@ -94,20 +102,22 @@ func TestInjectIncludeUsage(t *testing.T) {
 		{"already true unchanged", `{"stream_options":{"include_usage":true},` + m + `}`, `{"stream_options":{"include_usage":true},` + m + `}`},
 		{"last duplicate edited", `{"stream_options":{"include_usage":true},` + m + `,"stream_options":{}}`,
 			`{"stream_options":{"include_usage":true},` + m + `,"stream_options":{"include_usage":true}}`},
-		{"empty object", `{}`, `{"stream_options":{"include_usage":true}}`},
+		{"last include_usage edited", `{"stream_options":{"include_usage":false,"include_usage":null},` + m + `}`,
+			`{"stream_options":{"include_usage":false,"include_usage":true},` + m + `}`},
+		{"not streamed: unchanged", `{"model":"m","messages":[]}`, `{"model":"m","messages":[]}`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			in := []byte(tc.in)
-			orig := string(in)
-			got, ok := InjectIncludeUsage(in)
-			if !ok {
-				t.Fatal("not injected")
+			req, apiErr := Parse(Chat, in)
+			if apiErr != nil && tc.name != "not streamed: unchanged" {
+				t.Fatal(apiErr)
 			}
+			got := req.Forward(in, "")
 			if string(got) != tc.want {
 				t.Errorf("got  %s\nwant %s", got, tc.want)
 			}
-			if string(in) != orig {
+			if string(in) != tc.in {
 				t.Errorf("input was modified")
 			}
 			if !json.Valid(got) {
@@ -115,10 +125,39 @@ func TestInjectIncludeUsage(t *testing.T) {
 			}
 		})
 	}
-	for _, bad := range []string{`[1]`, `{"stream_options":5}`, `{"a":`} {
-		if got, ok := InjectIncludeUsage([]byte(bad)); ok || string(got) != bad {
-			t.Errorf("InjectIncludeUsage(%s) = %s, %v; want unchanged, false", bad, got, ok)
-		}
+}
+
+// TestForwardModel: the served name replaces the value of the model member
+// that counts, and nothing else; with the usage splice in the same copy.
+func TestForwardModel(t *testing.T) {
+	tests := []struct {
+		name, in, served, want string
+	}{
+		{"renamed", `{"model":"standard-model","messages":[{"role":"user","content":"model"}]}`, "glm-5.3",
+			`{"model":"glm-5.3","messages":[{"role":"user","content":"model"}]}`},
+		{"spaces kept", "{ \"stream\": false,\n  \"model\" : \"a\" ,\"messages\":[{}]}", "x",
+			"{ \"stream\": false,\n  \"model\" : \"x\" ,\"messages\":[{}]}"},
+		{"nested model untouched", `{"metadata":{"model":"inner"},"model":"a","messages":[{}]}`, "b",
+			`{"metadata":{"model":"inner"},"model":"b","messages":[{}]}`},
+		{"last duplicate renamed", `{"model":"x","messages":[{}],"model":"a"}`, "b", `{"model":"x","messages":[{}],"model":"b"}`},
+		{"escaped", `{"model":"a","messages":[{}]}`, `zai.glm-5-3-v1:0"\`, `{"model":"zai.glm-5-3-v1:0\"\\","messages":[{}]}`},
+		{"same name: same bytes", `{"model":"a","messages":[{}]}`, "a", `{"model":"a","messages":[{}]}`},
+		{"no name: same bytes", `{"model":"a","messages":[{}]}`, "", `{"model":"a","messages":[{}]}`},
+		{"with usage", `{"stream":true,"model":"a","messages":[{}]}`, "b",
+			`{"stream":true,"model":"b","messages":[{}],"stream_options":{"include_usage":true}}`},
+		{"with usage before model", `{"stream":true,"stream_options":null,"model":"a","messages":[{}]}`, "bb",
+			`{"stream":true,"stream_options":{"include_usage":true},"model":"bb","messages":[{}]}`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			req, apiErr := Parse(Chat, []byte(tc.in))
+			if apiErr != nil {
+				t.Fatal(apiErr)
+			}
+			if got := req.Forward([]byte(tc.in), tc.served); string(got) != tc.want {
+				t.Errorf("got  %s\nwant %s", got, tc.want)
+			}
+		})
 	}
 }
 
@@ -153,9 +192,9 @@ func TestInspectChunk(t *testing.T) {
 }
 
 // FuzzParseRequest feeds arbitrary bodies to Parse for both APIs. It must
-// never panic; an accepted body must be valid JSON, and injecting
-// include_usage into it must keep it valid and parse back the same with
-// IncludeUsage set.
+// never panic; an accepted body must be valid JSON, and forwarding it under
+// another model name with include_usage set must keep it valid and parse
+// back the same with those two changed.
 func FuzzParseRequest(f *testing.F) {
 	seeds := []string{
 		`{"model":"m","messages":[{"role":"user","content":"hi"}],"stream":true}`,
@@ -184,18 +223,19 @@ func FuzzParseRequest(f *testing.F) {
 		if !json.Valid(body) || req.Model == "" {
 			t.Fatalf("accepted %q as %+v", body, req)
 		}
-		injected, ok := InjectIncludeUsage(body)
-		if !ok {
-			t.Fatalf("could not inject into accepted body %q", body)
-		}
-		again, apiErr := Parse(api, injected)
+		// Forwarded under another name, with usage asked for: the body
+		// reads back the same but for those two.
+		const served = "served/näme \"q\""
+		req.Stream = true
+		fwd := req.Forward(body, served)
+		again, apiErr := Parse(api, fwd)
 		if apiErr != nil {
-			t.Fatalf("injected body %q rejected: %v", injected, apiErr)
+			t.Fatalf("forwarded body %q rejected: %v", fwd, apiErr)
 		}
-		want := req
-		want.IncludeUsage = true
-		if again != want {
-			t.Fatalf("after injection got %+v, want %+v (body %q)", again, want, injected)
+		want := fields(req)
+		want.Model, want.IncludeUsage = served, true
+		if again.Stream = true; fields(again) != want {
+			t.Fatalf("after Forward got %+v, want %+v (body %q)", fields(again), want, fwd)
 		}
 	})
 }

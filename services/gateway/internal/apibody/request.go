@@ -1,18 +1,19 @@
 // Package apibody reads and edits OpenAI request and response bodies as
-// little as the gateway needs: the fields routing depends on, a byte splice to
-// ask the upstream for usage, and the usage object of a response or stream
-// chunk. Everything else in a body passes through untouched.
+// little as the gateway needs: the fields routing depends on, the byte
+// splices that give the upstream the served model name and ask it for
+// usage, and the usage object of a response or stream chunk. Everything
+// else in a body passes through untouched. Bodies are read with
+// internal/jsonscan, whose key rule is vLLM's: the members read here are
+// the ones the worker reads.
 package apibody
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"unicode/utf8"
 
+	"github.com/switchyard-dev/switchyard/internal/jsonscan"
 	"github.com/switchyard-dev/switchyard/internal/openaiapi"
-	"github.com/switchyard-dev/switchyard/services/gateway/internal/jsonspan"
 )
 
 // API is the OpenAI endpoint a body was sent to.
@@ -28,27 +29,39 @@ const (
 // and would only bloat logs and router requests.
 const MaxModelLen = 256
 
-// Request is what routing needs from a request body.
+// Request is what routing needs from a request body, and where in the body
+// the members Forward edits are.
 type Request struct {
 	Model  string
 	Stream bool
 	// IncludeUsage is stream_options.include_usage as the client sent it.
 	IncludeUsage bool
+
+	at spans
+}
+
+// spans locate, in the body Parse read, the members Forward edits: the
+// ones that count by the key rule (the last of a repeated key).
+type spans struct {
+	model      jsonscan.Member
+	opts       jsonscan.Member // stream_options; Kind Invalid when absent
+	usage      jsonscan.Member // include_usage, offsets within opts.Value; Kind Invalid when absent
+	closeBrace int             // of the top-level object
 }
 
 // Parse validates body as a request to api and extracts the routing fields.
 // JSON is validated in full; fields other than model, stream,
-// stream_options.include_usage and messages/prompt are not looked at. When a
-// key repeats, the last occurrence counts, as in the Python server behind
-// vLLM. Errors are client-facing 400s.
+// stream_options.include_usage and messages/prompt are not looked at. Keys
+// follow jsonscan's rule, vLLM's: exact, and the last of a repeated key
+// counts. Errors are client-facing 400s.
 func Parse(api API, body []byte) (Request, *openaiapi.APIError) {
-	var model, stream, streamOpts, input jsonspan.Member
+	var model, stream, streamOpts, input jsonscan.Member
 	var hasModel, hasStream, hasStreamOpts, hasInput bool
 	inputKey := "messages"
 	if api == Completions {
 		inputKey = "prompt"
 	}
-	kind, _, err := jsonspan.Members(body, func(m jsonspan.Member) {
+	kind, closeBrace, err := jsonscan.Members(body, func(m jsonscan.Member) {
 		switch {
 		case m.KeyIs("model"):
 			model, hasModel = m, true
@@ -64,24 +77,24 @@ func Parse(api API, body []byte) (Request, *openaiapi.APIError) {
 		if len(body) == 0 {
 			return Request{}, openaiapi.InvalidRequest("", "request body is empty: expected a JSON object")
 		}
-		var se *jsonspan.SyntaxError
+		var se *jsonscan.SyntaxError
 		if errors.As(err, &se) {
 			return Request{}, openaiapi.InvalidRequest("", "could not parse the JSON body of the request: "+se.Error())
 		}
 		return Request{}, openaiapi.InvalidRequest("", "could not parse the JSON body of the request")
 	}
-	if kind != jsonspan.Object {
+	if kind != jsonscan.Object {
 		return Request{}, openaiapi.InvalidRequest("", "the request body must be a JSON object, but got "+describe(kind)+" instead")
 	}
 
-	var req Request
-	if !hasModel || model.Kind == jsonspan.Null {
+	req := Request{at: spans{model: model, closeBrace: closeBrace}}
+	if !hasModel || model.Kind == jsonscan.Null {
 		return Request{}, openaiapi.InvalidRequest("model", "you must provide a model parameter")
 	}
-	if model.Kind != jsonspan.String {
-		return Request{}, typeError("model", jsonspan.String, model.Kind)
+	if model.Kind != jsonscan.String {
+		return Request{}, typeError("model", jsonscan.String, model.Kind)
 	}
-	name, ok := unquote(model.Value)
+	name, ok := jsonscan.Unquote(model.Value)
 	switch {
 	case !ok:
 		return Request{}, openaiapi.InvalidRequest("model", "invalid string for 'model'")
@@ -96,39 +109,41 @@ func Parse(api API, body []byte) (Request, *openaiapi.APIError) {
 
 	if hasStream {
 		switch stream.Kind {
-		case jsonspan.Bool:
+		case jsonscan.Bool:
 			req.Stream = stream.Value[0] == 't'
-		case jsonspan.Null:
+		case jsonscan.Null:
 		default:
-			return Request{}, typeError("stream", jsonspan.Bool, stream.Kind)
+			return Request{}, typeError("stream", jsonscan.Bool, stream.Kind)
 		}
 	}
 	if hasStreamOpts {
+		req.at.opts = streamOpts
 		switch streamOpts.Kind {
-		case jsonspan.Object:
-			inc, found, _ := lastMember(streamOpts.Value, "include_usage")
+		case jsonscan.Object:
+			inc, found, _ := jsonscan.Last(streamOpts.Value, "include_usage")
 			if found {
+				req.at.usage = inc
 				switch inc.Kind {
-				case jsonspan.Bool:
+				case jsonscan.Bool:
 					req.IncludeUsage = inc.Value[0] == 't'
-				case jsonspan.Null:
+				case jsonscan.Null:
 				default:
-					return Request{}, typeError("stream_options.include_usage", jsonspan.Bool, inc.Kind)
+					return Request{}, typeError("stream_options.include_usage", jsonscan.Bool, inc.Kind)
 				}
 			}
-		case jsonspan.Null:
+		case jsonscan.Null:
 		default:
-			return Request{}, typeError("stream_options", jsonspan.Object, streamOpts.Kind)
+			return Request{}, typeError("stream_options", jsonscan.Object, streamOpts.Kind)
 		}
 	}
 
-	if !hasInput || input.Kind == jsonspan.Null {
+	if !hasInput || input.Kind == jsonscan.Null {
 		return Request{}, openaiapi.InvalidRequest(inputKey, fmt.Sprintf("missing required parameter: '%s'", inputKey))
 	}
 	switch api {
 	case Chat:
-		if input.Kind != jsonspan.Array {
-			return Request{}, typeError(inputKey, jsonspan.Array, input.Kind)
+		if input.Kind != jsonscan.Array {
+			return Request{}, typeError(inputKey, jsonscan.Array, input.Kind)
 		}
 		if isEmptyArray(input.Value) {
 			return Request{}, openaiapi.InvalidRequest(inputKey, "'messages' must contain at least one message")
@@ -136,7 +151,7 @@ func Parse(api API, body []byte) (Request, *openaiapi.APIError) {
 	case Completions:
 		// vLLM accepts a string, a list of strings, a list of token ids or a
 		// list of lists of token ids; the element shapes are vLLM's to check.
-		if input.Kind != jsonspan.String && input.Kind != jsonspan.Array {
+		if input.Kind != jsonscan.String && input.Kind != jsonscan.Array {
 			return Request{}, openaiapi.InvalidRequest(inputKey,
 				"invalid type for 'prompt': expected a string or an array, but got "+describe(input.Kind)+" instead")
 		}
@@ -144,36 +159,20 @@ func Parse(api API, body []byte) (Request, *openaiapi.APIError) {
 	return req, nil
 }
 
-func typeError(param string, want, got jsonspan.Kind) *openaiapi.APIError {
+func typeError(param string, want, got jsonscan.Kind) *openaiapi.APIError {
 	return openaiapi.InvalidRequest(param, fmt.Sprintf("invalid type for '%s': expected %s, but got %s instead",
 		param, describe(want), describe(got)))
 }
 
 // describe names a kind with its article, as in OpenAI's error messages.
-func describe(k jsonspan.Kind) string {
+func describe(k jsonscan.Kind) string {
 	switch k {
-	case jsonspan.Object, jsonspan.Array:
+	case jsonscan.Object, jsonscan.Array:
 		return "an " + k.String()
-	case jsonspan.Null:
+	case jsonscan.Null:
 		return "null"
 	}
 	return "a " + k.String()
-}
-
-// lastMember finds the last member called key of the object obj, which must
-// be valid JSON.
-func lastMember(obj []byte, key string) (jsonspan.Member, bool, int) {
-	var found jsonspan.Member
-	var ok bool
-	_, closeBrace, err := jsonspan.Members(obj, func(m jsonspan.Member) {
-		if m.KeyIs(key) {
-			found, ok = m, true
-		}
-	})
-	if err != nil {
-		return jsonspan.Member{}, false, -1
-	}
-	return found, ok, closeBrace
 }
 
 func isEmptyArray(v []byte) bool {
@@ -185,84 +184,63 @@ func isEmptyArray(v []byte) bool {
 	return true
 }
 
-// InjectIncludeUsage returns a copy of body (a request already accepted by
-// Parse) in which stream_options.include_usage is true, changing only the
-// bytes it must: it replaces a null or false value, inserts the key into an
-// existing stream_options object, or appends a stream_options member to the
-// top-level object. It reports false, and returns body unchanged, when the
-// body has no place for the option (not an object, or a stream_options of
-// the wrong type).
-func InjectIncludeUsage(body []byte) ([]byte, bool) {
-	opts, found, closeBrace := lastMember(body, "stream_options")
-	if closeBrace < 0 {
-		return body, false
+// Forward returns the body to send to an upstream that serves the request
+// under the name served (the router's Target.served_model): the client's
+// body with model renamed when served differs from the requested name, and
+// with stream_options.include_usage set when InjectsUsage. Only the bytes
+// of those members change, in one copy, from the spans Parse found: the
+// body is not scanned again. body must be the one Parse read; it is
+// returned as it is when nothing changes.
+func (r *Request) Forward(body []byte, served string) []byte {
+	var edits [2]jsonscan.Edit
+	n := 0
+	if served != "" && served != r.Model {
+		m := r.at.model
+		edits[n] = jsonscan.Edit{From: m.Offset, To: m.End(), Text: jsonscan.AppendString(nil, served)}
+		n++
 	}
-	if !found {
-		// Append as the last member so no existing byte moves but the brace.
-		sep := ","
-		if onlySpaceBetween(body, '{', closeBrace) {
-			sep = ""
-		}
-		return splice(body, closeBrace, closeBrace, sep+`"stream_options":{"include_usage":true}`), true
+	if r.InjectsUsage() {
+		edits[n] = r.includeUsage()
+		n++
 	}
+	if n == 0 {
+		return body
+	}
+	return jsonscan.Splice(body, edits[:n]...)
+}
+
+// InjectsUsage reports whether Forward asks the upstream for the usage of a
+// stream whose client did not: the gateway meters every stream, and drops
+// the usage chunk the client did not ask for.
+func (r *Request) InjectsUsage() bool { return r.Stream && !r.IncludeUsage }
+
+var (
+	usageMember = []byte(`,"stream_options":{"include_usage":true}`)
+	usageObject = []byte(`{"include_usage":true}`)
+	usageFirst  = []byte(`"include_usage":true,`)
+	usageOnly   = []byte(`"include_usage":true`)
+	jsonTrue    = []byte(`true`)
+)
+
+// includeUsage is the edit that sets stream_options.include_usage: it
+// replaces a null or false value, inserts the key into the stream_options
+// object, or appends a stream_options member to the top-level object
+// (after every other member, so no byte but the brace moves).
+func (r *Request) includeUsage() jsonscan.Edit {
+	opts := r.at.opts
 	switch opts.Kind {
-	case jsonspan.Null:
-		return splice(body, opts.Offset, opts.Offset+len(opts.Value), `{"include_usage":true}`), true
-	case jsonspan.Object:
-		inc, ok, _ := lastMember(opts.Value, "include_usage")
-		if ok {
-			if inc.Kind == jsonspan.Bool && inc.Value[0] == 't' {
-				return body, true
-			}
-			at := opts.Offset + inc.Offset
-			return splice(body, at, at+len(inc.Value), "true"), true
+	case jsonscan.Null:
+		return jsonscan.Edit{From: opts.Offset, To: opts.End(), Text: usageObject}
+	case jsonscan.Object:
+		if inc := r.at.usage; inc.Kind != jsonscan.Invalid {
+			return jsonscan.Edit{From: opts.Offset + inc.Offset, To: opts.Offset + inc.End(), Text: jsonTrue}
 		}
-		ins := `"include_usage":true,`
-		if isEmptyObject(opts.Value) {
-			ins = `"include_usage":true`
+		ins := usageFirst
+		if isEmptyArray(opts.Value) {
+			ins = usageOnly
 		}
-		return splice(body, opts.Offset+1, opts.Offset+1, ins), true
+		return jsonscan.Edit{From: opts.Offset + 1, To: opts.Offset + 1, Text: ins}
 	}
-	return body, false
-}
-
-func isEmptyObject(v []byte) bool { return isEmptyArray(v) }
-
-// onlySpaceBetween reports whether only whitespace lies between the last
-// opening byte open before end and end (the top-level object is empty).
-func onlySpaceBetween(body []byte, open byte, end int) bool {
-	for i := end - 1; i >= 0; i-- {
-		switch body[i] {
-		case ' ', '\t', '\n', '\r':
-		case open:
-			return true
-		default:
-			return false
-		}
-	}
-	return false
-}
-
-func splice(body []byte, from, to int, insert string) []byte {
-	out := make([]byte, 0, len(body)-(to-from)+len(insert))
-	out = append(out, body[:from]...)
-	out = append(out, insert...)
-	return append(out, body[to:]...)
-}
-
-// unquote decodes a JSON string literal, allocating only when it has escapes.
-func unquote(lit []byte) (string, bool) {
-	inner := lit[1 : len(lit)-1]
-	if !slices.Contains(inner, '\\') {
-		return string(inner), true
-	}
-	return unquoteEscaped(lit)
-}
-
-func unquoteEscaped(lit []byte) (string, bool) {
-	var s string
-	if err := json.Unmarshal(lit, &s); err != nil {
-		return "", false
-	}
-	return s, true
+	// Absent. Parse accepted the body, so the object has members.
+	return jsonscan.Edit{From: r.at.closeBrace, To: r.at.closeBrace, Text: usageMember}
 }

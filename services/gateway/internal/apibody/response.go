@@ -4,7 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 
-	"github.com/switchyard-dev/switchyard/services/gateway/internal/jsonspan"
+	"github.com/switchyard-dev/switchyard/internal/jsonscan"
 )
 
 // Usage is the token accounting of one completion, as vLLM and OpenAI report
@@ -56,9 +56,9 @@ func InspectChunk(data []byte) Chunk {
 	if !bytes.Contains(data, usageKey) {
 		return Chunk{}
 	}
-	var usage, choices jsonspan.Member
+	var usage, choices jsonscan.Member
 	var hasUsage, hasChoices bool
-	kind, _, err := jsonspan.Members(data, func(m jsonspan.Member) {
+	kind, _, err := jsonscan.Members(data, func(m jsonscan.Member) {
 		switch {
 		case m.KeyIs("usage"):
 			usage, hasUsage = m, true
@@ -66,7 +66,7 @@ func InspectChunk(data []byte) Chunk {
 			choices, hasChoices = m, true
 		}
 	})
-	if err != nil || kind != jsonspan.Object || !hasUsage || usage.Kind != jsonspan.Object {
+	if err != nil || kind != jsonscan.Object || !hasUsage || usage.Kind != jsonscan.Object {
 		return Chunk{}
 	}
 	var w wireUsage
@@ -77,6 +77,6 @@ func InspectChunk(data []byte) Chunk {
 	if w.PromptTokensDetails != nil {
 		c.Usage.CachedTokens = max(w.PromptTokensDetails.CachedTokens, 0)
 	}
-	c.UsageOnly = hasChoices && choices.Kind == jsonspan.Array && isEmptyArray(choices.Value)
+	c.UsageOnly = hasChoices && choices.Kind == jsonscan.Array && isEmptyArray(choices.Value)
 	return c
 }

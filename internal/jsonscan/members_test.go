@@ -1,4 +1,4 @@
-package jsonspan
+package jsonscan
 
 import (
 	"encoding/json"
@@ -107,6 +107,30 @@ func TestMembers(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestSyntaxErrorPath: an error names the member it is in, as a client
+// names it, besides its line and column.
+func TestSyntaxErrorPath(t *testing.T) {
+	for _, tc := range []struct{ doc, path, msg string }{
+		{`{"model":"m","messages":[{"role":"user","content":"hi},{}]`, "messages[0].content", "unexpected end of JSON input in string literal"},
+		{`{"messages":[{"role":"user"},{"role":tru}]}`, "messages[1].role", "in literal true"},
+		{`{"a":{"b\u0022c":[1,2,}}`, `a.b"c[2]`, "looking for beginning of value"},
+		{`{"a":1,}`, "", "looking for beginning of object key string"},
+		{`[1,[2,{"x":-}]]`, "[1][1].x", "in numeric literal"},
+	} {
+		_, _, err := Members([]byte(tc.doc), nil)
+		var se *SyntaxError
+		if !errors.As(err, &se) {
+			t.Fatalf("%s: err = %v", tc.doc, err)
+		}
+		if se.Path != tc.path || !strings.Contains(se.Msg, tc.msg) {
+			t.Errorf("%s: path %q msg %q, want %q and %q", tc.doc, se.Path, se.Msg, tc.path, tc.msg)
+		}
+		if tc.path != "" && !strings.Contains(se.Error(), "in "+tc.path+":") {
+			t.Errorf("%s: %q does not name the path", tc.doc, se.Error())
+		}
 	}
 }
 
