@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/switchyard-dev/switchyard/internal/jsonscan"
 	"github.com/switchyard-dev/switchyard/internal/openaiapi"
 	"github.com/switchyard-dev/switchyard/internal/sim/engine"
 	"github.com/switchyard-dev/switchyard/internal/tokenizer"
@@ -429,18 +430,24 @@ func (w *worker) handleEstimate(rw http.ResponseWriter, r *http.Request) {
 		openaiapi.WriteError(rw, apiErr)
 		return
 	}
-	var probe struct {
-		API      string          `json:"api"`
-		Messages json.RawMessage `json:"messages"`
-		Prompt   json.RawMessage `json:"prompt"`
-	}
-	_ = json.Unmarshal(body, &probe)
-	api := probe.API
+	// By vLLM's key rule, as the worker reads the body (internal/jsonscan).
+	var api string
+	var messages, prompt bool
+	_, _, _ = jsonscan.Members(body, func(m jsonscan.Member) {
+		switch {
+		case m.KeyIs("api"):
+			api, _ = jsonscan.Unquote(m.Value)
+		case m.KeyIs("messages"):
+			messages = true
+		case m.KeyIs("prompt"):
+			prompt = true
+		}
+	})
 	if api == "" {
 		switch {
-		case probe.Messages != nil:
+		case messages:
 			api = apiChat
-		case probe.Prompt != nil:
+		case prompt:
 			api = apiCompletions
 		}
 	}

@@ -119,6 +119,44 @@ type simChat struct {
 	SimTiming *SimTiming `json:"sim_timing"`
 }
 
+// TestReadsWhatVLLMReads: the simulated worker reads a body by vLLM's key
+// rule (internal/jsonscan): "Messages" is an extra field vLLM ignores, and
+// of a repeated key the last counts. A body with a 10-word "messages" and a
+// 4,000-word "Messages" is the 10-word prompt, to the worker as to vLLM.
+func TestReadsWhatVLLMReads(t *testing.T) {
+	f := startFleet(t, fastConfig())
+	base := f.Workers()[0].URL
+	ten := strings.TrimSpace(strings.Repeat("word ", 10))
+	msgs := func(text string) string { return `[{"role":"user","content":"` + text + `"}]` }
+	promptTokens := func(body string) int {
+		t.Helper()
+		resp, data := post(t, base+"/v1/chat/completions", body)
+		if resp.StatusCode != 200 {
+			t.Fatalf("status %d: %s", resp.StatusCode, data)
+		}
+		var c simChat
+		if err := json.Unmarshal(data, &c); err != nil || c.Usage == nil {
+			t.Fatalf("%s: %v", data, err)
+		}
+		return c.Usage.PromptTokens
+	}
+	model := `"model":"` + DefaultServedModelName + `","max_tokens":1`
+	alone := promptTokens(`{` + model + `,"messages":` + msgs(ten) + `}`)
+	steered := promptTokens(`{` + model + `,"messages":` + msgs(ten) + `,"Messages":` + msgs(strings.Repeat("steer ", 4000)) + `}`)
+	if alone > 30 || steered != alone {
+		t.Errorf("prompt tokens: %d with Messages, %d for messages alone (about 20)", steered, alone)
+	}
+	if last := promptTokens(`{` + model + `,"messages":` + msgs(strings.Repeat("first ", 50)) + `,"messages":` + msgs(ten) + `}`); last != alone {
+		t.Errorf("repeated messages: %d prompt tokens, want the last one's %d", last, alone)
+	}
+	// The estimate endpoint tells the APIs apart by the same rule.
+	resp, data := post(t, base+"/sim/v1/estimate", `{`+model+`,"Messages":`+msgs(ten)+`,"prompt":"`+ten+`"}`)
+	var est EstimateResponse
+	if resp.StatusCode != 200 || json.Unmarshal(data, &est) != nil || est.PromptTokens >= alone {
+		t.Errorf("estimate of a completions body with Messages: %d %s", resp.StatusCode, data)
+	}
+}
+
 func TestChatCompletion(t *testing.T) {
 	cfg := fastConfig()
 	cfg.Workers = 2

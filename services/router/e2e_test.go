@@ -263,3 +263,61 @@ func chatBodyFor(model, system, question string) []byte {
 		{"role": "system", "content": system}, {"role": "user", "content": question}}})
 	return b
 }
+
+// TestEndToEndKeyRule: a body with a 10-word "messages" and a 4,000-word
+// "Messages" goes through the gateway to a simulated worker. vLLM reads
+// "messages" and ignores "Messages" (internal/jsonscan has the rule), so
+// the router's prompt tokens and the worker's are those of "messages"
+// alone: no text the worker never reads can steer the routing.
+func TestEndToEndKeyRule(t *testing.T) {
+	log := zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.WarnLevel)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	sc := sim.DefaultConfig()
+	sc.Port = 0
+	sc.TimeScale = 100
+	sc.DefaultMaxTokens = 1
+	sc.ShutdownTimeout = 5 * time.Second
+	fleet, err := sim.StartFleet(ctx, sc, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = fleet.Close() })
+	tr := startRouter(t, func(c *router.Config) { c.Endpoints = "sim-0=" + fleet.Workers()[0].URL })
+	gc := gateway.DefaultConfig()
+	gc.Addr, gc.RouterAddr, gc.NATSURL = "127.0.0.1:0", tr.srv.GRPCAddr(), ""
+	gw, err := gateway.New(gc, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	serveUntilCleanup(t, "gateway", gw.Serve)
+	waitHTTPReady(t, "http://"+gw.Addr()+"/readyz")
+
+	series := `switchyard_router_prompt_tokens_total{model="` + sim.DefaultServedModelName + `"}`
+	// send returns the prompt tokens the router decided on and those the
+	// worker counted.
+	send := func(body string) (routed, served int64) {
+		t.Helper()
+		before := max(metricValue(tr.metricsText(t), series), 0)
+		resp, err := http.Post("http://"+gw.Addr()+"/v1/chat/completions", "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var out struct{ Usage struct{ PromptTokens int64 `json:"prompt_tokens"` } }
+		if err := json.NewDecoder(resp.Body).Decode(&out); err != nil || resp.StatusCode != http.StatusOK {
+			t.Fatalf("status %d: %v", resp.StatusCode, err)
+		}
+		return int64(metricValue(tr.metricsText(t), series) - before), out.Usage.PromptTokens
+	}
+	msgs := func(text string) string { return `[{"role":"user","content":"` + text + `"}]` }
+	head := `{"model":"` + sim.DefaultServedModelName + `","messages":` + msgs(strings.TrimSpace(strings.Repeat("word ", 10)))
+	routedAlone, servedAlone := send(head + `}`)
+	routed, served := send(head + `,"Messages":` + msgs(strings.Repeat("steer ", 4000)) + `}`)
+	if servedAlone > 40 || routedAlone != servedAlone {
+		t.Fatalf("messages alone: the router counted %d prompt tokens, the worker %d (about 20)", routedAlone, servedAlone)
+	}
+	if routed != routedAlone || served != servedAlone {
+		t.Errorf("with Messages: the router counted %d prompt tokens and the worker %d; messages alone gives %d", routed, served, servedAlone)
+	}
+}

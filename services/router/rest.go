@@ -2,9 +2,7 @@ package router
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"maps"
 	"net/http"
@@ -16,6 +14,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/switchyard-dev/switchyard/internal/jsonscan"
 	"github.com/switchyard-dev/switchyard/internal/openaiapi"
 	routerv1 "github.com/switchyard-dev/switchyard/proto/switchyard/router/v1"
 )
@@ -91,18 +90,26 @@ func clientBody(body []byte) (routerv1.ApiKind, string, error) {
 	if len(bytes.TrimSpace(body)) == 0 {
 		return 0, "", &inputError{msg: "empty body: send a chat completions body (messages), a completions body (prompt) or a RouteRequest"}
 	}
-	var top map[string]json.RawMessage
-	if err := json.Unmarshal(body, &top); err != nil {
-		var syntax *json.SyntaxError
-		if errors.As(err, &syntax) {
-			return 0, "", &inputError{msg: fmt.Sprintf("body is not valid JSON: %v at byte %d", err, syntax.Offset)}
+	var chat, completions, hasModel bool
+	var model jsonscan.Member
+	kind, _, err := jsonscan.Members(body, func(m jsonscan.Member) {
+		switch {
+		case m.KeyIs("messages"):
+			chat = true
+		case m.KeyIs("prompt"):
+			completions = true
+		case m.KeyIs("model"):
+			model, hasModel = m, true
 		}
+	})
+	if err != nil {
+		return 0, "", &inputError{msg: "body is not valid JSON: " + err.Error()}
+	}
+	if kind != jsonscan.Object {
 		return 0, "", &inputError{msg: "body must be a JSON object: a chat completions body, a completions body or a RouteRequest"}
 	}
 	var api routerv1.ApiKind
 	var apiErr *openaiapi.APIError
-	_, chat := top["messages"]
-	_, completions := top["prompt"]
 	switch {
 	case chat:
 		api = routerv1.ApiKind_API_KIND_CHAT_COMPLETIONS
@@ -120,13 +127,11 @@ func clientBody(body []byte) (routerv1.ApiKind, string, error) {
 		}
 		return 0, "", &inputError{field: field, msg: apiErr.Message}
 	}
-	raw, ok := top["model"]
-	if !ok {
+	if !hasModel {
 		return 0, "", &inputError{field: "model", msg: "required in a chat or completions body"}
 	}
-	var model string
-	_ = json.Unmarshal(raw, &model) // the API's parser checked it is a string
-	return api, model, nil
+	name, _ := jsonscan.Unquote(model.Value) // the API's parser checked it is a string
+	return api, name, nil
 }
 
 // routingContext reads what the gateway would add to a client's body: the

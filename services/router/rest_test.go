@@ -110,7 +110,7 @@ func TestRESTExplainClientBody(t *testing.T) {
 		wantStatus        int
 		want              string
 	}{
-		{"invalid JSON", "", `{"model":"m","messages":[`, 400, "body is not valid JSON: unexpected end of JSON input at byte 25"},
+		{"invalid JSON", "", `{"model":"m","messages":[`, 400, "body is not valid JSON: line 1, column 26 (offset 25), in messages[0]: unexpected end of JSON input"},
 		{"not an object", "", `["m"]`, 400, "body must be a JSON object"},
 		{"empty body", "", "", 400, "empty body"},
 		{"chat body with a bad message", "", `{"model":"m","messages":[{"role":"bot","content":"hi"}]}`, 400, `messages[0].role: unsupported role \"bot\"`},

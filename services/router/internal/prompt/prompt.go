@@ -1,8 +1,9 @@
 // Package prompt reads the prompt out of a client's request body the way
-// the worker will: the same request parsing (internal/openaiapi) and the
-// same chat rendering and tokenization (internal/tokenizer), so the token
-// ids, and therefore the KV block hashes, are the ones the worker's cache
-// holds. A model without a tokenizer gets the rendered prompt text instead,
+// the worker will: the same request parsing (internal/openaiapi, whose key
+// rule is vLLM's: "Messages" is not "messages", and the last of a repeated
+// key counts) and the same chat rendering and tokenization
+// (internal/tokenizer), so the token ids, and therefore the KV block hashes,
+// are the ones the worker's cache holds. A model without a tokenizer gets the rendered prompt text instead,
 // for the router's approximate index.
 //
 // Bodies are client input. The gateway has validated them already, but the
@@ -13,11 +14,11 @@ package prompt
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
 
+	"github.com/switchyard-dev/switchyard/internal/jsonscan"
 	"github.com/switchyard-dev/switchyard/internal/openaiapi"
 	"github.com/switchyard-dev/switchyard/internal/tokenizer"
 	routerv1 "github.com/switchyard-dev/switchyard/proto/switchyard/router/v1"
@@ -94,13 +95,11 @@ func Read(buf []uint32, api routerv1.ApiKind, body []byte, tok tokenizer.Tokeniz
 	return Prompt{}, fmt.Errorf("api %s: %w", api, ErrUnsupportedAPI)
 }
 
-// sniff tells chat from completions by the presence of "messages", for
-// callers that do not say which API they serve.
+// sniff tells chat from completions by the presence of "messages" (by the
+// key rule: "Messages" is no chat), for callers that do not say which API
+// they serve.
 func sniff(body []byte) routerv1.ApiKind {
-	var probe struct {
-		Messages json.RawMessage `json:"messages"`
-	}
-	if json.Unmarshal(body, &probe) == nil && len(probe.Messages) > 0 {
+	if _, found, _ := jsonscan.Last(body, "messages"); found {
 		return routerv1.ApiKind_API_KIND_CHAT_COMPLETIONS
 	}
 	return routerv1.ApiKind_API_KIND_COMPLETIONS

@@ -69,6 +69,14 @@ func TestRead(t *testing.T) {
 		{name: "no messages", api: chat, body: `{"model":"m"}`, tok: tok, wantErr: "messages must be a non-empty array"},
 		{name: "image part", api: chat, tok: tok, wantErr: "not supported",
 			body: `{"messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"x"}}]}]}`},
+		// vLLM's key rule (internal/jsonscan): the worker reads "messages"
+		// and ignores "Messages", and so does the router.
+		{name: "Messages is not messages", api: chat, tok: tok, wantKind: Tokens, want: simTokens(t, `{"messages":[{"role":"user","content":"short"}]}`),
+			body: `{"messages":[{"role":"user","content":"short"}],"Messages":[{"role":"user","content":"` + strings.Repeat("steer ", 500) + `"}]}`},
+		{name: "the last of a repeated key", api: chat, tok: tok, wantKind: Tokens, want: simTokens(t, `{"messages":[{"role":"user","content":"second"}]}`),
+			body: `{"messages":[{"role":"user","content":"first"}],"messages":[{"role":"user","content":"second"}]}`},
+		{name: "Messages sniffs no chat", api: unsp, body: `{"Messages":[{"role":"user","content":"x"}],"prompt":"abc"}`, tok: tok,
+			wantKind: Tokens, want: tok.Encode("abc")},
 		{name: "anthropic not read yet", api: anth, body: `{"messages":[]}`, tok: tok, wantErr: ErrUnsupportedAPI.Error()},
 	}
 	for _, tt := range tests {
