@@ -46,7 +46,8 @@
 //
 // All three stop at the first syntax error with a *SyntaxError that says
 // where: line, column, byte offset, and the path of the member it is in
-// (messages[2].content). The scanner keeps its nesting in a bit stack, never
-// in recursion, so a hostile body costs at most a bit per level; every
+// (messages[2].content). The scanner keeps its nesting in a bit stack, not
+// in recursion, so a hostile body costs a bit per level (only LastWins's
+// rewrite of an object recurses, through the objects it rewrites); every
 // operation is linear in the size of the document.
 package jsonscan

@@ -304,7 +304,11 @@ func TestEndToEndKeyRule(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer resp.Body.Close()
-		var out struct{ Usage struct{ PromptTokens int64 `json:"prompt_tokens"` } }
+		var out struct {
+			Usage struct {
+				PromptTokens int64 `json:"prompt_tokens"`
+			}
+		}
 		if err := json.NewDecoder(resp.Body).Decode(&out); err != nil || resp.StatusCode != http.StatusOK {
 			t.Fatalf("status %d: %v", resp.StatusCode, err)
 		}
