@@ -2,6 +2,7 @@ package jsonscan
 
 import (
 	"encoding/binary"
+	"math/bits"
 	"unicode/utf16"
 	"unicode/utf8"
 )
@@ -129,14 +130,20 @@ func (d *Decoder) str(decode, strict bool) ([]byte, bool) {
 	var out []byte
 	escaped := false
 	for {
-		if strict {
-			for i+8 <= len(b) && special(binary.LittleEndian.Uint64(b[i:])) == 0 {
-				i += 8
+		// Whole words while no byte needs a look, then straight to the first
+		// one that does: the lowest flag of special is never a false one.
+		for i+8 <= len(b) {
+			var m uint64
+			if w := binary.LittleEndian.Uint64(b[i:]); strict {
+				m = special(w)
+			} else {
+				m = specialASCII(w)
 			}
-		} else {
-			for i+8 <= len(b) && specialASCII(binary.LittleEndian.Uint64(b[i:])) == 0 {
-				i += 8
+			if m != 0 {
+				i += bits.TrailingZeros64(m) >> 3
+				break
 			}
+			i += 8
 		}
 		if i >= len(b) {
 			d.i = i
@@ -157,6 +164,14 @@ func (d *Decoder) str(decode, strict bool) ([]byte, bool) {
 					escaped, out = true, d.scratch[:0]
 				}
 				out = append(out, b[start:i]...)
+			}
+			if i+1 < len(b) && escapes[b[i+1]] != 0 {
+				if decode {
+					out = append(out, escapes[b[i+1]])
+				}
+				i += 2
+				start = i
+				continue
 			}
 			var code failCode
 			var pos int
@@ -181,6 +196,10 @@ func (d *Decoder) str(decode, strict bool) ([]byte, bool) {
 	}
 }
 
+// escapes maps the byte after a backslash to what it stands for, for the
+// one-byte escapes (zero for the others).
+var escapes = [256]byte{'"': '"', '\\': '\\', '/': '/', 'b': '\b', 'f': '\f', 'n': '\n', 'r': '\r', 't': '\t'}
+
 // unescape reads the escape sequence at b[i] (a backslash), appending its
 // bytes to out when decode is set, and returns the index after it; or the
 // failure and its position.
@@ -188,20 +207,13 @@ func unescape(out, b []byte, i int, decode bool) ([]byte, int, failCode, int) {
 	if i+1 >= len(b) {
 		return out, i, failEscape, len(b)
 	}
-	var c byte
+	if c := escapes[b[i+1]]; c != 0 {
+		if decode {
+			out = append(out, c)
+		}
+		return out, i + 2, failNone, 0
+	}
 	switch b[i+1] {
-	case '"', '\\', '/':
-		c = b[i+1]
-	case 'b':
-		c = '\b'
-	case 'f':
-		c = '\f'
-	case 'n':
-		c = '\n'
-	case 'r':
-		c = '\r'
-	case 't':
-		c = '\t'
 	case 'u':
 		r, bad := hex4(b, i+2)
 		if bad >= 0 {
@@ -222,13 +234,8 @@ func unescape(out, b []byte, i int, decode bool) ([]byte, int, failCode, int) {
 			r = utf8.RuneError
 		}
 		return utf8.AppendRune(out, r), i, failNone, 0
-	default:
-		return out, i, failEscape, i + 1
 	}
-	if decode {
-		out = append(out, c)
-	}
-	return out, i + 2, failNone, 0
+	return out, i, failEscape, i + 1
 }
 
 // hex4 reads four hex digits at b[i:]; bad is the index of the first byte
