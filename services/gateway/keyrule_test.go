@@ -16,6 +16,7 @@ import (
 
 	"github.com/switchyard-dev/switchyard/internal/openaiapi"
 	"github.com/switchyard-dev/switchyard/internal/sim"
+	"github.com/switchyard-dev/switchyard/internal/testkit"
 	routerv1 "github.com/switchyard-dev/switchyard/proto/switchyard/router/v1"
 	"github.com/switchyard-dev/switchyard/services/gateway/internal/apibody"
 	"github.com/switchyard-dev/switchyard/services/router"
@@ -78,27 +79,16 @@ func startKeyRuleStack(f *testing.F) *keyRuleStack {
 	if err != nil {
 		f.Fatal(err)
 	}
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(ctx) }()
-	f.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			f.Errorf("router: %v", err)
-		}
-	})
+	testkit.Serve(f, srv.Serve)
 	conn, err := grpc.NewClient(srv.GRPCAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		f.Fatal(err)
 	}
 	f.Cleanup(func() { _ = conn.Close() })
 	k := &keyRuleStack{router: routerv1.NewRouterClient(conn), worker: fleet.Workers()[0].URL}
-	deadline := time.Now().Add(10 * time.Second)
-	for k.routedTokens(f, []byte(`{"messages":[{"role":"user","content":"ready?"}]}`)) == 0 {
-		if time.Now().After(deadline) {
-			f.Fatal("the router never read a prompt for the worker")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testkit.Eventually(f, 10*time.Second, "the router to route prompts to the worker", func() bool {
+		return k.routedTokens(f, []byte(`{"messages":[{"role":"user","content":"ready?"}]}`)) > 0
+	})
 	return k
 }
 

@@ -46,23 +46,14 @@ func startE2E(t *testing.T) *e2eStack {
 	redisRaw, _ := redisURL(t)
 	ns, nc := startNATS(t)
 	log := zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.WarnLevel)
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-
-	sc := sim.DefaultConfig()
-	sc.Port = 0
-	sc.Workers = 3
-	sc.TimeScale = 20
-	sc.DefaultMaxTokens = 2
-	// Room for the saturation flood without evicting the shared prefix.
-	sc.NumGPUBlocksOverride = 20000
-	sc.ShutdownTimeout = 5 * time.Second
-	sc.KVEventsConfig = `{"enable_kv_cache_events":true,"publisher":"zmq","endpoint":"tcp://127.0.0.1:*","replay_endpoint":"tcp://127.0.0.1:*","topic":"kv"}`
-	fleet, err := sim.StartFleet(ctx, sc, log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = fleet.Close() })
+	fleet := startSim(t, log, func(sc *sim.Config) {
+		sc.Workers = 3
+		sc.TimeScale = 20
+		sc.DefaultMaxTokens = 2
+		// Room for the saturation flood without evicting the shared prefix.
+		sc.NumGPUBlocksOverride = 20000
+		sc.KVEventsConfig = `{"enable_kv_cache_events":true,"publisher":"zmq","endpoint":"tcp://127.0.0.1:*","replay_endpoint":"tcp://127.0.0.1:*","topic":"kv"}`
+	})
 	var kvWorkers, eps []string
 	for _, w := range fleet.Workers() {
 		id := "sim-" + strconv.Itoa(w.ID) // worker ids in KV deltas are the router's endpoint ids
@@ -124,6 +115,23 @@ func startE2E(t *testing.T) *e2eStack {
 	t.Cleanup(func() { _ = sub.Unsubscribe() })
 	_ = nc.Flush()
 	return s
+}
+
+// startSim runs simulated workers on free ports until the test ends.
+func startSim(t *testing.T, log zerolog.Logger, edit func(*sim.Config)) *sim.Fleet {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	sc := sim.DefaultConfig()
+	sc.Port = 0
+	sc.ShutdownTimeout = 5 * time.Second
+	edit(&sc)
+	fleet, err := sim.StartFleet(ctx, sc, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = fleet.Close() })
+	return fleet
 }
 
 // serveUntilCleanup runs serve until the test ends and checks it returns
@@ -271,18 +279,7 @@ func chatBodyFor(model, system, question string) []byte {
 // alone: no text the worker never reads can steer the routing.
 func TestEndToEndKeyRule(t *testing.T) {
 	log := zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.WarnLevel)
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	sc := sim.DefaultConfig()
-	sc.Port = 0
-	sc.TimeScale = 100
-	sc.DefaultMaxTokens = 1
-	sc.ShutdownTimeout = 5 * time.Second
-	fleet, err := sim.StartFleet(ctx, sc, log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = fleet.Close() })
+	fleet := startSim(t, log, func(sc *sim.Config) { sc.TimeScale, sc.DefaultMaxTokens = 100, 1 })
 	tr := startRouter(t, func(c *router.Config) { c.Endpoints = "sim-0=" + fleet.Workers()[0].URL })
 	gc := gateway.DefaultConfig()
 	gc.Addr, gc.RouterAddr, gc.NATSURL = "127.0.0.1:0", tr.srv.GRPCAddr(), ""
