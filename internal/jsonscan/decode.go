@@ -89,11 +89,8 @@ func (d *Decoder) Raw() ([]byte, bool) {
 // caller applies the key rule (the last one counts) by letting a later
 // value replace an earlier one.
 func (d *Decoder) Object(member func(key []byte) bool) bool {
-	if !d.eat('{') {
+	if !d.enter('{') {
 		return false
-	}
-	if d.depth++; d.depth > MaxDepth {
-		return d.stop(failDepth, d.i-1)
 	}
 	defer func() { d.depth-- }()
 	if d.eat('}') {
@@ -125,11 +122,8 @@ func (d *Decoder) Object(member func(key []byte) bool) bool {
 
 // Array reads an array, calling elem with the Decoder at each element.
 func (d *Decoder) Array(elem func() bool) bool {
-	if !d.eat('[') {
+	if !d.enter('[') {
 		return false
-	}
-	if d.depth++; d.depth > MaxDepth {
-		return d.stop(failDepth, d.i-1)
 	}
 	defer func() { d.depth-- }()
 	if d.eat(']') {
@@ -147,6 +141,19 @@ func (d *Decoder) Array(elem func() bool) bool {
 			return d.stop(failArrayNext, d.i)
 		}
 	}
+}
+
+// enter consumes the opener of an object or array, one level deeper
+// (counted in d.depth, for the caller to give back).
+func (d *Decoder) enter(open byte) bool {
+	if !d.eat(open) {
+		return false
+	}
+	if d.depth >= MaxDepth {
+		return d.stop(failDepth, d.i-1)
+	}
+	d.depth++
+	return true
 }
 
 // End reports whether only whitespace is left.

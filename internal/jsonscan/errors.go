@@ -71,49 +71,36 @@ func syntaxError(doc []byte, f failure) *SyntaxError {
 	return &SyntaxError{Offset: f.pos, Line: line, Column: col, Path: pathAt(doc, end), Msg: f.message(doc)}
 }
 
+// failWhere says where in the grammar each failure is, for the two ways of
+// failing there: the input ended, or a byte did not fit.
+var failWhere = [...]struct{ atEOF, atChar string }{
+	failValue:      {"looking for beginning of value", "looking for beginning of value"},
+	failKey:        {"looking for object key", "looking for beginning of object key string"},
+	failColon:      {"after object key", "after object key"},
+	failObjectNext: {"inside object", "after object key:value pair"},
+	failArrayNext:  {"inside array", "after array element"},
+	failString:     {"in string literal", "in string literal"},
+	failEscape:     {"in string escape code", "in string escape code"},
+	failHex:        {`in \u hexadecimal character escape`, `in \u hexadecimal character escape`},
+	failNumber:     {"in numeric literal", "in numeric literal"},
+	failFraction:   {"after decimal point in numeric literal", "after decimal point in numeric literal"},
+	failExponent:   {"in exponent of numeric literal", "in exponent of numeric literal"},
+	failTrailing:   {"", "after top-level value"},
+}
+
 func (f failure) message(doc []byte) string {
-	eof := f.pos >= len(doc)
-	var c string
-	if !eof {
-		c = quoteChar(doc[f.pos])
-	}
-	pick := func(atEOF, where string) string {
-		if eof {
-			return "unexpected end of JSON input " + atEOF
-		}
-		return "invalid character " + c + " " + where
-	}
+	where := failWhere[min(int(f.code), len(failWhere)-1)]
 	switch f.code {
-	case failValue:
-		return pick("looking for beginning of value", "looking for beginning of value")
-	case failKey:
-		return pick("looking for object key", "looking for beginning of object key string")
-	case failColon:
-		return pick("after object key", "after object key")
-	case failObjectNext:
-		return pick("inside object", "after object key:value pair")
-	case failArrayNext:
-		return pick("inside array", "after array element")
-	case failString:
-		return pick("in string literal", "in string literal")
-	case failEscape:
-		return pick("in string escape code", "in string escape code")
-	case failHex:
-		return pick(`in \u hexadecimal character escape`, `in \u hexadecimal character escape`)
-	case failLiteral:
-		return pick("in literal "+f.lit, fmt.Sprintf("in literal %s (expecting '%c')", f.lit, f.lit[f.k]))
-	case failNumber:
-		return pick("in numeric literal", "in numeric literal")
-	case failFraction:
-		return pick("after decimal point in numeric literal", "after decimal point in numeric literal")
-	case failExponent:
-		return pick("in exponent of numeric literal", "in exponent of numeric literal")
 	case failDepth:
 		return "exceeded max depth " + strconv.Itoa(MaxDepth)
-	case failTrailing:
-		return "invalid character " + c + " after top-level value"
+	case failLiteral:
+		where.atEOF = "in literal " + f.lit
+		where.atChar = fmt.Sprintf("in literal %s (expecting '%c')", f.lit, f.lit[f.k])
 	}
-	return "invalid JSON"
+	if f.pos >= len(doc) {
+		return "unexpected end of JSON input " + where.atEOF
+	}
+	return "invalid character " + quoteChar(doc[f.pos]) + " " + where.atChar
 }
 
 func quoteChar(c byte) string {
