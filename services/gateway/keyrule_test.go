@@ -71,7 +71,7 @@ func startKeyRuleStack(f *testing.F) *keyRuleStack {
 	}
 	f.Cleanup(func() { _ = fleet.Close() })
 	rc := router.DefaultConfig()
-	rc.GRPCAddr, rc.HTTPAddr, rc.NATSURL = "127.0.0.1:0", "127.0.0.1:0", ""
+	rc.GRPCAddr, rc.HTTPAddr, rc.NATS.URL = "127.0.0.1:0", "127.0.0.1:0", ""
 	rc.Endpoints = "sim-0=" + fleet.Workers()[0].URL
 	rc.ScrapeInterval = 50 * time.Millisecond
 	rc.ShutdownTimeout = 5 * time.Second
