@@ -108,6 +108,9 @@ func (w Worker) Equal(o Worker) bool {
 type Provider struct {
 	// Name is the InferenceProvider's name; ID derives the endpoint id.
 	Name string
+	// Type is the API it speaks (InferenceProvider.spec.type), which picks
+	// the gateway's upstream adapter.
+	Type string
 	// BaseURL is its API base URL, without a trailing slash.
 	BaseURL string
 	// Models are the public model names it serves.

@@ -196,12 +196,15 @@ func TestRouteWithPolicyd(t *testing.T) {
 			if tg.GetServedModel() != tt.want.served || tg.GetProvider() != tt.want.provider {
 				t.Errorf("served %q by provider %q, want %q by %q", tg.GetServedModel(), tg.GetProvider(), tt.want.served, tt.want.provider)
 			}
-			wantKind := routerv1.TargetKind_TARGET_KIND_LOCAL
+			wantKind, wantType := routerv1.TargetKind_TARGET_KIND_LOCAL, "vLLM"
 			if tt.want.provider != "" {
-				wantKind = routerv1.TargetKind_TARGET_KIND_PROVIDER
+				wantKind, wantType = routerv1.TargetKind_TARGET_KIND_PROVIDER, "OpenAICompatible"
 				if tg.GetUrl() != "http://127.0.0.1:8100/v1" {
 					t.Errorf("provider url %q", tg.GetUrl())
 				}
+			}
+			if tg.GetType() != wantType {
+				t.Errorf("target type %q, want %q: the gateway picks its upstream adapter by it", tg.GetType(), wantType)
 			}
 			if tg.GetKind() != wantKind {
 				t.Errorf("kind %v, want %v", tg.GetKind(), wantKind)

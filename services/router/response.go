@@ -47,7 +47,7 @@ func (d *decision) response() *routerv1.RouteResponse {
 	switch d.outcome() {
 	case routed:
 		row := &d.rows[d.chosen]
-		t := &routerv1.Target{Id: row.EndpointID, Url: row.URL, Kind: targetKind(row.Kind), ServedModel: d.served}
+		t := &routerv1.Target{Id: row.EndpointID, Url: row.URL, Kind: targetKind(row.Kind), ServedModel: d.served, Type: row.Type}
 		if t.Kind == routerv1.TargetKind_TARGET_KIND_PROVIDER {
 			t.Provider = row.Group
 		}

@@ -299,7 +299,11 @@ type Target struct {
 	// The model name the target serves; equals the request's model unless an
 	// alias or provider mapping renamed it. The gateway writes it into the
 	// body's model member when it differs.
-	ServedModel   string `protobuf:"bytes,5,opt,name=served_model,json=servedModel,proto3" json:"served_model,omitempty"`
+	ServedModel string `protobuf:"bytes,5,opt,name=served_model,json=servedModel,proto3" json:"served_model,omitempty"`
+	// The API the target speaks, which picks the gateway's upstream adapter:
+	// "vLLM" for workers, the InferenceProvider's spec.type for providers
+	// (e.g. "OpenAICompatible"). The gateway never guesses it.
+	Type          string `protobuf:"bytes,6,opt,name=type,proto3" json:"type,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -365,6 +369,13 @@ func (x *Target) GetProvider() string {
 func (x *Target) GetServedModel() string {
 	if x != nil {
 		return x.ServedModel
+	}
+	return ""
+}
+
+func (x *Target) GetType() string {
+	if x != nil {
+		return x.Type
 	}
 	return ""
 }
@@ -980,13 +991,14 @@ const file_switchyard_router_v1_router_proto_rawDesc = "" +
 	"\x03api\x18\x04 \x01(\x0e2\x1d.switchyard.router.v1.ApiKindR\x03api\x12\x12\n" +
 	"\x04tags\x18\x05 \x03(\tR\x04tags\x12\x12\n" +
 	"\x04body\x18\x06 \x01(\fR\x04body\x12+\n" +
-	"\x11exclude_endpoints\x18\a \x03(\tR\x10excludeEndpoints\"\x9f\x01\n" +
+	"\x11exclude_endpoints\x18\a \x03(\tR\x10excludeEndpoints\"\xb3\x01\n" +
 	"\x06Target\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x10\n" +
 	"\x03url\x18\x02 \x01(\tR\x03url\x124\n" +
 	"\x04kind\x18\x03 \x01(\x0e2 .switchyard.router.v1.TargetKindR\x04kind\x12\x1a\n" +
 	"\bprovider\x18\x04 \x01(\tR\bprovider\x12!\n" +
-	"\fserved_model\x18\x05 \x01(\tR\vservedModel\"\xea\x01\n" +
+	"\fserved_model\x18\x05 \x01(\tR\vservedModel\x12\x12\n" +
+	"\x04type\x18\x06 \x01(\tR\x04type\"\xea\x01\n" +
 	"\bDecision\x12\x16\n" +
 	"\x06policy\x18\x01 \x01(\tR\x06policy\x12\x12\n" +
 	"\x04rule\x18\x02 \x01(\tR\x04rule\x12\x1a\n" +

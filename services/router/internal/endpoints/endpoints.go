@@ -7,6 +7,7 @@ package endpoints
 
 import (
 	"github.com/switchyard-dev/switchyard/internal/fleet"
+	"github.com/switchyard-dev/switchyard/internal/upstream"
 )
 
 // Endpoint kinds: KindLocal is a vLLM worker, scraped for its load;
@@ -33,6 +34,9 @@ type Spec struct {
 	// belongs to, and Pool its InferencePool.
 	Group string
 	Pool  string
+	// Type is the API the endpoint speaks: upstream.TypeWorker for
+	// workers, the provider's type for providers.
+	Type string
 	// Kind is KindLocal or KindProvider.
 	Kind string
 }
@@ -49,12 +53,12 @@ func FromCatalog(c fleet.Catalog) []Spec {
 		}
 		specs = append(specs, Spec{
 			ID: w.ID, URL: w.URL, MetricsPath: w.MetricsPath, Models: w.Models,
-			Group: w.Group, Pool: w.Pool, Kind: KindLocal,
+			Group: w.Group, Pool: w.Pool, Kind: KindLocal, Type: upstream.TypeWorker,
 		})
 	}
 	for i := range c.Providers {
 		p := &c.Providers[i]
-		specs = append(specs, Spec{ID: p.ID(), URL: p.BaseURL, Models: p.Models, Group: p.Name, Kind: KindProvider})
+		specs = append(specs, Spec{ID: p.ID(), URL: p.BaseURL, Models: p.Models, Group: p.Name, Kind: KindProvider, Type: p.Type})
 	}
 	return specs
 }

@@ -16,6 +16,8 @@ type Backend struct {
 	Kind       string
 	Group      string
 	Pool       string
+	// Type is the API the endpoint speaks (endpoints.Spec.Type).
+	Type string
 	// Model is the public model name the endpoint would serve the request
 	// as.
 	Model string
@@ -114,7 +116,7 @@ func (t *Table) Decide(req Request, models []string, now time.Time, dst []Backen
 		for _, ep := range cands {
 			dst = append(dst, Backend{}) // filled in place: a row is a few hundred bytes
 			b := &dst[len(dst)-1]
-			b.EndpointID, b.URL, b.Kind, b.Group, b.Pool = ep.spec.ID, ep.spec.URL, ep.spec.Kind, ep.spec.Group, ep.spec.Pool
+			b.EndpointID, b.URL, b.Kind, b.Group, b.Pool, b.Type = ep.spec.ID, ep.spec.URL, ep.spec.Kind, ep.spec.Group, ep.spec.Pool, ep.spec.Type
 			b.Model, b.Healthy, b.Excluded = model, ep.healthy, slices.Contains(req.Exclude, ep.spec.ID)
 			b.KVCacheUsage, b.LastError, b.LastScrape = ep.kvUsage, ep.lastErr, ep.lastScrape
 			if b.Available() {
