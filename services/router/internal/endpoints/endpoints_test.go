@@ -13,12 +13,12 @@ func TestFromCatalog(t *testing.T) {
 			{ID: "sim-0", Pool: "gpus", Group: "qwen-workers", Models: []string{"qwen"}, URL: "http://a:8000", MetricsPath: "/vllm/metrics", KVEndpoint: "tcp://a:5557"},
 			{ID: "kv-only", Pool: "gpus", KVEndpoint: "tcp://b:5557"},
 		},
-		Providers: []fleet.Provider{{Name: "bedrock", BaseURL: "https://bedrock/v1", Models: []string{"qwen", "glm"}}},
+		Providers: []fleet.Provider{{Name: "bedrock", Type: "OpenAICompatible", BaseURL: "https://bedrock/v1", Models: []string{"qwen", "glm"}}},
 	}
 	got := FromCatalog(c)
 	want := []Spec{
-		{ID: "sim-0", URL: "http://a:8000", MetricsPath: "/vllm/metrics", Models: []string{"qwen"}, Group: "qwen-workers", Pool: "gpus", Kind: KindLocal},
-		{ID: "provider/bedrock", URL: "https://bedrock/v1", Models: []string{"qwen", "glm"}, Group: "bedrock", Kind: KindProvider},
+		{ID: "sim-0", URL: "http://a:8000", MetricsPath: "/vllm/metrics", Models: []string{"qwen"}, Group: "qwen-workers", Pool: "gpus", Kind: KindLocal, Type: "vLLM"},
+		{ID: "provider/bedrock", URL: "https://bedrock/v1", Models: []string{"qwen", "glm"}, Group: "bedrock", Kind: KindProvider, Type: "OpenAICompatible"},
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("got  %+v\nwant %+v", got, want)
