@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/switchyard-dev/switchyard/internal/configcheck"
+	"github.com/switchyard-dev/switchyard/services/gateway/admission"
 )
 
 // Config is the gateway's configuration. Flags are registered by
@@ -49,6 +50,10 @@ type Config struct {
 	// GatewayBackend names the GatewayBackend this gateway serves; empty
 	// takes the snapshot's only (or first) one.
 	GatewayBackend string
+	// Admission names the admission steps every request goes through, in
+	// order, comma-separated (package admission; a step must set the
+	// tenant).
+	Admission string
 	// ProviderSecretsDir is where Kubernetes Secrets named by providers'
 	// credentials.secretRef are mounted, one directory per Secret.
 	ProviderSecretsDir string
@@ -67,6 +72,7 @@ func DefaultConfig() Config {
 		UpstreamHeaderTimeout: 30 * time.Second,
 		ShutdownTimeout:       30 * time.Second,
 		ProviderSecretsDir:    "/var/run/secrets/switchyard/providers",
+		Admission:             "default-tenant",
 	}
 }
 
@@ -85,6 +91,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.PolicydAddr, "policyd-addr", "", "policyd gRPC address (host:port) for provider credentials and the tags header; empty: local workers only")
 	fs.StringVar(&c.GatewayBackend, "gateway-backend", "", "GatewayBackend this gateway serves (default: the snapshot's only or first one)")
 	fs.StringVar(&c.ProviderSecretsDir, "provider-secrets-dir", d.ProviderSecretsDir, "where the Secrets named by providers' credentials.secretRef are mounted (<dir>/<secret>/<key>)")
+	fs.StringVar(&c.Admission, "admission", d.Admission, "admission steps every request goes through, in order, comma-separated (who is calling, whether they may); known: "+strings.Join(admission.Steps.Names(), ", "))
 	fs.BoolVar(&c.AllowTagsHeader, "allow-tags-header", d.AllowTagsHeader, "accept routing tags from clients in the "+TagsHeader+" header")
 }
 
@@ -110,5 +117,10 @@ func (c *Config) Validate() error {
 		configcheck.Duration{Name: "upstream-header-timeout", Value: c.UpstreamHeaderTimeout},
 		configcheck.Duration{Name: "shutdown-timeout", Value: c.ShutdownTimeout},
 	)...)
+	if steps, err := admission.Steps.List(c.Admission); err != nil {
+		errs = append(errs, fmt.Errorf("admission: %w", err))
+	} else if len(steps) == 0 {
+		errs = append(errs, errors.New("admission: name at least one step (default-tenant when nothing authenticates)"))
+	}
 	return errors.Join(errs...)
 }

@@ -1,12 +1,14 @@
 package gateway
 
 import (
+	"errors"
 	"net/http"
 	"strings"
 
 	"github.com/switchyard-dev/switchyard/internal/anthropicapi"
 	"github.com/switchyard-dev/switchyard/internal/openaiapi"
 	routerv1 "github.com/switchyard-dev/switchyard/proto/switchyard/router/v1"
+	"github.com/switchyard-dev/switchyard/services/gateway/admission"
 )
 
 // statusClientClosed is the nginx convention for "client went away"; it is
@@ -132,4 +134,20 @@ func methodNotAllowed(w http.ResponseWriter, r *http.Request) {
 		Type:    openaiapi.ErrTypeInvalidRequest,
 		Message: msg,
 	})
+}
+
+// admissionError maps an admission chain's error to the client's: a step's
+// refusal as it said (401, 403, 429 ...), anything else as a 500 whose
+// detail stays in the log.
+func (c *call) admissionError(err error) *openaiapi.APIError {
+	var ref *admission.Refusal
+	if errors.As(err, &ref) {
+		typ := openaiapi.ErrTypeInvalidRequest
+		if ref.Status == http.StatusTooManyRequests {
+			typ = openaiapi.ErrTypeRateLimit
+		}
+		return &openaiapi.APIError{Status: ref.Status, Type: typ, Message: ref.Message, Code: ref.Code}
+	}
+	c.log.Error().Err(err).Msg("admission failed")
+	return &openaiapi.APIError{Status: http.StatusInternalServerError, Type: openaiapi.ErrTypeServer, Message: "the request could not be admitted"}
 }

@@ -48,9 +48,11 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/switchyard-dev/switchyard/internal/bus"
-	"github.com/switchyard-dev/switchyard/internal/openaiapi"
+	"github.com/switchyard-dev/switchyard/internal/upstream"
 	eventsv1 "github.com/switchyard-dev/switchyard/proto/switchyard/events/v1"
 	routerv1 "github.com/switchyard-dev/switchyard/proto/switchyard/router/v1"
+	"github.com/switchyard-dev/switchyard/services/gateway/admission"
+	"github.com/switchyard-dev/switchyard/services/gateway/admission/defaulttenant"
 	"github.com/switchyard-dev/switchyard/services/gateway/internal/apibody"
 	"github.com/switchyard-dev/switchyard/services/gateway/internal/publish"
 
@@ -67,8 +69,9 @@ const (
 	TagsHeader = "X-Switchyard-Tags"
 )
 
-// DefaultTenant is every request's tenant until tenancy and auth land.
-const DefaultTenant = "default"
+// DefaultTenant is the tenant of requests no admission step claims (the
+// default-tenant step).
+const DefaultTenant = defaulttenant.Tenant
 
 // Time given to finishing handlers and to event flushing after the HTTP
 // drain, on top of Config.ShutdownTimeout.
@@ -94,12 +97,6 @@ type discardSink struct{}
 func (discardSink) RouteCompleted(*eventsv1.RouteCompletion)     {}
 func (discardSink) RequestFinished(string, *eventsv1.UsageEvent) {}
 
-// tenantFunc decides who a request belongs to. It is the seam where auth
-// (API key → tenant) will go; an error is returned to the client as is.
-type tenantFunc func(r *http.Request) (string, *openaiapi.APIError)
-
-func defaultTenant(*http.Request) (string, *openaiapi.APIError) { return DefaultTenant, nil }
-
 // Gateway is one gateway server. Create it with New, run it with Serve.
 type Gateway struct {
 	cfg       Config
@@ -111,7 +108,10 @@ type Gateway struct {
 	transport *http.Transport
 	metrics   *metrics
 	sink      eventSink
-	tenant    tenantFunc
+	// admit decides who is calling and whether they may (--admission).
+	admit admission.Chain
+	// upstreams speak to the targets, by their type.
+	upstreams *upstream.Set
 	// catalog follows policyd; nil without --policyd-addr (no providers).
 	catalog *catalog
 
@@ -151,7 +151,12 @@ func New(cfg Config, log zerolog.Logger) (*Gateway, error) {
 		router:    routerv1.NewRouterClient(conn),
 		transport: newTransport(),
 		sink:      discardSink{},
-		tenant:    defaultTenant,
+	}
+	g.upstreams = upstream.NewSet(g.transport)
+	if g.admit, err = admission.Build(cfg.Admission); err != nil {
+		_ = ln.Close()
+		_ = conn.Close()
+		return nil, fmt.Errorf("gateway config: admission: %w", err)
 	}
 	if cfg.PolicydAddr != "" {
 		g.catalog, err = newCatalog(cfg, log)

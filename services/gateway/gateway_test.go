@@ -176,7 +176,7 @@ func TestRetryBeforeFirstByte(t *testing.T) {
 		stream bool
 	}{
 		{name: "connection refused", first: func(t *testing.T) *routerv1.Target {
-			return &routerv1.Target{Id: "dead", Url: "http://" + closedAddr(t), Kind: routerv1.TargetKind_TARGET_KIND_LOCAL}
+			return &routerv1.Target{Id: "dead", Url: "http://" + closedAddr(t), Kind: routerv1.TargetKind_TARGET_KIND_LOCAL, Type: "vLLM"}
 		}},
 		{name: "500 streaming", stream: true, first: func(t *testing.T) *routerv1.Target { return newVLLM(t, modeFail500).target("dead") }},
 		{name: "500 non-streaming", first: func(t *testing.T) *routerv1.Target { return newVLLM(t, modeFail500).target("dead") }},

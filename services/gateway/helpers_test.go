@@ -142,7 +142,7 @@ func newVLLM(t testing.TB, mode upstreamMode) *vllm {
 }
 
 func (v *vllm) target(id string) *routerv1.Target {
-	return &routerv1.Target{Id: id, Url: v.srv.URL, Kind: routerv1.TargetKind_TARGET_KIND_LOCAL, ServedModel: testModel}
+	return &routerv1.Target{Id: id, Url: v.srv.URL, Kind: routerv1.TargetKind_TARGET_KIND_LOCAL, ServedModel: testModel, Type: "vLLM"}
 }
 
 func (v *vllm) lastBody() []byte {

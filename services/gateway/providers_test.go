@@ -161,7 +161,7 @@ func TestForwardToProvider(t *testing.T) {
 				body = fmt.Sprintf(`{"model":%q,"prompt":"hi"}`, testModel)
 			}
 			e.router.setTargets(testModel, &routerv1.Target{Id: "provider/" + tt.provider, Url: up.srv.URL + "/v1",
-				Kind: routerv1.TargetKind_TARGET_KIND_PROVIDER, Provider: tt.provider, ServedModel: tt.served})
+				Kind: routerv1.TargetKind_TARGET_KIND_PROVIDER, Provider: tt.provider, ServedModel: tt.served, Type: "OpenAICompatible"})
 			n := len(up.requests())
 			resp := e.post(t, tt.apiPath, body, map[string]string{"x-team-tags": "pii-detected"})
 			out, _ := io.ReadAll(resp.Body)
@@ -191,7 +191,7 @@ func TestForwardToProvider(t *testing.T) {
 	t.Run("missing key: no request without it, 502", func(t *testing.T) {
 		t.Setenv("GATEWAY_TEST_BEDROCK_KEY", "")
 		e.router.setTargets(testModel, &routerv1.Target{Id: "provider/bedrock", Url: up.srv.URL + "/v1",
-			Kind: routerv1.TargetKind_TARGET_KIND_PROVIDER, Provider: "bedrock", ServedModel: testModel})
+			Kind: routerv1.TargetKind_TARGET_KIND_PROVIDER, Provider: "bedrock", ServedModel: testModel, Type: "OpenAICompatible"})
 		n := len(up.requests())
 		resp := e.post(t, "/v1/chat/completions", fmt.Sprintf(`{"model":%q,"messages":[{"role":"user","content":"hi"}]}`, testModel), nil)
 		resp.Body.Close()

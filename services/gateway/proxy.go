@@ -20,8 +20,10 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/switchyard-dev/switchyard/internal/openaiapi"
+	"github.com/switchyard-dev/switchyard/internal/upstream"
 	eventsv1 "github.com/switchyard-dev/switchyard/proto/switchyard/events/v1"
 	routerv1 "github.com/switchyard-dev/switchyard/proto/switchyard/router/v1"
+	"github.com/switchyard-dev/switchyard/services/gateway/admission"
 	"github.com/switchyard-dev/switchyard/services/gateway/internal/apibody"
 	"github.com/switchyard-dev/switchyard/services/gateway/internal/sse"
 )
@@ -125,12 +127,12 @@ func idByteOK(c byte) bool {
 }
 
 func (c *call) serve(w http.ResponseWriter, r *http.Request) {
-	tenant, apiErr := c.g.tenant(r)
-	if apiErr != nil {
-		c.fail(w, apiErr)
+	ar := admission.Request{HTTP: r}
+	if err := c.g.admit.Admit(r.Context(), &ar); err != nil {
+		c.fail(w, c.admissionError(err))
 		return
 	}
-	c.tenant = tenant
+	c.tenant = ar.Tenant
 	body, apiErr := c.readBody(w, r)
 	if apiErr != nil {
 		c.fail(w, apiErr)
@@ -340,39 +342,25 @@ func (c *call) attempt(w http.ResponseWriter, r *http.Request, body []byte, inje
 	sent := time.Now()
 	ctx, cancel := context.WithCancelCause(r.Context())
 	defer cancel(nil)
-	url := strings.TrimSuffix(c.target.GetUrl(), "/") + c.path
-	var apiKey string
-	if c.target.GetKind() == routerv1.TargetKind_TARGET_KIND_PROVIDER {
-		// A provider's base URL ends in its API version (…/v1), as the
-		// OpenAI clients take it.
-		url = strings.TrimSuffix(c.target.GetUrl(), "/") + strings.TrimPrefix(c.path, "/v1")
-		var err error
+	t := upstream.Target{Type: c.target.GetType(), BaseURL: c.target.GetUrl()}
+	adapter, err := c.g.upstreams.For(t.Type)
+	if err == nil && c.target.GetKind() == routerv1.TargetKind_TARGET_KIND_PROVIDER {
 		if c.g.catalog == nil {
 			err = fmt.Errorf("provider %s: %w (the gateway has no --policyd-addr)", c.target.GetProvider(), errNoCredentials)
 		} else {
-			apiKey, err = c.g.catalog.apiKey(c.target.GetProvider())
-		}
-		if err != nil {
-			c.completed(ep, sent, false, 0)
-			c.g.metrics.attempts.WithLabelValues(ep, outcomeConnectError).Inc()
-			c.log.Error().Str("endpoint", ep).Err(err).Msg("provider api key unavailable")
-			return &failure{err: err, endpoint: ep}
+			t.APIKey, err = c.g.catalog.apiKey(c.target.GetProvider())
 		}
 	}
-	ureq, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
 	if err != nil {
 		c.completed(ep, sent, false, 0)
 		c.g.metrics.attempts.WithLabelValues(ep, outcomeConnectError).Inc()
-		return &failure{err: fmt.Errorf("build upstream request: %w", err), endpoint: ep}
+		c.log.Error().Str("endpoint", ep).Str("type", t.Type).Err(err).Msg("target cannot be reached")
+		return &failure{err: err, endpoint: ep}
 	}
-	if apiKey != "" {
-		ureq.Header.Set("Authorization", "Bearer "+apiKey)
-	}
-	ureq.Header.Set("Content-Type", "application/json")
-	ureq.Header.Set(RequestIDHeader, c.id)
-	for _, h := range []string{"Accept", "Traceparent", "Tracestate"} {
-		if v := r.Header.Values(h); len(v) > 0 {
-			ureq.Header[h] = v
+	h := http.Header{RequestIDHeader: {c.id}}
+	for _, name := range []string{"Accept", "Traceparent", "Tracestate"} {
+		if v := r.Header.Values(name); len(v) > 0 {
+			h[name] = v
 		}
 	}
 	var stopTimer func() bool
@@ -380,7 +368,7 @@ func (c *call) attempt(w http.ResponseWriter, r *http.Request, body []byte, inje
 		t := time.AfterFunc(c.g.cfg.UpstreamHeaderTimeout, func() { cancel(errHeaderTimeout) })
 		stopTimer = t.Stop
 	}
-	resp, err := c.g.transport.RoundTrip(ureq)
+	resp, err := adapter.RoundTrip(ctx, t, upstream.Request{Path: c.path, Body: body, Header: h})
 	if stopTimer != nil {
 		stopTimer()
 	}

@@ -1,0 +1,15 @@
+package gateway
+
+import (
+	"github.com/switchyard-dev/switchyard/services/gateway/admission"
+	"github.com/switchyard-dev/switchyard/services/gateway/admission/defaulttenant"
+
+	// The upstream adapters, by type.
+	_ "github.com/switchyard-dev/switchyard/internal/upstream/builtin"
+)
+
+// The admission steps a gateway can chain (--admission). A new step is a
+// package implementing admission.Step and one line here.
+func init() {
+	admission.Steps.Register(defaulttenant.Name, defaulttenant.New)
+}
