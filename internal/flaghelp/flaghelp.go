@@ -17,7 +17,7 @@ import (
 func RepeatedDefaults(fs *flag.FlagSet) []string {
 	var bad []string
 	fs.VisitAll(func(f *flag.Flag) {
-		mentions := strings.Count(strings.ToLower(f.Usage), "default")
+		mentions := countWord(f.Usage, "default")
 		if mentions == 0 {
 			return
 		}
@@ -29,9 +29,40 @@ func RepeatedDefaults(fs *flag.FlagSet) []string {
 		var out bytes.Buffer
 		one.SetOutput(&out)
 		one.PrintDefaults()
-		if strings.Count(strings.ToLower(out.String()), "default") > mentions {
+		if countWord(out.String(), "default") > mentions {
 			bad = append(bad, "--"+f.Name+": "+strings.TrimSpace(out.String()))
 		}
 	})
 	return bad
+}
+
+// countWord counts word (or its plural) in s as a word of its own,
+// case-insensitively: not inside a name such as default-tenant (a flag's
+// value or a listed name).
+func countWord(s, word string) int {
+	s = strings.ToLower(s)
+	n := 0
+	for i := 0; ; {
+		j := strings.Index(s[i:], word)
+		if j < 0 {
+			return n
+		}
+		start, end := i+j, i+j+len(word)
+		if end < len(s) && s[end] == 's' { // "defaults to"
+			end++
+		}
+		if !namePart(s, start-1) && !namePart(s, end) {
+			n++
+		}
+		i = end
+	}
+}
+
+// namePart reports whether s[i] continues a name: a letter, digit, - or _.
+func namePart(s string, i int) bool {
+	if i < 0 || i >= len(s) {
+		return false
+	}
+	c := s[i]
+	return c == '-' || c == '_' || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9')
 }

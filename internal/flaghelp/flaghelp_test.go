@@ -23,6 +23,7 @@ func TestRepeatedDefaults(t *testing.T) {
 	fs.Int("workers", 0, "workers (default: one per GPU)")
 	fs.Duration("ttl", time.Second, "how long (DEFAULT one second)")
 	fs.Var(&listFlag{"a"}, "path", "paths (defaults to a)")
+	fs.String("steps", "default-tenant", "steps, known: default-tenant, api-keys")
 	fs.Var(new(listFlag), "f", "files (default: none)")
 	if err := fs.Parse([]string{"--replica-id=other"}); err != nil {
 		t.Fatal(err)
