@@ -259,7 +259,7 @@ func Start(ctx context.Context, cfg Config, log zerolog.Logger) (_ *Stack, err e
 	gc := gateway.DefaultConfig()
 	gc.Addr = cfg.GatewayAddr
 	gc.RouterAddr = rs.GRPCAddr()
-	gc.NATSURL = s.natsURL
+	gc.NATS.URL = s.natsURL
 	gc.AllowTagsHeader = true
 	if s.policyd != nil {
 		gc.PolicydAddr = s.policyd.GRPCAddr()

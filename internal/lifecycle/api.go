@@ -44,6 +44,9 @@ type APIConfig struct {
 	// Ready says whether the service can take work, and if not, why; nil
 	// is always ready. /readyz calls it, and gRPC health follows it.
 	Ready func() error
+	// HTTPServer, when set, tunes the HTTP server (timeouts, header size,
+	// error log) before it serves.
+	HTTPServer func(*http.Server)
 }
 
 // RESTMarshaler is how every service's REST API writes protobuf: the proto
@@ -108,6 +111,9 @@ func NewAPI(cfg APIConfig) (_ *API, err error) {
 	a.Mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
 	a.Mux.HandleFunc("GET /readyz", a.readyz)
 	a.http = &http.Server{Handler: a.Mux, ReadHeaderTimeout: 5 * time.Second}
+	if cfg.HTTPServer != nil {
+		cfg.HTTPServer(a.http)
+	}
 
 	defer func() {
 		if err != nil {

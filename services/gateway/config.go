@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/switchyard-dev/switchyard/internal/configcheck"
+	"github.com/switchyard-dev/switchyard/internal/lifecycle"
 	"github.com/switchyard-dev/switchyard/services/gateway/admission"
 )
 
@@ -21,9 +22,9 @@ type Config struct {
 	// such as dns:///router.switchyard:9090 for a headless Service; calls
 	// are spread round-robin over the addresses it resolves to).
 	RouterAddr string
-	// NATSURL is where usage and route completion events go; empty disables
-	// them (nothing is metered and routers never see completions).
-	NATSURL string
+	// NATS is where usage and route completion events go; an empty URL
+	// disables them (nothing is metered and routers never see completions).
+	NATS lifecycle.NATS
 	// MaxBodyBytes caps a request body; larger requests get 413.
 	MaxBodyBytes int64
 	// RouteTimeout bounds each Route and ListEndpoints call.
@@ -34,9 +35,11 @@ type Config struct {
 	// elsewhere. Non-streaming responses only arrive when generation ends,
 	// so they are bounded by the client's own timeout instead.
 	UpstreamHeaderTimeout time.Duration
-	// ShutdownTimeout is how long in-flight requests (streams included) may
-	// run on after shutdown starts; event flushing gets a few seconds more.
-	ShutdownTimeout time.Duration
+	// Stop: ShutdownTimeout is how long in-flight requests (streams
+	// included) may run on after shutdown starts (event flushing gets a few
+	// seconds more); DrainDelay how long the gateway stays up, not ready,
+	// before it stops accepting requests.
+	lifecycle.Stop
 	// AllowTagsHeader accepts routing tags from clients in TagsHeader.
 	// Policies match on tags, so only enable it when clients are trusted to
 	// choose them. A GatewayBackend that names a tags header (seen through
@@ -66,11 +69,11 @@ func DefaultConfig() Config {
 	return Config{
 		Addr:                  ":8080",
 		RouterAddr:            "127.0.0.1:9090",
-		NATSURL:               "nats://127.0.0.1:4222",
+		NATS:                  lifecycle.NATS{URL: "nats://127.0.0.1:4222"},
 		MaxBodyBytes:          8 << 20,
 		RouteTimeout:          2 * time.Second,
 		UpstreamHeaderTimeout: 30 * time.Second,
-		ShutdownTimeout:       30 * time.Second,
+		Stop:                  lifecycle.Stop{ShutdownTimeout: 30 * time.Second},
 		ProviderSecretsDir:    "/var/run/secrets/switchyard/providers",
 		Admission:             "default-tenant",
 	}
@@ -82,12 +85,12 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	d := DefaultConfig()
 	fs.StringVar(&c.Addr, "addr", d.Addr, "HTTP listen address")
 	fs.StringVar(&c.RouterAddr, "router-addr", d.RouterAddr, "router gRPC target (host:port or dns:///name:port)")
-	fs.StringVar(&c.NATSURL, "nats-url", d.NATSURL, "NATS URL for usage and route completion events; empty disables them")
+	c.NATS.RegisterFlags(fs, d.NATS.URL, "usage and route completion events; empty disables them")
 	fs.Int64Var(&c.MaxBodyBytes, "max-body-bytes", d.MaxBodyBytes, "largest accepted request body in bytes")
 	fs.DurationVar(&c.RouteTimeout, "route-timeout", d.RouteTimeout, "timeout of each router call")
 	fs.DurationVar(&c.UpstreamHeaderTimeout, "upstream-header-timeout", d.UpstreamHeaderTimeout,
 		"how long to wait for a streaming response's headers before retrying elsewhere")
-	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", d.ShutdownTimeout, "how long in-flight requests may finish after shutdown starts")
+	c.Stop.RegisterFlags(fs, d.Stop)
 	fs.StringVar(&c.PolicydAddr, "policyd-addr", "", "policyd gRPC address (host:port) for provider credentials and the tags header; empty: local workers only")
 	fs.StringVar(&c.GatewayBackend, "gateway-backend", "", "GatewayBackend this gateway serves (default: the snapshot's only or first one)")
 	fs.StringVar(&c.ProviderSecretsDir, "provider-secrets-dir", d.ProviderSecretsDir, "where the Secrets named by providers' credentials.secretRef are mounted (<dir>/<secret>/<key>)")
@@ -104,18 +107,13 @@ func (c *Config) Validate() error {
 	if strings.TrimSpace(c.RouterAddr) == "" || strings.ContainsAny(c.RouterAddr, " \t\n") {
 		errs = append(errs, fmt.Errorf("router-addr %q: want host:port or a gRPC target", c.RouterAddr))
 	}
-	if c.NATSURL != "" {
-		if err := configcheck.URLList(c.NATSURL, configcheck.NATSSchemes...); err != nil {
-			errs = append(errs, fmt.Errorf("nats-url: %w", err))
-		}
-	}
+	errs = append(errs, c.NATS.Validate(false), c.Stop.Validate())
 	if c.MaxBodyBytes <= 0 || c.MaxBodyBytes > 1<<30 {
 		errs = append(errs, fmt.Errorf("max-body-bytes %d: want 1 byte to 1 GiB", c.MaxBodyBytes))
 	}
 	errs = append(errs, configcheck.Positive(
 		configcheck.Duration{Name: "route-timeout", Value: c.RouteTimeout},
 		configcheck.Duration{Name: "upstream-header-timeout", Value: c.UpstreamHeaderTimeout},
-		configcheck.Duration{Name: "shutdown-timeout", Value: c.ShutdownTimeout},
 	)...)
 	if steps, err := admission.Steps.List(c.Admission); err != nil {
 		errs = append(errs, fmt.Errorf("admission: %w", err))

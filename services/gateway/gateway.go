@@ -37,17 +37,15 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/rs/zerolog"
-	"golang.org/x/sync/errgroup"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/switchyard-dev/switchyard/internal/bus"
+	"github.com/switchyard-dev/switchyard/internal/lifecycle"
 	"github.com/switchyard-dev/switchyard/internal/upstream"
 	eventsv1 "github.com/switchyard-dev/switchyard/proto/switchyard/events/v1"
 	routerv1 "github.com/switchyard-dev/switchyard/proto/switchyard/router/v1"
@@ -55,10 +53,6 @@ import (
 	"github.com/switchyard-dev/switchyard/services/gateway/admission/defaulttenant"
 	"github.com/switchyard-dev/switchyard/services/gateway/internal/apibody"
 	"github.com/switchyard-dev/switchyard/services/gateway/internal/publish"
-
-	"github.com/switchyard-dev/switchyard/internal/configcheck"
-
-	"github.com/switchyard-dev/switchyard/internal/serve"
 )
 
 // Headers the gateway reads or writes.
@@ -101,8 +95,7 @@ func (discardSink) RequestFinished(string, *eventsv1.UsageEvent) {}
 type Gateway struct {
 	cfg       Config
 	log       zerolog.Logger
-	ln        net.Listener
-	srv       *http.Server
+	api       *lifecycle.API
 	conn      *grpc.ClientConn
 	router    routeClient
 	transport *http.Transport
@@ -115,9 +108,8 @@ type Gateway struct {
 	// catalog follows policyd; nil without --policyd-addr (no providers).
 	catalog *catalog
 
-	inflight     atomic.Int64
-	shuttingDown atomic.Bool
-	started      atomic.Bool
+	inflight atomic.Int64
+	started  atomic.Bool
 }
 
 // New checks cfg, prepares the router client (it connects lazily, in the
@@ -138,15 +130,9 @@ func New(cfg Config, log zerolog.Logger) (*Gateway, error) {
 	if err != nil {
 		return nil, fmt.Errorf("router client %s: %w", cfg.RouterAddr, err)
 	}
-	ln, err := net.Listen("tcp", cfg.Addr)
-	if err != nil {
-		_ = conn.Close()
-		return nil, fmt.Errorf("listen %s: %w", cfg.Addr, err)
-	}
 	g := &Gateway{
 		cfg:       cfg,
 		log:       log,
-		ln:        ln,
 		conn:      conn,
 		router:    routerv1.NewRouterClient(conn),
 		transport: newTransport(),
@@ -154,14 +140,12 @@ func New(cfg Config, log zerolog.Logger) (*Gateway, error) {
 	}
 	g.upstreams = upstream.NewSet(g.transport)
 	if g.admit, err = admission.Build(cfg.Admission); err != nil {
-		_ = ln.Close()
 		_ = conn.Close()
 		return nil, fmt.Errorf("gateway config: admission: %w", err)
 	}
 	if cfg.PolicydAddr != "" {
 		g.catalog, err = newCatalog(cfg, log)
 		if err != nil {
-			_ = ln.Close()
 			_ = conn.Close()
 			return nil, err
 		}
@@ -169,7 +153,25 @@ func New(cfg Config, log zerolog.Logger) (*Gateway, error) {
 	reg := prometheus.NewRegistry()
 	g.metrics = newMetrics(reg, func() float64 { return float64(g.inflight.Load()) })
 
-	mux := http.NewServeMux()
+	g.api, err = lifecycle.NewAPI(lifecycle.APIConfig{
+		HTTPAddr: cfg.Addr,
+		Metrics:  reg,
+		Ready:    g.ready,
+		HTTPServer: func(srv *http.Server) {
+			srv.ReadHeaderTimeout = 10 * time.Second
+			srv.IdleTimeout = 2 * time.Minute
+			srv.MaxHeaderBytes = 64 << 10
+			srv.ErrorLog = stdlog.New(log.With().Str("component", "http").Logger(), "", 0)
+		},
+	})
+	if err != nil {
+		_ = conn.Close()
+		if g.catalog != nil {
+			_ = g.catalog.conn.Close()
+		}
+		return nil, err
+	}
+	mux := g.api.Mux
 	mux.Handle("POST /v1/chat/completions", g.completions(apibody.Chat, "/v1/chat/completions"))
 	mux.Handle("POST /v1/completions", g.completions(apibody.Completions, "/v1/completions"))
 	mux.HandleFunc("GET /v1/models", g.models)
@@ -178,31 +180,20 @@ func New(cfg Config, log zerolog.Logger) (*Gateway, error) {
 	mux.HandleFunc("/v1/completions", methodNotAllowed)
 	mux.HandleFunc("/v1/models", methodNotAllowed)
 	mux.HandleFunc("/v1/models/{id...}", methodNotAllowed)
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
-	mux.HandleFunc("GET /readyz", g.readyz)
-	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
 	mux.HandleFunc("/", notFound)
-
-	g.srv = &http.Server{
-		Handler:           mux,
-		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       2 * time.Minute,
-		MaxHeaderBytes:    64 << 10,
-		ErrorLog:          stdlog.New(log.With().Str("component", "http").Logger(), "", 0),
-	}
 	return g, nil
 }
 
 // Addr is the address the gateway listens on (with the real port when
 // Config.Addr asked for port 0).
-func (g *Gateway) Addr() string { return g.ln.Addr().String() }
+func (g *Gateway) Addr() string { return g.api.HTTPAddr() }
 
 // Close releases what New acquired, for a Gateway whose Serve never ran.
 func (g *Gateway) Close() error {
 	if g.started.Load() {
 		return errors.New("gateway: Close after Serve; cancel Serve's context instead")
 	}
-	err := errors.Join(g.ln.Close(), g.conn.Close())
+	err := errors.Join(g.api.Close(), g.conn.Close())
 	if g.catalog != nil {
 		err = errors.Join(err, g.catalog.conn.Close())
 	}
@@ -218,122 +209,111 @@ func Run(ctx context.Context, cfg Config, log zerolog.Logger) error {
 	return g.Serve(ctx)
 }
 
-// Serve connects to NATS (when configured), ensures the usage stream, and
-// serves HTTP until ctx is cancelled; then it shuts down gracefully: not
-// ready, stop accepting, let in-flight requests finish for up to
-// Config.ShutdownTimeout, flush events, drain NATS. It returns nil after a
-// clean shutdown.
+// Serve serves HTTP until ctx is cancelled, then stops the lifecycle's way:
+// not ready, the drain delay, in-flight requests (streams included) given
+// Config.ShutdownTimeout to finish, then the parts in reverse order of
+// their start: requests cut at the deadline given a moment to record
+// their usage, the policy watch, the router client, the event publisher
+// flushed, NATS drained. NATS being down at start or later is ridden out:
+// events wait in the connection's buffer, and the usage stream is made
+// when NATS answers. It returns nil after a clean stop.
 func (g *Gateway) Serve(ctx context.Context) error {
 	if !g.started.CompareAndSwap(false, true) {
 		return errors.New("gateway: Serve called twice")
 	}
-	var nc *nats.Conn
-	var pub *publish.Publisher
-	natsClosed := make(chan struct{})
-	if g.cfg.NATSURL == "" {
+	var comps []lifecycle.Component
+	wait := func(name string, stop func() error) lifecycle.Component {
+		return lifecycle.Component{Name: name, Run: func(ctx context.Context) error {
+			<-ctx.Done()
+			return stop()
+		}}
+	}
+	if g.cfg.NATS.URL == "" {
 		g.log.Warn().Msg("nats url is empty: usage events and route completions are NOT published; nothing is metered and routers never see requests finish")
 	} else {
-		var err error
-		nc, pub, err = g.connectNATS(ctx, natsClosed)
+		nc, err := lifecycle.DialNATS(g.cfg.NATS, "switchyard-gateway", g.log)
 		if err != nil {
-			_ = g.ln.Close()
-			_ = g.conn.Close()
+			_ = g.Close()
 			return err
 		}
+		js, err := jetstream.New(nc.Conn,
+			jetstream.WithPublishAsyncTimeout(publish.AckTimeout),
+			jetstream.WithPublishAsyncMaxPending(4096),
+		)
+		if err != nil {
+			nc.Close()
+			_ = g.Close()
+			return fmt.Errorf("jetstream: %w", err)
+		}
+		pub := publish.New(nc.Conn, js, g.log, publish.Metrics{Published: g.metrics.published, Failures: g.metrics.pubFailures})
 		g.sink = pub
+		comps = append(comps,
+			wait("nats", func() error { return nc.Drain(flushTimeout) }),
+			wait("event publisher", func() error {
+				fctx, cancel := context.WithTimeout(context.Background(), flushTimeout)
+				defer cancel()
+				if err := pub.Close(fctx); err != nil {
+					g.log.Warn().Err(err).Msg("events still unsent at shutdown")
+				}
+				return nil
+			}),
+			lifecycle.Component{Name: "usage stream", Run: func(ctx context.Context) error {
+				ensureUsageStream(ctx, js, g.log)
+				return nil
+			}},
+		)
 	}
 	g.conn.Connect()
-	g.log.Info().Str("addr", g.Addr()).Str("router", g.cfg.RouterAddr).Msg("gateway listening")
-
-	eg, egctx := errgroup.WithContext(ctx)
+	comps = append(comps, wait("router client", func() error {
+		g.transport.CloseIdleConnections()
+		return g.conn.Close()
+	}))
 	if g.catalog != nil {
-		eg.Go(func() error {
+		comps = append(comps, lifecycle.Component{Name: "policy watch", Run: func(ctx context.Context) error {
 			defer g.catalog.conn.Close()
-			return g.catalog.run(egctx)
-		})
+			return g.catalog.run(ctx)
+		}})
 	}
-	eg.Go(func() error { return serve.HTTP(g.srv, g.ln) })
-	eg.Go(func() error {
-		<-egctx.Done()
-		return g.shutdown(nc, pub, natsClosed)
+	// The HTTP server's Close at the deadline does not wait for handlers;
+	// a cut request still records its usage when its handler returns.
+	comps = append(comps, wait("cut requests", func() error {
+		deadline := time.Now().Add(handlerGrace)
+		for g.inflight.Load() > 0 && time.Now().Before(deadline) {
+			time.Sleep(5 * time.Millisecond)
+		}
+		return nil
+	}))
+	g.log.Info().Str("router", g.cfg.RouterAddr).Msg("gateway starting")
+	return lifecycle.Run(ctx, lifecycle.Service{
+		Name:            "gateway",
+		Log:             g.log,
+		API:             g.api,
+		Components:      comps,
+		DrainDelay:      g.cfg.DrainDelay,
+		ShutdownTimeout: g.cfg.ShutdownTimeout,
 	})
-	return eg.Wait()
 }
 
-func (g *Gateway) connectNATS(ctx context.Context, closed chan struct{}) (*nats.Conn, *publish.Publisher, error) {
-	redacted := configcheck.Redact(g.cfg.NATSURL)
-	nc, err := nats.Connect(g.cfg.NATSURL,
-		nats.Name("switchyard-gateway"),
-		nats.MaxReconnects(-1),
-		nats.DrainTimeout(flushTimeout),
-		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
-			if err != nil { // nil: our own drain at shutdown
-				g.log.Warn().Err(err).Msg("nats disconnected")
-			}
-		}),
-		nats.ReconnectHandler(func(*nats.Conn) { g.log.Info().Msg("nats reconnected") }),
-		nats.ClosedHandler(func(*nats.Conn) { close(closed) }),
-	)
-	if err != nil {
-		return nil, nil, fmt.Errorf("connect nats %s: %w", redacted, err)
-	}
-	js, err := jetstream.New(nc,
-		jetstream.WithPublishAsyncTimeout(publish.AckTimeout),
-		jetstream.WithPublishAsyncMaxPending(4096),
-	)
-	if err != nil {
-		nc.Close()
-		return nil, nil, fmt.Errorf("jetstream %s: %w", redacted, err)
-	}
-	sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	if err := bus.EnsureUsageStream(sctx, js); err != nil {
-		nc.Close()
-		return nil, nil, err
-	}
-	pub := publish.New(nc, js, g.log, publish.Metrics{Published: g.metrics.published, Failures: g.metrics.pubFailures})
-	g.log.Info().Str("nats", redacted).Msg("publishing usage events")
-	return nc, pub, nil
-}
-
-func (g *Gateway) shutdown(nc *nats.Conn, pub *publish.Publisher, natsClosed chan struct{}) error {
-	g.shuttingDown.Store(true)
-	g.log.Info().Int64("inflight", g.inflight.Load()).Dur("timeout", g.cfg.ShutdownTimeout).Msg("gateway shutting down")
-	var errs []error
-	sctx, cancel := context.WithTimeout(context.Background(), g.cfg.ShutdownTimeout)
-	defer cancel()
-	if err := g.srv.Shutdown(sctx); err != nil {
-		g.log.Warn().Int64("inflight", g.inflight.Load()).Msg("shutdown deadline reached, cutting remaining requests")
-		_ = g.srv.Close()
-	}
-	// srv.Close does not wait for handlers; a cut request still publishes
-	// its usage when its handler returns, so give them a moment.
-	deadline := time.Now().Add(handlerGrace)
-	for g.inflight.Load() > 0 && time.Now().Before(deadline) {
-		time.Sleep(5 * time.Millisecond)
-	}
-	if pub != nil {
-		fctx, fcancel := context.WithTimeout(context.Background(), flushTimeout)
-		if err := pub.Close(fctx); err != nil {
-			g.log.Warn().Err(err).Msg("events still unsent at shutdown")
+// ensureUsageStream makes the usage stream, retrying until NATS answers
+// or ctx ends.
+func ensureUsageStream(ctx context.Context, js jetstream.JetStream, log zerolog.Logger) {
+	wait := time.Second
+	for {
+		sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		err := bus.EnsureUsageStream(sctx, js)
+		cancel()
+		if err == nil {
+			log.Info().Msg("publishing usage events")
+			return
 		}
-		fcancel()
-		if err := nc.Drain(); err != nil {
-			errs = append(errs, fmt.Errorf("drain nats: %w", err))
-		} else {
-			select {
-			case <-natsClosed:
-			case <-time.After(2 * flushTimeout):
-				nc.Close()
-			}
+		log.Warn().Err(err).Dur("retry_in", wait).Msg("usage stream not ready: waiting for nats jetstream")
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(wait):
 		}
+		wait = min(2*wait, 10*time.Second)
 	}
-	g.transport.CloseIdleConnections()
-	if err := g.conn.Close(); err != nil {
-		errs = append(errs, fmt.Errorf("close router client: %w", err))
-	}
-	g.log.Info().Msg("gateway stopped")
-	return errors.Join(errs...)
 }
 
 // newTransport is the one client transport all upstream calls share, sized
@@ -359,18 +339,14 @@ func newTransport() *http.Transport {
 	}
 }
 
-func (g *Gateway) readyz(w http.ResponseWriter, _ *http.Request) {
-	if g.shuttingDown.Load() {
-		http.Error(w, "shutting down", http.StatusServiceUnavailable)
-		return
-	}
+// ready is "the router connection is up".
+func (g *Gateway) ready() error {
 	st := g.conn.GetState()
 	if st == connectivity.Idle {
 		g.conn.Connect()
 	}
 	if st != connectivity.Ready {
-		http.Error(w, "router connection "+st.String(), http.StatusServiceUnavailable)
-		return
+		return errors.New("router connection " + st.String())
 	}
-	_, _ = w.Write([]byte("ok\n"))
+	return nil
 }

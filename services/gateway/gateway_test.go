@@ -653,11 +653,11 @@ func TestConfigValidate(t *testing.T) {
 		bad    string
 	}{
 		{name: "defaults", mutate: func(*Config) {}},
-		{name: "nats disabled", mutate: func(c *Config) { c.NATSURL = "" }},
-		{name: "nats cluster list", mutate: func(c *Config) { c.NATSURL = "nats://a:4222, nats://b:4222" }},
+		{name: "nats disabled", mutate: func(c *Config) { c.NATS.URL = "" }},
+		{name: "nats cluster list", mutate: func(c *Config) { c.NATS.URL = "nats://a:4222, nats://b:4222" }},
 		{name: "bad addr", mutate: func(c *Config) { c.Addr = "8080" }, bad: "addr"},
 		{name: "empty router", mutate: func(c *Config) { c.RouterAddr = "" }, bad: "router-addr"},
-		{name: "bad nats scheme hides token", mutate: func(c *Config) { c.NATSURL = "http://s3cret@nats:4222" }, bad: "REDACTED"},
+		{name: "bad nats scheme hides token", mutate: func(c *Config) { c.NATS.URL = "http://s3cret@nats:4222" }, bad: "REDACTED"},
 		{name: "zero body", mutate: func(c *Config) { c.MaxBodyBytes = 0 }, bad: "max-body-bytes"},
 		{name: "negative timeout", mutate: func(c *Config) { c.RouteTimeout = -time.Second }, bad: "route-timeout"},
 		{name: "zero shutdown", mutate: func(c *Config) { c.ShutdownTimeout = 0 }, bad: "shutdown-timeout"},

@@ -292,7 +292,7 @@ func newEnv(t testing.TB, o envOpts) *env {
 	cfg := DefaultConfig()
 	cfg.Addr = "127.0.0.1:0"
 	cfg.RouterAddr = routerAddr
-	cfg.NATSURL = ""
+	cfg.NATS.URL = ""
 	cfg.ShutdownTimeout = 5 * time.Second
 	if !o.noNATS {
 		ns, err := natsembed.Start(natsembed.Options{})
@@ -301,7 +301,7 @@ func newEnv(t testing.TB, o envOpts) *env {
 		}
 		t.Cleanup(ns.Shutdown)
 		e.nats = ns
-		cfg.NATSURL = ns.URL()
+		cfg.NATS.URL = ns.URL()
 		e.nc, err = nats.Connect(ns.URL())
 		if err != nil {
 			t.Fatal(err)
