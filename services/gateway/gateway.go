@@ -3,10 +3,14 @@
 // answer, retries once before the first byte, measures TTFT, inter-token
 // latency and tokens, and publishes one usage event per request.
 //
-// This is the walking-skeleton version: one tenant ("default"), no auth, no
-// rate limits, no Anthropic API (its clients get errors they can parse),
-// local vLLM targets only (no provider credentials; the client's
-// Authorization header is not forwarded).
+// The request path, top to bottom (proxy.go): the admission chain says who
+// is calling (package admission; default-tenant without authentication),
+// the body is read once (apibody, over jsonscan), the router picks a
+// target, the gateway splices the served model name and include_usage
+// into the body, and the upstream adapter of the target's type
+// (internal/upstream) sends the attempt; a failure before the first byte
+// is retried once elsewhere. Not yet: authentication, rate limits and the
+// Anthropic Messages API (its clients get errors they can parse).
 //
 // Token metering of streams. A stream only reports token counts when the
 // request sets stream_options.include_usage. So that every stream is metered,
