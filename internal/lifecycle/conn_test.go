@@ -25,15 +25,7 @@ import (
 	"github.com/switchyard-dev/switchyard/internal/testkit"
 )
 
-func freePort(t *testing.T) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
-}
+func freePort(t *testing.T) int { return testkit.FreePort(t) }
 
 func startNATS(t *testing.T, opts *server.Options) *server.Server {
 	t.Helper()

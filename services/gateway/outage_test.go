@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"testing"
 
@@ -13,6 +12,7 @@ import (
 
 	"github.com/switchyard-dev/switchyard/internal/bus"
 	"github.com/switchyard-dev/switchyard/internal/natsembed"
+	"github.com/switchyard-dev/switchyard/internal/testkit"
 )
 
 // TestStartsDuringNATSOutage: a gateway whose NATS is down at start
@@ -21,12 +21,7 @@ import (
 // not kept: before its first connection nats.go refuses messages with
 // headers, and the gateway has no spool of its own yet.
 func TestStartsDuringNATSOutage(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := ln.Addr().(*net.TCPAddr).Port
-	ln.Close()
+	port := testkit.FreePort(t)
 	up := newVLLM(t, modeOK)
 	e := newEnv(t, envOpts{noNATS: true, cfg: func(c *Config) { c.NATS.URL = fmt.Sprintf("nats://127.0.0.1:%d", port) }})
 	e.router.setTargets(testModel, up.target("w0"))

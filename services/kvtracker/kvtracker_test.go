@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"slices"
 	"strings"
@@ -21,6 +20,7 @@ import (
 	"github.com/switchyard-dev/switchyard/internal/kvblock"
 	"github.com/switchyard-dev/switchyard/internal/rediskeys"
 	"github.com/switchyard-dev/switchyard/internal/sim"
+	"github.com/switchyard-dev/switchyard/internal/testkit"
 	eventsv1 "github.com/switchyard-dev/switchyard/proto/switchyard/events/v1"
 )
 
@@ -170,16 +170,7 @@ func TestGapReplay(t *testing.T) {
 	eventually(t, 10*time.Second, func() error { return e.snapshotMatches(l, "w0") })
 }
 
-// freePort reserves nothing: it finds a port free right now.
-func freePort(t *testing.T) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
-}
+func freePort(t *testing.T) int { return testkit.FreePort(t) }
 
 // TestWorkerRestart stops a simulated worker and starts a new one on the
 // same ports, so its numbering starts over. Either the tracker sees the
