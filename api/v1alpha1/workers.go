@@ -21,8 +21,8 @@ type InferenceWorkerSetSpec struct {
 	// pods; its EndpointSlices give the worker addresses.
 	// +optional
 	Service string `json:"service,omitempty"`
-	// Selector selects the worker pods. Informational when Service is set
-	// (the Service's own selector decides).
+	// Selector is reserved: policyd refuses it until it selects worker
+	// pods (today the Service's EndpointSlices do).
 	// +optional
 	Selector *metav1.LabelSelector `json:"selector,omitempty"`
 	// Port is the vLLM OpenAI-compatible API port on each pod.
@@ -123,14 +123,17 @@ type InferenceWorkerSetList struct {
 
 // InferencePoolSpec holds the scheduling knobs of a GPU pool.
 type InferencePoolSpec struct {
-	// ScrapeInterval is how often routers scrape each worker's metrics.
+	// ScrapeInterval is reserved: policyd refuses it until routers scrape
+	// per pool (today the router's --scrape-interval applies).
 	// +optional
 	ScrapeInterval *metav1.Duration `json:"scrapeInterval,omitempty"`
-	// Predictor tunes the TTFT predictor's prior for the pool's workers.
+	// Predictor is reserved: policyd refuses it until routers take priors
+	// per pool (today the router's --prefill-rate-prior and
+	// --queue-cost-prior apply).
 	// +optional
 	Predictor *PredictorSpec `json:"predictor,omitempty"`
-	// Saturation says when a worker counts as saturated (its state shows
-	// in Explain; policies express their own thresholds).
+	// Saturation is reserved: policyd refuses it until it means something;
+	// policies express their own thresholds (queuedPrompts, kvCacheUsage).
 	// +optional
 	Saturation *SaturationSpec `json:"saturation,omitempty"`
 }

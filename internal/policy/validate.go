@@ -76,6 +76,11 @@ func (c *checker) validateWorkerSet(o *Object, s *v1alpha1.InferenceWorkerSetSpe
 	if s.Service == "" && len(s.Static) == 0 {
 		c.err(o, "spec", "set service (Kubernetes) or static (fixed addresses)")
 	}
+	if s.Selector != nil {
+		// Accepted means enforced: workers are found through a Service's
+		// EndpointSlices; a pod selector nothing reads would route nowhere.
+		c.err(o, "spec.selector", "selector is not implemented yet: name the pods' Service in spec.service")
+	}
 	if s.Port != 0 && (s.Port < 1 || s.Port > 65535) {
 		c.err(o, "spec.port", "port %d out of range 1-65535", s.Port)
 	}
@@ -116,24 +121,17 @@ func (c *checker) validateWorkerSet(o *Object, s *v1alpha1.InferenceWorkerSetSpe
 }
 
 func (c *checker) validatePool(o *Object, s *v1alpha1.InferencePoolSpec) {
-	if s.ScrapeInterval != nil && s.ScrapeInterval.Duration <= 0 {
-		c.err(o, "spec.scrapeInterval", "must be positive")
+	// Accepted means enforced: the router does not read these per pool
+	// yet, so a value here would be silently ignored. Each error says
+	// what does the job today.
+	if s.ScrapeInterval != nil {
+		c.err(o, "spec.scrapeInterval", "a per-pool scrape interval is not implemented yet: set the router's --scrape-interval")
 	}
-	if p := s.Predictor; p != nil {
-		if p.PrefillTokensPerSecond < 0 {
-			c.err(o, "spec.predictor.prefillTokensPerSecond", "must not be negative")
-		}
-		if p.SecondsPerQueuedRequest < 0 {
-			c.err(o, "spec.predictor.secondsPerQueuedRequest", "must not be negative")
-		}
+	if s.Predictor != nil {
+		c.err(o, "spec.predictor", "per-pool predictor priors are not implemented yet: set the router's --prefill-rate-prior and --queue-cost-prior (the router learns each worker's rates from its TTFTs)")
 	}
-	if sat := s.Saturation; sat != nil {
-		if sat.MaxQueuedPrompts < 0 {
-			c.err(o, "spec.saturation.maxQueuedPrompts", "must not be negative")
-		}
-		if sat.MaxKVCacheUsage < 0 || sat.MaxKVCacheUsage > 1 {
-			c.err(o, "spec.saturation.maxKVCacheUsage", "%g: KV cache usage is a fraction in 0..1", sat.MaxKVCacheUsage)
-		}
+	if s.Saturation != nil {
+		c.err(o, "spec.saturation", "pool saturation thresholds are not implemented yet: write them as a policy's exclude predicates (queuedPrompts, kvCacheUsage), as deploy/examples/policies/burst-policy.yaml does")
 	}
 }
 
