@@ -44,6 +44,10 @@ type APIConfig struct {
 	// Ready says whether the service can take work, and if not, why; nil
 	// is always ready. /readyz calls it, and gRPC health follows it.
 	Ready func() error
+	// Checks are the service's dependencies, each named in
+	// /readyz?verbose and exported as switchyard_dependency_up; a failing
+	// Required one makes the service not ready as Ready does.
+	Checks []Check
 	// HTTPServer, when set, tunes the HTTP server (timeouts, header size,
 	// error log) before it serves.
 	HTTPServer func(*http.Server)
@@ -69,7 +73,7 @@ type API struct {
 	http     *http.Server
 	health   *health.Server
 	names    []string
-	ready    func() error
+	ready    *readiness
 	grpcLn   net.Listener
 	httpLn   net.Listener
 	stopping atomic.Bool
@@ -80,10 +84,11 @@ type API struct {
 // NewAPI builds the servers and binds the listeners, so the addresses are
 // known (port 0) before Run.
 func NewAPI(cfg APIConfig) (_ *API, err error) {
-	a := &API{Mux: http.NewServeMux(), ready: cfg.Ready, stopped: make(chan struct{})}
-	if a.ready == nil {
-		a.ready = func() error { return nil }
+	ready, err := newReadiness(cfg.Ready, cfg.Checks)
+	if err != nil {
+		return nil, fmt.Errorf("readiness checks: %w", err)
 	}
+	a := &API{Mux: http.NewServeMux(), ready: ready, stopped: make(chan struct{})}
 	if cfg.GRPCAddr != "" {
 		a.GRPC = grpc.NewServer(cfg.GRPCOptions...)
 		a.health = health.NewServer()
@@ -106,7 +111,11 @@ func NewAPI(cfg APIConfig) (_ *API, err error) {
 		a.Mux.Handle("/v1/", h)
 	}
 	if cfg.Metrics != nil {
-		a.Mux.Handle("GET /metrics", promhttp.HandlerFor(cfg.Metrics, promhttp.HandlerOpts{}))
+		var g prometheus.Gatherer = cfg.Metrics
+		if len(cfg.Checks) > 0 {
+			g = prometheus.Gatherers{cfg.Metrics, ready.collectors()}
+		}
+		a.Mux.Handle("GET /metrics", promhttp.HandlerFor(g, promhttp.HandlerOpts{}))
 	}
 	a.Mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
 	a.Mux.HandleFunc("GET /readyz", a.readyz)
@@ -160,18 +169,6 @@ func (a *API) closeListeners() {
 // Stopping reports whether the service has begun to stop.
 func (a *API) Stopping() bool { return a.stopping.Load() }
 
-func (a *API) readyz(w http.ResponseWriter, _ *http.Request) {
-	if a.stopping.Load() {
-		http.Error(w, "shutting down", http.StatusServiceUnavailable)
-		return
-	}
-	if err := a.ready(); err != nil {
-		http.Error(w, err.Error(), http.StatusServiceUnavailable)
-		return
-	}
-	_, _ = w.Write([]byte("ok\n"))
-}
-
 func (a *API) setHealth(st healthpb.HealthCheckResponse_ServingStatus) {
 	if a.health == nil {
 		return
@@ -213,7 +210,7 @@ func (a *API) followReady() {
 	last := healthpb.HealthCheckResponse_UNKNOWN
 	for {
 		st := healthpb.HealthCheckResponse_SERVING
-		if a.ready() != nil {
+		if a.ready.err() != nil {
 			st = healthpb.HealthCheckResponse_NOT_SERVING
 		}
 		if a.stopping.Load() {
