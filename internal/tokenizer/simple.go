@@ -194,14 +194,24 @@ func (t *Simple) ApplyChatTemplate(c *Chat) (string, error) {
 	return b.String(), nil
 }
 
+// nextSpecial finds the first special token in s. It scans s once: every
+// special token starts with '<', so only the places holding one are
+// compared. (Searching s for each token in turn, from each match on, was
+// quadratic: text full of one token rescanned the rest for the others.)
 func nextSpecial(s string) (at, which int) {
-	at, which = -1, -1
-	for i, sp := range specials {
-		if j := strings.Index(s, sp.text); j >= 0 && (at < 0 || j < at) {
-			at, which = j, i
+	for i := 0; i < len(s); i++ {
+		j := strings.IndexByte(s[i:], '<')
+		if j < 0 {
+			break
+		}
+		i += j
+		for k, sp := range specials {
+			if strings.HasPrefix(s[i:], sp.text) {
+				return i, k
+			}
 		}
 	}
-	return at, which
+	return -1, -1
 }
 
 func isWordRune(r rune) bool { return unicode.IsLetter(r) || unicode.IsDigit(r) }

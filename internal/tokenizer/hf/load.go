@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"unicode/utf8"
 
@@ -439,60 +438,4 @@ type addedToken struct {
 	content string
 	id      uint32
 	special bool
-}
-
-// matcher finds added tokens in text: leftmost match, longest among those
-// starting at the same place (tokenizers' leftmost-longest Aho-Corasick).
-type matcher struct {
-	first  [256]bool
-	byByte [256][]addedToken // by first byte, longest first
-	single int               // the only first byte in use, or -1
-}
-
-func newMatcher(tokens []addedToken) *matcher {
-	if len(tokens) == 0 {
-		return nil
-	}
-	m := &matcher{single: -1}
-	n := 0
-	for _, a := range tokens {
-		c := a.content[0]
-		if !m.first[c] {
-			m.first[c] = true
-			n++
-			m.single = int(c)
-		}
-		m.byByte[c] = append(m.byByte[c], a)
-	}
-	if n != 1 {
-		m.single = -1
-	}
-	for c := range m.byByte {
-		slices.SortStableFunc(m.byByte[c], func(a, b addedToken) int { return len(b.content) - len(a.content) })
-	}
-	return m
-}
-
-// find returns the first added token in s and where it starts, or at < 0.
-func (m *matcher) find(s string) (at int, tok addedToken) {
-	if m == nil {
-		return -1, addedToken{}
-	}
-	for i := 0; i < len(s); i++ {
-		if m.single >= 0 {
-			j := strings.IndexByte(s[i:], byte(m.single))
-			if j < 0 {
-				return -1, addedToken{}
-			}
-			i += j
-		} else if !m.first[s[i]] {
-			continue
-		}
-		for _, a := range m.byByte[s[i]] {
-			if strings.HasPrefix(s[i:], a.content) {
-				return i, a
-			}
-		}
-	}
-	return -1, addedToken{}
 }
