@@ -19,6 +19,7 @@ import (
 
 	"github.com/switchyard-dev/switchyard/internal/completion"
 	"github.com/switchyard-dev/switchyard/internal/flagenv"
+	"github.com/switchyard-dev/switchyard/internal/lifecycle"
 	"github.com/switchyard-dev/switchyard/internal/telemetry"
 	"github.com/switchyard-dev/switchyard/internal/version"
 )
@@ -100,6 +101,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if cmd.name != "dev" { // dev names each service it runs itself
 		log = log.With().Str("service", cmd.name).Logger()
 	}
+	lifecycle.SetRedisLogger(log)
 	if err := runCmd(ctx, log); err != nil && !errors.Is(err, context.Canceled) {
 		log.Error().Err(err).Msg("exit")
 		return 1

@@ -1,6 +1,7 @@
 package lifecycle
 
 import (
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/redis/go-redis/v9"
+	"github.com/redis/go-redis/v9/logging"
 	"github.com/rs/zerolog"
 
 	"github.com/switchyard-dev/switchyard/internal/configcheck"
@@ -126,6 +128,50 @@ func OpenRedis(r Redis) (*redis.Client, error) {
 		opts.TLSConfig = tc
 	}
 	return redis.NewClient(opts), nil
+}
+
+// SetRedisLogger sends go-redis's log lines to log, as JSON like every
+// other line, instead of the plain text it prints on stderr by default.
+// go-redis has one logger per process, so main calls this once.
+//
+// go-redis's lines carry no level. It filters them itself at a level of
+// its own, which follows log's (its info and debug chatter only when log
+// shows them); what it prints at its default level are failures (a dial
+// that failed, a connection it had to close), so a line is a warning,
+// an error when it reports a recovered panic, and at debug level when
+// go-redis was asked for debug lines and the line reports no failure.
+func SetRedisLogger(log zerolog.Logger) {
+	lvl := logging.LogLevelError
+	switch l := log.GetLevel(); {
+	case l <= zerolog.DebugLevel:
+		lvl = logging.LogLevelDebug
+	case l == zerolog.InfoLevel:
+		lvl = logging.LogLevelInfo
+	case l == zerolog.WarnLevel:
+		lvl = logging.LogLevelWarn
+	}
+	redis.SetLogLevel(lvl)
+	redis.SetLogger(redisLogger{log: log.With().Str("component", "redis").Logger(), chatty: lvl >= logging.LogLevelInfo})
+}
+
+// redisLogger adapts zerolog to go-redis's logging interface.
+type redisLogger struct {
+	log zerolog.Logger
+	// chatty: go-redis prints info and debug lines too, not only failures.
+	chatty bool
+}
+
+func (l redisLogger) Printf(_ context.Context, format string, v ...any) {
+	msg := strings.TrimSpace(strings.TrimPrefix(fmt.Sprintf(format, v...), "redis: "))
+	lower := strings.ToLower(msg)
+	lvl := zerolog.WarnLevel
+	switch {
+	case strings.Contains(lower, "panic"):
+		lvl = zerolog.ErrorLevel
+	case l.chatty && !strings.Contains(lower, "fail") && !strings.Contains(lower, "error"):
+		lvl = zerolog.DebugLevel
+	}
+	l.log.WithLevel(lvl).Msg(msg)
 }
 
 // config builds the crypto/tls configuration.

@@ -1,12 +1,14 @@
 package lifecycle
 
 import (
+	"bytes"
 	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/json"
 	"encoding/pem"
 	"fmt"
 	"math/big"
@@ -20,6 +22,8 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nkeys"
+	"github.com/redis/go-redis/v9"
+	"github.com/redis/go-redis/v9/logging"
 	"github.com/rs/zerolog"
 
 	"github.com/switchyard-dev/switchyard/internal/testkit"
@@ -230,5 +234,69 @@ func writePEM(t *testing.T, path, typ string, der []byte) {
 	t.Helper()
 	if err := os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o600); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestRedisLogsAsJSON: a line go-redis logs itself (here, a dial that
+// failed) comes out as a JSON line through zerolog, at warning level,
+// instead of go-redis's plain text on stderr.
+func TestRedisLogsAsJSON(t *testing.T) {
+	var out testkit.SyncBuffer
+	SetRedisLogger(zerolog.New(&out).Level(zerolog.InfoLevel))
+	t.Cleanup(func() {
+		logging.Enable()
+		redis.SetLogLevel(logging.LogLevelError)
+	})
+	c := redis.NewClient(&redis.Options{Addr: fmt.Sprintf("127.0.0.1:%d", freePort(t)), DialerRetries: 1, MaxRetries: -1})
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := c.Ping(ctx).Err(); err == nil {
+		t.Fatal("ping to a closed port succeeded")
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	found := false
+	for _, l := range lines {
+		var rec struct {
+			Level, Component, Message string
+		}
+		if err := json.Unmarshal([]byte(l), &rec); err != nil {
+			t.Fatalf("not a JSON line: %q (%v)", l, err)
+		}
+		if strings.Contains(rec.Message, "failed to dial") {
+			found = true
+			if rec.Level != "warn" || rec.Component != "redis" || strings.HasPrefix(rec.Message, "redis: ") {
+				t.Errorf("go-redis line logged as %+v", rec)
+			}
+		}
+	}
+	if !found {
+		t.Fatalf("no go-redis dial failure in the log: %q", out.String())
+	}
+}
+
+// TestRedisLogLevels: go-redis's lines carry no level; they are warnings,
+// recovered panics errors, and go-redis's own chatter debug lines.
+func TestRedisLogLevels(t *testing.T) {
+	for _, c := range []struct {
+		chatty bool
+		line   string
+		want   string
+	}{
+		{false, "redis: connection pool: failed to dial after 5 attempts: refused", "warn"},
+		{false, "conn[3] marked for handoff", "warn"},
+		{false, "autopipeline: recovered dispatch panic: boom", "error"},
+		{true, "conn[3] marked for handoff", "debug"},
+		{true, "redis: failed to close connection: eof", "warn"},
+	} {
+		var out bytes.Buffer
+		redisLogger{log: zerolog.New(&out), chatty: c.chatty}.Printf(context.Background(), "%s", c.line)
+		var rec struct{ Level, Message string }
+		if err := json.Unmarshal(out.Bytes(), &rec); err != nil {
+			t.Fatalf("%q: not JSON: %q", c.line, out.String())
+		}
+		if rec.Level != c.want {
+			t.Errorf("%q (chatty %v): level %s, want %s", c.line, c.chatty, rec.Level, c.want)
+		}
 	}
 }
