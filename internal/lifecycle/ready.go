@@ -1,13 +1,18 @@
 package lifecycle
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
 	"regexp"
 	"strings"
+	"sync/atomic"
+	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
 )
 
 // Check is one thing a service depends on, probed on every /readyz and
@@ -151,4 +156,65 @@ func (a *API) readyz(w http.ResponseWriter, req *http.Request) {
 		return
 	}
 	_, _ = w.Write([]byte("ok\n"))
+}
+
+// Probe is nil while the connection is up, else its state; a nil
+// connection (not dialled yet) is "not connected yet". Services keep their
+// connection in an atomic pointer and hand `ptr.Load().Probe` to a Check.
+func (c *NATSConn) Probe() error {
+	if c == nil || c.Conn == nil {
+		return errors.New("not connected yet")
+	}
+	if st := c.Status(); st != nats.CONNECTED {
+		if err := c.LastError(); err != nil {
+			return fmt.Errorf("%s (last error: %s)", strings.ToLower(st.String()), redactErr(err, c.ConnectedUrl()))
+		}
+		return errors.New(strings.ToLower(st.String()))
+	}
+	return nil
+}
+
+// RedisWatch pings a Redis client on a period so that a Check can say,
+// without a network call of its own, whether Redis answers.
+type RedisWatch struct {
+	rdb      *redis.Client
+	interval time.Duration
+	last     atomic.Pointer[error]
+}
+
+// WatchRedis returns a watch of rdb; Run it as a component.
+func WatchRedis(rdb *redis.Client) *RedisWatch {
+	w := &RedisWatch{rdb: rdb, interval: 2 * time.Second}
+	err := errors.New("not pinged yet")
+	w.last.Store(&err)
+	return w
+}
+
+// Run pings until ctx ends.
+func (w *RedisWatch) Run(ctx context.Context) error {
+	t := time.NewTicker(w.interval)
+	defer t.Stop()
+	for {
+		pctx, cancel := context.WithTimeout(ctx, w.interval)
+		err := w.rdb.Ping(pctx).Err()
+		cancel()
+		if ctx.Err() != nil {
+			return nil
+		}
+		w.last.Store(&err)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+// Probe is the last ping's error; nil-safe (no Redis configured is never
+// asked about).
+func (w *RedisWatch) Probe() error {
+	if w == nil {
+		return errors.New("not configured")
+	}
+	return *w.last.Load()
 }

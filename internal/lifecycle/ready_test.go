@@ -1,7 +1,9 @@
 package lifecycle
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -9,8 +11,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
+
+	"github.com/switchyard-dev/switchyard/internal/testkit"
 )
 
 // dep is a dependency whose state the test sets.
@@ -116,4 +121,61 @@ func TestChecksRefused(t *testing.T) {
 			t.Errorf("error %q lacks %q", err, want)
 		}
 	}
+}
+
+// TestNATSProbe follows a real connection through an outage.
+func TestNATSProbe(t *testing.T) {
+	var none *NATSConn
+	if err := none.Probe(); err == nil || err.Error() != "not connected yet" {
+		t.Errorf("nil conn: %v", err)
+	}
+	port := freePort(t)
+	c, err := DialNATS(NATS{URL: fmt.Sprintf("nats://127.0.0.1:%d", port)}, "test", zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := c.Probe(); err == nil {
+		t.Error("probe passes with NATS down")
+	}
+	ns := startNATS(t, &server.Options{Port: port})
+	testkit.Eventually(t, 15*time.Second, "probe passes once NATS is up", func() bool { return c.Probe() == nil })
+	ns.Shutdown()
+	testkit.Eventually(t, 15*time.Second, "probe fails after NATS stops", func() bool { return c.Probe() != nil })
+	if err := c.Probe(); !strings.Contains(err.Error(), "reconnecting") {
+		t.Errorf("probe during outage: %v, want it to say reconnecting", err)
+	}
+}
+
+// TestRedisWatch: a reachable Redis passes, an unreachable one fails with
+// the dial error.
+func TestRedisWatch(t *testing.T) {
+	url, _ := testkit.Redis(t)
+	up, err := OpenRedis(Redis{URL: url})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer up.Close()
+	down, err := OpenRedis(Redis{URL: fmt.Sprintf("redis://127.0.0.1:%d", freePort(t))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer down.Close()
+	var none *RedisWatch
+	if none.Probe() == nil {
+		t.Error("nil watch passes")
+	}
+	wu, wd := WatchRedis(up), WatchRedis(down)
+	if wu.Probe() == nil {
+		t.Error("passes before the first ping")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() { _ = wu.Run(ctx) }()
+	go func() { _ = wd.Run(ctx) }()
+	testkit.Eventually(t, 5*time.Second, "reachable redis passes", func() bool { return wu.Probe() == nil })
+	testkit.Eventually(t, 5*time.Second, "unreachable redis fails with its dial error", func() bool {
+		err := wd.Probe()
+		return err != nil && strings.Contains(err.Error(), "connection refused")
+	})
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"strings"
@@ -278,4 +279,16 @@ func chosen(resp *routerv1.RouteResponse) (string, error) {
 		return "", fmt.Errorf("%w: %v", errNotRouted, resp.GetRejection())
 	}
 	return resp.GetTarget().GetId(), nil
+}
+
+// get fetches url and returns its status and body.
+func get(t testing.TB, url string) (int, string) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
 }

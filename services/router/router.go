@@ -24,13 +24,16 @@ import (
 	"os"
 	goruntime "runtime"
 	"runtime/debug"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
 	"github.com/redis/go-redis/v9"
 	"github.com/rs/zerolog"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/switchyard-dev/switchyard/internal/fleet"
@@ -66,6 +69,9 @@ type Server struct {
 	api     *lifecycle.API
 	// policyConn is the client connection to policyd, nil without.
 	policyConn *grpc.ClientConn
+	// nats and redis are set by Serve, for the readiness checks.
+	nats  atomic.Pointer[lifecycle.NATSConn]
+	redis atomic.Pointer[lifecycle.RedisWatch]
 }
 
 // New validates cfg, binds the gRPC and HTTP listeners and builds the
@@ -137,6 +143,7 @@ func New(cfg Config, log zerolog.Logger) (*Server, error) {
 		MaxRESTBody: maxRESTBody,
 		Metrics:     s.metrics.reg,
 		Ready:       s.ready,
+		Checks:      s.checks(),
 	})
 	if err != nil {
 		if s.policyConn != nil {
@@ -175,6 +182,30 @@ func (s *Server) ready() error {
 		return errors.New("first scrape of every endpoint not finished")
 	}
 	return nil
+}
+
+// checks are the router's dependencies. None is required: without NATS a
+// replica routes on its own in-flight view and a frozen KV index, without
+// Redis a restarted replica waits for deltas instead of a snapshot, and
+// without policyd it keeps the last policy it had; /readyz?verbose and
+// switchyard_dependency_up say which of these it is doing.
+func (s *Server) checks() []lifecycle.Check {
+	var cs []lifecycle.Check
+	if s.cfg.NATS.URL != "" {
+		cs = append(cs, lifecycle.Check{Name: "nats", Probe: func() error { return s.nats.Load().Probe() }})
+	}
+	if s.cfg.Redis.URL != "" {
+		cs = append(cs, lifecycle.Check{Name: "redis", Probe: func() error { return s.redis.Load().Probe() }})
+	}
+	if s.policyConn != nil {
+		cs = append(cs, lifecycle.Check{Name: "policyd", Probe: func() error {
+			if st := s.policyConn.GetState(); st != connectivity.Ready {
+				return fmt.Errorf("connection %s; routing with the last policy received", strings.ToLower(st.String()))
+			}
+			return nil
+		}})
+	}
+	return cs
 }
 
 // kvStats reads the KV replica's counters for metrics; zero without one.
@@ -226,6 +257,9 @@ func (s *Server) Serve(ctx context.Context) error {
 			return err
 		}
 		comps = append(comps, wait("redis", rdb.Close))
+		w := lifecycle.WatchRedis(rdb)
+		s.redis.Store(w)
+		comps = append(comps, lifecycle.Component{Name: "redis watch", Run: w.Run})
 	}
 	if s.cfg.NATS.URL != "" {
 		nc, err := lifecycle.DialNATS(s.cfg.NATS, "switchyard-router "+s.cfg.RouterID, s.log)
@@ -234,6 +268,7 @@ func (s *Server) Serve(ctx context.Context) error {
 			return err
 		}
 		comps = append(comps, wait("nats", func() error { return nc.Drain(s.cfg.ShutdownTimeout) }))
+		s.nats.Store(nc)
 		var store kvsync.SnapshotStore
 		if rdb != nil {
 			store = kvsync.NewRedisStore(rdb)

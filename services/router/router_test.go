@@ -556,11 +556,23 @@ func TestKeepsRoutingWithoutNATS(t *testing.T) {
 		if _, err := chosen(tr.route(t, "before", "m")); err != nil {
 			t.Fatal(err)
 		}
+		base := "http://" + tr.srv.HTTPAddr()
+		if code, body := get(t, base+"/readyz?verbose"); code != http.StatusOK || !strings.Contains(body, "[+]nats (optional) ok") {
+			t.Errorf("readyz with NATS up: %d\n%s", code, body)
+		}
 		ns.Shutdown()
 		for i := range 20 {
 			if _, err := chosen(tr.route(t, "after-"+strconv.Itoa(i), "m")); err != nil {
 				t.Fatal(err)
 			}
+		}
+		// Still ready (it routes), and says what it is missing.
+		waitFor(t, "readyz names the NATS outage", func() bool {
+			code, body := get(t, base+"/readyz?verbose")
+			return code == http.StatusOK && strings.Contains(body, "[-]nats (optional): reconnecting")
+		})
+		if _, metrics := get(t, base+"/metrics"); !strings.Contains(metrics, `switchyard_dependency_up{check="nats",required="false"} 0`) {
+			t.Error("switchyard_dependency_up does not show NATS down")
 		}
 		tr.stop(t)
 	})
