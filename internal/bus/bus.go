@@ -40,6 +40,28 @@ const (
 	usageSubjectPrefix = prefix + "usage."
 )
 
+// Usage event outcomes (eventsv1.UsageEvent.outcome): how a request ended.
+// A stream that broke after its 200 was sent carries one of the last three;
+// its client was sent an error event before the stream closed, and the
+// tokens counted are those it received.
+const (
+	// UsageOutcomeOK: the response was delivered whole.
+	UsageOutcomeOK = "ok"
+	// UsageOutcomeError: the client got an error answer (status_code).
+	UsageOutcomeError = "error"
+	// UsageOutcomeClientClosed: the client went away first.
+	UsageOutcomeClientClosed = "client_closed"
+	// UsageOutcomeUpstreamBroken: the upstream connection broke
+	// mid-response (a worker died).
+	UsageOutcomeUpstreamBroken = "upstream_broken"
+	// UsageOutcomeUpstreamStalled: the upstream sent nothing for the
+	// gateway's stream idle timeout (a frozen worker).
+	UsageOutcomeUpstreamStalled = "upstream_stalled"
+	// UsageOutcomeEndpointUnhealthy: the router marked the endpoint
+	// unhealthy while its stream was silent.
+	UsageOutcomeEndpointUnhealthy = "endpoint_unhealthy"
+)
+
 // UsageSubject is the subject a tenant's usage events are published on.
 // Tenant names are sanitised so that a tenant can never address another
 // tenant's subject with dots or wildcards.

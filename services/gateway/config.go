@@ -35,6 +35,13 @@ type Config struct {
 	// elsewhere. Non-streaming responses only arrive when generation ends,
 	// so they are bounded by the client's own timeout instead.
 	UpstreamHeaderTimeout time.Duration
+	// StreamIdleTimeout ends a response whose upstream sends nothing for
+	// this long after its headers (a frozen worker, a host gone without
+	// closing the connection): a stream gets an error event, then the
+	// connection closes. Normal inter-token gaps are tens of milliseconds
+	// and a long prefill happens before the headers, so the default leaves
+	// a wide margin; raise it for upstreams that pause longer mid-answer.
+	StreamIdleTimeout time.Duration
 	// Stop: ShutdownTimeout is how long in-flight requests (streams
 	// included) may run on after shutdown starts (event flushing gets a few
 	// seconds more); DrainDelay how long the gateway stays up, not ready,
@@ -73,6 +80,7 @@ func DefaultConfig() Config {
 		MaxBodyBytes:          8 << 20,
 		RouteTimeout:          2 * time.Second,
 		UpstreamHeaderTimeout: 30 * time.Second,
+		StreamIdleTimeout:     30 * time.Second,
 		Stop:                  lifecycle.Stop{ShutdownTimeout: 30 * time.Second},
 		ProviderSecretsDir:    "/var/run/secrets/switchyard/providers",
 		Admission:             "default-tenant",
@@ -90,6 +98,8 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.RouteTimeout, "route-timeout", d.RouteTimeout, "timeout of each router call")
 	fs.DurationVar(&c.UpstreamHeaderTimeout, "upstream-header-timeout", d.UpstreamHeaderTimeout,
 		"how long to wait for a streaming response's headers before retrying elsewhere")
+	fs.DurationVar(&c.StreamIdleTimeout, "stream-idle-timeout", d.StreamIdleTimeout,
+		"end a response whose upstream sends nothing for this long after its headers (streams get an error event)")
 	c.Stop.RegisterFlags(fs, d.Stop)
 	fs.StringVar(&c.PolicydAddr, "policyd-addr", "", "policyd gRPC address (host:port) for provider credentials and the tags header; empty: local workers only")
 	fs.StringVar(&c.GatewayBackend, "gateway-backend", "", "GatewayBackend this gateway serves (default: the snapshot's only or first one)")
@@ -114,6 +124,7 @@ func (c *Config) Validate() error {
 	errs = append(errs, configcheck.Positive(
 		configcheck.Duration{Name: "route-timeout", Value: c.RouteTimeout},
 		configcheck.Duration{Name: "upstream-header-timeout", Value: c.UpstreamHeaderTimeout},
+		configcheck.Duration{Name: "stream-idle-timeout", Value: c.StreamIdleTimeout},
 	)...)
 	if steps, err := admission.Steps.List(c.Admission); err != nil {
 		errs = append(errs, fmt.Errorf("admission: %w", err))

@@ -2,8 +2,10 @@ package gateway
 
 import (
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/switchyard-dev/switchyard/internal/anthropicapi"
 	"github.com/switchyard-dev/switchyard/internal/openaiapi"
@@ -37,6 +39,32 @@ var errUpstreamTimeout = &openaiapi.APIError{
 	Type:    openaiapi.ErrTypeTimeout,
 	Message: "the model server did not start responding in time, please retry",
 	Code:    "upstream_timeout",
+}
+
+// Errors that end a stream after its 200 was sent, as the error event the
+// client reads before the connection closes.
+var (
+	errUpstreamBroken = &openaiapi.APIError{
+		Status:  http.StatusBadGateway,
+		Type:    openaiapi.ErrTypeServer,
+		Message: "the model server stopped mid-response; the answer is incomplete, please retry",
+		Code:    "upstream_broken",
+	}
+	errUpstreamUnhealthy = &openaiapi.APIError{
+		Status:  http.StatusBadGateway,
+		Type:    openaiapi.ErrTypeServer,
+		Message: "the model server became unhealthy mid-response; the answer is incomplete, please retry",
+		Code:    "upstream_unhealthy",
+	}
+)
+
+func errUpstreamStalled(idle time.Duration) *openaiapi.APIError {
+	return &openaiapi.APIError{
+		Status:  http.StatusGatewayTimeout,
+		Type:    openaiapi.ErrTypeTimeout,
+		Message: fmt.Sprintf("the model server sent nothing for %s; the answer is incomplete, please retry", idle),
+		Code:    "upstream_stalled",
+	}
 }
 
 // rejectionError maps a router rejection to the client's error. This is

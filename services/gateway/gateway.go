@@ -112,6 +112,9 @@ type Gateway struct {
 	// catalog follows policyd; nil without --policyd-addr (no providers).
 	catalog *catalog
 
+	// live is the upstream responses being relayed, by endpoint.
+	live liveSet
+
 	inflight atomic.Int64
 	started  atomic.Bool
 }
@@ -271,7 +274,7 @@ func (g *Gateway) Serve(ctx context.Context) error {
 	comps = append(comps, wait("router client", func() error {
 		g.transport.CloseIdleConnections()
 		return g.conn.Close()
-	}))
+	}), lifecycle.Component{Name: "endpoint health", Run: g.watchHealth})
 	if g.catalog != nil {
 		comps = append(comps, lifecycle.Component{Name: "policy watch", Run: func(ctx context.Context) error {
 			defer g.catalog.conn.Close()

@@ -46,6 +46,8 @@ type testRouter struct {
 	targets  map[string][]*routerv1.Target
 	reject   map[string]*routerv1.Rejection
 	requests []*routerv1.RouteRequest
+	// unhealthy endpoints are reported so by ListEndpoints.
+	unhealthy map[string]bool
 }
 
 func (tr *testRouter) Route(_ context.Context, req *routerv1.RouteRequest) (*routerv1.RouteResponse, error) {
@@ -76,7 +78,7 @@ func (tr *testRouter) ListEndpoints(context.Context, *routerv1.ListEndpointsRequ
 	var out routerv1.ListEndpointsResponse
 	for model, ts := range tr.targets {
 		for _, t := range ts {
-			out.Endpoints = append(out.Endpoints, &routerv1.Endpoint{Id: t.GetId(), Url: t.GetUrl(), Models: []string{model}, Healthy: true})
+			out.Endpoints = append(out.Endpoints, &routerv1.Endpoint{Id: t.GetId(), Url: t.GetUrl(), Models: []string{model}, Healthy: !tr.unhealthy[t.GetId()]})
 		}
 	}
 	return &out, nil
@@ -89,6 +91,15 @@ func (tr *testRouter) setTargets(model string, targets ...*routerv1.Target) {
 		tr.targets = map[string][]*routerv1.Target{}
 	}
 	tr.targets[model] = targets
+}
+
+func (tr *testRouter) setUnhealthy(id string) {
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	if tr.unhealthy == nil {
+		tr.unhealthy = map[string]bool{}
+	}
+	tr.unhealthy[id] = true
 }
 
 func (tr *testRouter) calls() []*routerv1.RouteRequest {

@@ -23,12 +23,14 @@ type metrics struct {
 
 // Attempt outcome label values.
 const (
-	outcomeOK            = "ok"       // response relayed (any status < 500)
-	outcomeConnectError  = "error"    // transport error before a response
-	outcomeHeaderTimeout = "timeout"  // no streaming headers in time
-	outcomeStatus5xx     = "5xx"      // upstream answered 5xx
-	outcomeBroken        = "broken"   // failed after the response started
-	outcomeCanceled      = "canceled" // client went away
+	outcomeOK            = "ok"        // response relayed (any status < 500)
+	outcomeConnectError  = "error"     // transport error before a response
+	outcomeHeaderTimeout = "timeout"   // no streaming headers in time
+	outcomeStatus5xx     = "5xx"       // upstream answered 5xx
+	outcomeBroken        = "broken"    // failed after the response started
+	outcomeStalled       = "stalled"   // silent for the stream idle timeout
+	outcomeUnhealthy     = "unhealthy" // silent on an endpoint the router marked unhealthy
+	outcomeCanceled      = "canceled"  // client went away
 )
 
 func newMetrics(reg prometheus.Registerer, inflight func() float64) *metrics {
@@ -54,7 +56,7 @@ func newMetrics(reg prometheus.Registerer, inflight func() float64) *metrics {
 		}, []string{"model"}),
 		attempts: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "switchyard_gateway_upstream_attempts_total",
-			Help: "Upstream attempts by endpoint and outcome (ok, error, timeout, 5xx, broken, canceled).",
+			Help: "Upstream attempts by endpoint and outcome (ok, error, timeout, 5xx, broken, stalled, unhealthy, canceled).",
 		}, []string{"endpoint", "outcome"}),
 		retries: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "switchyard_gateway_upstream_retries_total",

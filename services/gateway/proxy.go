@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -19,6 +20,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/switchyard-dev/switchyard/internal/bus"
 	"github.com/switchyard-dev/switchyard/internal/openaiapi"
 	"github.com/switchyard-dev/switchyard/internal/upstream"
 	eventsv1 "github.com/switchyard-dev/switchyard/proto/switchyard/events/v1"
@@ -45,7 +47,17 @@ const (
 	maxRequestIDLen = 128
 )
 
-var errHeaderTimeout = errors.New("upstream response headers timed out")
+var (
+	errHeaderTimeout = errors.New("upstream response headers timed out")
+	// errStreamIdle ends a response whose upstream sent nothing for
+	// Config.StreamIdleTimeout.
+	errStreamIdle = errors.New("upstream sent nothing within the stream idle timeout")
+	// errEndpointUnhealthy ends a silent response whose endpoint the
+	// router marked unhealthy (health.go).
+	errEndpointUnhealthy = errors.New("the router marked the endpoint unhealthy")
+	// errClientWrite marks a relay that failed writing to the client.
+	errClientWrite = errors.New("write to client")
+)
 
 var relayBufs = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
 
@@ -69,6 +81,7 @@ type call struct {
 	decision *routerv1.Decision
 
 	// Outcome.
+	outcome   string // a bus.UsageOutcome* value; empty: judged from status
 	status    int
 	errType   string
 	abort     bool // the response broke after headers: cut the connection
@@ -401,15 +414,23 @@ func (c *call) attempt(w http.ResponseWriter, r *http.Request, body []byte, inje
 	c.committed = true
 	c.status = resp.StatusCode
 	copyHeaders(w.Header(), resp.Header)
+	// From here on the response is the client's: an upstream that goes
+	// silent (frozen, or its host gone without a FIN) is cut after the idle
+	// timeout, or sooner once the router says the endpoint is unhealthy.
+	lv := c.g.live.add(ep, cancel)
+	defer c.g.live.remove(ep, lv)
+	idle := time.AfterFunc(c.g.cfg.StreamIdleTimeout, func() { cancel(errStreamIdle) })
+	defer idle.Stop()
+	src := &watchedBody{r: resp.Body, idle: idle, timeout: c.g.cfg.StreamIdleTimeout, live: lv}
 	var relayErr error
 	if isEventStream(resp.Header) && resp.StatusCode < 300 {
 		c.streamed = true
 		w.Header().Del("Content-Length")
 		w.WriteHeader(resp.StatusCode)
-		relayErr = c.relayStream(w, resp.Body, injected, sent)
+		relayErr = c.relayStream(w, src, injected, sent)
 	} else {
 		w.WriteHeader(resp.StatusCode)
-		relayErr = c.relayBody(w, resp.Body, resp.StatusCode < 300)
+		relayErr = c.relayBody(w, src, resp.StatusCode < 300)
 	}
 	var attemptTTFT time.Duration
 	if !c.first.IsZero() {
@@ -422,18 +443,68 @@ func (c *call) attempt(w http.ResponseWriter, r *http.Request, body []byte, inje
 		if resp.StatusCode >= 400 {
 			c.errType = openaiapi.ErrTypeInvalidRequest
 		}
-	case r.Context().Err() != nil:
+	case r.Context().Err() != nil || errors.Is(relayErr, errClientWrite):
 		c.g.metrics.attempts.WithLabelValues(ep, outcomeCanceled).Inc()
 		c.completed(ep, sent, false, attemptTTFT)
 		c.status, c.errType = statusClientClosed, errClientClosed.Type
+		c.abort = errors.Is(relayErr, errClientWrite) && r.Context().Err() == nil
 	default:
-		c.g.metrics.attempts.WithLabelValues(ep, outcomeBroken).Inc()
+		apiErr := errUpstreamBroken
+		c.outcome = bus.UsageOutcomeUpstreamBroken
+		metric := outcomeBroken
+		switch cause := context.Cause(ctx); {
+		case errors.Is(cause, errStreamIdle):
+			apiErr, c.outcome, metric = errUpstreamStalled(c.g.cfg.StreamIdleTimeout), bus.UsageOutcomeUpstreamStalled, outcomeStalled
+		case errors.Is(cause, errEndpointUnhealthy):
+			apiErr, c.outcome, metric = errUpstreamUnhealthy, bus.UsageOutcomeEndpointUnhealthy, outcomeUnhealthy
+		}
+		c.g.metrics.attempts.WithLabelValues(ep, metric).Inc()
 		c.completed(ep, sent, false, attemptTTFT)
-		c.log.Warn().Str("endpoint", ep).Err(relayErr).Msg("upstream response broke off")
-		c.errType = openaiapi.ErrTypeServer
+		c.log.Warn().Str("endpoint", ep).Err(relayErr).Str("outcome", c.outcome).Msg("upstream response broke off")
+		c.errType = apiErr.Type
+		if c.streamed {
+			c.streamError(w, apiErr)
+		}
+		// The connection is cut as well, so a client that does not read
+		// error events still sees a truncated response, not a clean end.
 		c.abort = true
 	}
 	return nil
+}
+
+// streamError ends a stream whose 200 was sent with an error event, the
+// way OpenAI's API reports an error mid-stream (a data event holding the
+// error envelope, which the OpenAI SDKs raise as an error).
+func (c *call) streamError(w http.ResponseWriter, e *openaiapi.APIError) {
+	payload, err := json.Marshal(e.Body())
+	if err != nil {
+		return
+	}
+	rc := http.NewResponseController(w)
+	ev := make([]byte, 0, len(payload)+16)
+	ev = append(append(append(ev, "data: "...), payload...), "\n\n"...)
+	if c.write(rc, w, ev) == nil {
+		_ = rc.Flush()
+	}
+	_ = rc.SetWriteDeadline(time.Time{})
+}
+
+// watchedBody is an upstream body whose every read re-arms the idle timer
+// and records when data last came, for the endpoint health check.
+type watchedBody struct {
+	r       io.Reader
+	idle    *time.Timer
+	timeout time.Duration
+	live    *liveResponse
+}
+
+func (b *watchedBody) Read(p []byte) (int, error) {
+	n, err := b.r.Read(p)
+	if n > 0 {
+		b.idle.Reset(b.timeout)
+		b.live.touch()
+	}
+	return n, err
 }
 
 // relayStream forwards an SSE response event by event, flushing after each
@@ -446,7 +517,7 @@ func (c *call) relayStream(w http.ResponseWriter, body io.Reader, injected bool,
 	rc := http.NewResponseController(w)
 	defer func() { _ = rc.SetWriteDeadline(time.Time{}) }()
 	if err := rc.Flush(); err != nil {
-		return fmt.Errorf("flush headers: %w", err)
+		return fmt.Errorf("%w: flush headers: %w", errClientWrite, err)
 	}
 	bp := relayBufs.Get().(*[]byte)
 	defer relayBufs.Put(bp)
@@ -492,7 +563,7 @@ func (c *call) relayStream(w http.ResponseWriter, body io.Reader, injected bool,
 			}
 			if wrote {
 				if err := rc.Flush(); err != nil {
-					return fmt.Errorf("flush: %w", err)
+					return fmt.Errorf("%w: flush: %w", errClientWrite, err)
 				}
 			}
 			if c.done {
@@ -537,7 +608,7 @@ func (c *call) inspect(ev []byte, injected bool) (drop, tokens bool) {
 func (c *call) write(rc *http.ResponseController, w http.ResponseWriter, p []byte) error {
 	_ = rc.SetWriteDeadline(time.Now().Add(clientWriteTimeout))
 	if _, err := w.Write(p); err != nil {
-		return fmt.Errorf("write to client: %w", err)
+		return fmt.Errorf("%w: %w", errClientWrite, err)
 	}
 	return nil
 }
@@ -564,7 +635,13 @@ func (c *call) relayBody(w http.ResponseWriter, body io.Reader, success bool) er
 // onlyWriter hides ReadFrom so CopyBuffer uses the pooled buffer.
 type onlyWriter struct{ w io.Writer }
 
-func (o onlyWriter) Write(p []byte) (int, error) { return o.w.Write(p) }
+func (o onlyWriter) Write(p []byte) (int, error) {
+	n, err := o.w.Write(p)
+	if err != nil {
+		err = fmt.Errorf("%w: %w", errClientWrite, err)
+	}
+	return n, err
+}
 
 // capped keeps the first max bytes written to it and notes when there were
 // more.
@@ -704,6 +781,17 @@ func (c *call) finish() {
 	}
 	if c.status >= 400 || c.abort {
 		ev.ErrorType = c.errType
+	}
+	ev.Outcome = c.outcome
+	if ev.Outcome == "" {
+		switch {
+		case c.status == statusClientClosed:
+			ev.Outcome = bus.UsageOutcomeClientClosed
+		case c.status >= 400 || c.abort:
+			ev.Outcome = bus.UsageOutcomeError
+		default:
+			ev.Outcome = bus.UsageOutcomeOK
+		}
 	}
 	if ev.ServedModel == "" && c.target != nil {
 		ev.ServedModel = c.req.Model

@@ -259,10 +259,19 @@ type UsageEvent struct {
 	// OpenAI error type when status_code >= 400 (e.g. "rate_limit_error").
 	ErrorType string `protobuf:"bytes,17,opt,name=error_type,json=errorType,proto3" json:"error_type,omitempty"`
 	// Number of upstream attempts (2 after a retry).
-	Attempts      int32                  `protobuf:"varint,18,opt,name=attempts,proto3" json:"attempts,omitempty"`
-	StartedAt     *timestamppb.Timestamp `protobuf:"bytes,19,opt,name=started_at,json=startedAt,proto3" json:"started_at,omitempty"`
-	FinishedAt    *timestamppb.Timestamp `protobuf:"bytes,20,opt,name=finished_at,json=finishedAt,proto3" json:"finished_at,omitempty"`
-	Tags          []string               `protobuf:"bytes,21,rep,name=tags,proto3" json:"tags,omitempty"`
+	Attempts   int32                  `protobuf:"varint,18,opt,name=attempts,proto3" json:"attempts,omitempty"`
+	StartedAt  *timestamppb.Timestamp `protobuf:"bytes,19,opt,name=started_at,json=startedAt,proto3" json:"started_at,omitempty"`
+	FinishedAt *timestamppb.Timestamp `protobuf:"bytes,20,opt,name=finished_at,json=finishedAt,proto3" json:"finished_at,omitempty"`
+	Tags       []string               `protobuf:"bytes,21,rep,name=tags,proto3" json:"tags,omitempty"`
+	// How the request ended, one of the bus.UsageOutcome* values: "ok",
+	// "error" (an error answer, status_code says which), "client_closed",
+	// "upstream_broken" (the upstream connection broke mid-response),
+	// "upstream_stalled" (the upstream sent nothing for the gateway's stream
+	// idle timeout), "endpoint_unhealthy" (the router marked the endpoint
+	// unhealthy while its stream was silent). In the last three, the client
+	// got a 200 whose stream ended with an error event: the tokens counted
+	// are those it received.
+	Outcome       string `protobuf:"bytes,22,opt,name=outcome,proto3" json:"outcome,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -442,6 +451,13 @@ func (x *UsageEvent) GetTags() []string {
 		return x.Tags
 	}
 	return nil
+}
+
+func (x *UsageEvent) GetOutcome() string {
+	if x != nil {
+		return x.Outcome
+	}
+	return ""
 }
 
 // KVBlockDelta is what changed in one worker's prefix cache, in Switchyard's
@@ -839,7 +855,7 @@ const file_switchyard_events_v1_events_proto_rawDesc = "" +
 	"\fttft_seconds\x18\x05 \x01(\x01R\vttftSeconds\x12#\n" +
 	"\rprompt_tokens\x18\x06 \x01(\x03R\fpromptTokens\x12#\n" +
 	"\rcached_tokens\x18\a \x01(\x03R\fcachedTokens\x12+\n" +
-	"\x11completion_tokens\x18\b \x01(\x03R\x10completionTokens\"\xde\x05\n" +
+	"\x11completion_tokens\x18\b \x01(\x03R\x10completionTokens\"\xf8\x05\n" +
 	"\n" +
 	"UsageEvent\x12\x1d\n" +
 	"\n" +
@@ -871,7 +887,8 @@ const file_switchyard_events_v1_events_proto_rawDesc = "" +
 	"started_at\x18\x13 \x01(\v2\x1a.google.protobuf.TimestampR\tstartedAt\x12;\n" +
 	"\vfinished_at\x18\x14 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"finishedAt\x12\x12\n" +
-	"\x04tags\x18\x15 \x03(\tR\x04tags\"\xb3\x02\n" +
+	"\x04tags\x18\x15 \x03(\tR\x04tags\x12\x18\n" +
+	"\aoutcome\x18\x16 \x01(\tR\aoutcome\"\xb3\x02\n" +
 	"\fKVBlockDelta\x12\x12\n" +
 	"\x04pool\x18\x01 \x01(\tR\x04pool\x12\x1b\n" +
 	"\tworker_id\x18\x02 \x01(\tR\bworkerId\x12\x14\n" +
