@@ -80,6 +80,7 @@ func StartFleet(ctx context.Context, cfg Config, log zerolog.Logger) (*Fleet, er
 		g.Go(func() error {
 			<-gctx.Done()
 			w.ready.Store(false)
+			w.freezer.freeze(0) // a frozen worker still drains
 			dctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
 			defer cancel()
 			if err := w.srv.Shutdown(dctx); err != nil {

@@ -33,6 +33,7 @@ type worker struct {
 	ready   atomic.Bool
 	created int64
 	log     zerolog.Logger
+	freezer freezer
 }
 
 // newWorker builds worker id and binds its listener; nothing runs yet.
@@ -55,7 +56,7 @@ func newWorker(id int, cfg *Config, tok tokenizer.Tokenizer, log zerolog.Logger)
 	}, func() engine.Stats { return w.eng.Stats() })
 
 	opts := engine.Options{
-		Clock:            engine.NewScaledClock(cfg.TimeScale),
+		Clock:            frozenClock{engine.NewScaledClock(cfg.TimeScale), &w.freezer},
 		Observer:         w.metrics,
 		Log:              log,
 		GenerationTokens: w.tok.Encode(tokenizer.SampleText),
@@ -124,6 +125,14 @@ func (w *worker) info() WorkerInfo {
 
 func (w *worker) routes() http.Handler {
 	mux := http.NewServeMux()
+	mux.HandleFunc("POST /sim/v1/fault", w.handleFault)
+	api := http.NewServeMux()
+	mux.Handle("/", w.frozen(api))
+	w.apiRoutes(api)
+	return mux
+}
+
+func (w *worker) apiRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("POST /v1/chat/completions", w.handleChat)
 	mux.HandleFunc("POST /v1/completions", w.handleCompletions)
 	mux.HandleFunc("GET /v1/models", w.handleModels)
@@ -131,7 +140,6 @@ func (w *worker) routes() http.Handler {
 	mux.HandleFunc("POST /reset_prefix_cache", w.handleResetPrefixCache)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(w.metrics.reg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("POST /sim/v1/estimate", w.handleEstimate)
-	return mux
 }
 
 // serves reports whether model names this worker's model; an empty name

@@ -17,6 +17,19 @@ type Clock interface {
 	WaitUntil(ctx context.Context, t time.Duration) error
 }
 
+// StopClock is a Clock that can stop the engine as a stopped process is
+// stopped (SIGSTOP, a frozen VM, a GPU reset): model time goes on, as wall
+// time does, but the engine sees nothing until it resumes. A step that
+// ends during a stop ends, for the engine, when it resumes: its tokens are
+// delivered then and the next step starts then.
+type StopClock interface {
+	Clock
+	// WaitStopped blocks while the clock is stopped (or until ctx is
+	// done) and returns the model time it resumed at, 0 when it was not
+	// stopped.
+	WaitStopped(ctx context.Context) (time.Duration, error)
+}
+
 // ScaledClock runs model time scale times faster than the wall clock.
 //
 // Accuracy. The engine's model time never depends on wall-clock jitter

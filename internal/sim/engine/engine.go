@@ -258,8 +258,16 @@ func (e *Engine) Step(ctx context.Context) (bool, error) {
 	if err := e.clock.WaitUntil(ctx, end); err != nil {
 		return false, err
 	}
+	if sc, ok := e.clock.(StopClock); ok {
+		resumed, err := sc.WaitStopped(ctx)
+		if err != nil {
+			return false, err
+		}
+		end = max(end, resumed)
+	}
 
 	e.mu.Lock()
+	p.end = end
 	e.st.apply(e.deliver)
 	e.delivered = end
 	events := e.takeEvents()

@@ -113,6 +113,17 @@ func (t *Table) Decide(req Request, models []string, now time.Time, dst []Backen
 				maxCached = max(maxCached, req.cached(ep.spec.ID))
 			}
 		}
+		// A prompt cached nowhere costs the same prefill everywhere: the
+		// cheapest moment to probe an endpoint that learned nothing lately.
+		var probe *endpoint
+		if maxCached == 0 {
+			for _, ep := range cands {
+				if !slices.Contains(req.Exclude, ep.spec.ID) && t.probeDue(ep, now) &&
+					(probe == nil || ep.probeAt.Before(probe.probeAt)) {
+					probe = ep
+				}
+			}
+		}
 		for _, ep := range cands {
 			dst = append(dst, Backend{}) // filled in place: a row is a few hundred bytes
 			b := &dst[len(dst)-1]
@@ -121,7 +132,13 @@ func (t *Table) Decide(req Request, models []string, now time.Time, dst []Backen
 			b.KVCacheUsage, b.LastError, b.LastScrape = ep.kvUsage, ep.lastErr, ep.lastScrape
 			if b.Available() {
 				b.CachedTokens = req.cached(ep.spec.ID)
-				b.Estimate = t.estimate(ep, model, now, prompt, b.CachedTokens, maxCached-b.CachedTokens)
+				if ep == probe {
+					m := t.fleetOnly(ep, model)
+					b.Estimate = t.estimateWith(ep, &m, now, prompt, 0, 0)
+					b.Estimate.Probe, b.Estimate.Score = true, 0
+				} else {
+					b.Estimate = t.estimate(ep, model, now, prompt, b.CachedTokens, maxCached-b.CachedTokens)
+				}
 			}
 			b.Load = ep.load() // after the estimate settled what has started
 		}
@@ -133,7 +150,11 @@ func (t *Table) Decide(req Request, models []string, now time.Time, dst []Backen
 	b := &dst[i]
 	if ep := t.byID[b.EndpointID]; ep != nil {
 		t.rotation++
-		m := t.predictor(ep, b.Model)
+		m := t.predictor(ep, b.Model, now)
+		if b.Estimate.Probe {
+			m = t.fleetOnly(ep, b.Model)
+			ep.probeAt = now
+		}
 		ep.record(req.ID, b.Model, now, uncachedWith(&m, prompt, b.CachedTokens), b.Estimate)
 	}
 	return dst, i

@@ -59,6 +59,30 @@
 // other. With it, new contexts go where there is room, and a request
 // whose prefix is cached stays (its few new blocks weigh little).
 //
+// # Keeping the learned rates honest
+//
+// Each endpoint's predictor learns from its completions, and every
+// completion also teaches the fleet's predictor for its model. The
+// predictor rejects outliers and is blended with, and bounded by, the
+// fleet's (package predict explains why). The table adds what only it
+// knows:
+//
+//   - A completion of a request that was in flight while its endpoint
+//     failed a scrape (frozen, restarting, unreachable) teaches nothing:
+//     its TTFT measures the outage, not the worker's speed.
+//   - The blend weighs an endpoint's own history by its freshness: it
+//     halves for every Config.FleetHalfLife without a learned completion,
+//     so an endpoint nobody sends work to is predicted like its fleet
+//     again within minutes.
+//   - Probes. An endpoint that is healthy, idle (nothing waiting, nothing
+//     in flight here) and has learned nothing for Config.ProbeInterval is
+//     given the next request whose prompt is cached nowhere: such a
+//     request costs the same prefill everywhere, so sending it to the idle
+//     endpoint costs little, and its completion is a sample. The probe's
+//     row is predicted with the fleet's coefficients and scored 0, so
+//     default routing takes it (a policy's rules still filter); Explain
+//     shows it as a probe. At most one probe per endpoint per interval.
+//
 // A consequence worth knowing: when completions never arrive (no NATS, or
 // a gateway that does not publish them), an entry stops weighing on the
 // queue at the next scrape and only lingers in the in_flight figure until
@@ -127,8 +151,13 @@ type Estimate struct {
 	// Pressure is the charge for the cached context the request's new
 	// blocks are expected to push out of this candidate's cache, seconds.
 	Pressure float64
-	// Score = TTFT + Recompute + Pressure is what is minimised.
+	// Score = TTFT + Recompute + Pressure is what is minimised; 0 for a
+	// probe.
 	Score float64
+	// Probe is set when the endpoint is probed: it has learned nothing for
+	// a while, so it takes this request (whose prompt is cached nowhere) to
+	// learn from, predicted with its fleet's coefficients.
+	Probe bool
 }
 
 // Request is what a decision needs to know about the request.
@@ -160,6 +189,9 @@ const Strategy = "kv-ttft"
 func Reason(chosen, runnerUp *Backend, promptTokens int64, eligible int) string {
 	e := chosen.Estimate
 	b := make([]byte, 0, 256)
+	if e.Probe {
+		b = append(b, "probe: no completion learned lately, predicted with the fleet's rates; "...)
+	}
 	b = append(b, "predicted TTFT "...)
 	b = appendSeconds(b, e.TTFT)
 	b = append(b, " = wait "...)
@@ -245,6 +277,9 @@ type EndpointView struct {
 	Base        float64
 	AvgUncached float64
 	Learned     int
+	// Rejected counts completions not learned from: outliers, and requests
+	// in flight while the endpoint failed a scrape.
+	Rejected int
 }
 
 // Candidate is an eligible endpoint, listed before the decision for the
@@ -281,7 +316,21 @@ type Config struct {
 	// PressureWeight scales the charge for filling a candidate's KV cache
 	// (see Score in the package comment); 0 leaves cache occupancy out.
 	PressureWeight float64
+	// FleetHalfLife is how long without a learned completion halves the
+	// weight of an endpoint's own history against its fleet's; 0 means
+	// DefaultFleetHalfLife, negative never decays.
+	FleetHalfLife time.Duration
+	// ProbeInterval is how long an idle endpoint may go without a learned
+	// completion before it is probed; 0 means DefaultProbeInterval,
+	// negative never probes.
+	ProbeInterval time.Duration
 }
+
+// Defaults of Config's durations.
+const (
+	DefaultFleetHalfLife = time.Minute
+	DefaultProbeInterval = 30 * time.Second
+)
 
 // ProviderExtraBase is added to the prior's fixed TTFT for an external
 // provider (seconds): a round trip out of the cluster and a shared queue
@@ -354,6 +403,13 @@ type endpoint struct {
 	pendingOld    int64
 
 	model predict.Model
+	// lastLearned is when the endpoint last learned from a completion;
+	// lastFailure, when a scrape last failed (local clock); probeAt, when
+	// it was last probed or first considered for a probe.
+	lastLearned time.Time
+	lastFailure time.Time
+	probeAt     time.Time
+	disturbed   int // completions withheld from learning: in flight across a failed scrape
 }
 
 type entry struct {
@@ -371,6 +427,12 @@ type entry struct {
 func NewTable(cfg Config) *Table {
 	cfg.RecomputeWeight = max(0, cfg.RecomputeWeight)
 	cfg.PressureWeight = max(0, cfg.PressureWeight)
+	if cfg.FleetHalfLife == 0 {
+		cfg.FleetHalfLife = DefaultFleetHalfLife
+	}
+	if cfg.ProbeInterval == 0 {
+		cfg.ProbeInterval = DefaultProbeInterval
+	}
 	return &Table{cfg: cfg, byID: map[string]*endpoint{}, byModel: map[string][]*endpoint{}, firstRound: make(chan struct{}),
 		tombstones: map[requestKey]time.Time{}, fleet: map[string]*predict.Model{}}
 }
@@ -393,15 +455,41 @@ func (t *Table) fleetModel(model string) *predict.Model {
 
 const maxFleetModels = 1024
 
-// predictor is the model an endpoint is predicted with for a request of
-// model: its own, blended with the fleet's.
-func (t *Table) predictor(ep *endpoint, model string) predict.Model {
+// predictor is the model an endpoint is predicted with at now for a
+// request of model: its own, blended with the fleet's by its freshness.
+func (t *Table) predictor(ep *endpoint, model string, now time.Time) predict.Model {
 	if ep.spec.Kind == endpoints.KindProvider {
 		// A provider's speed says nothing about the local fleet's, nor the
 		// fleet's about it: it is predicted from its own history alone.
 		return ep.model
 	}
-	return predict.Blend(&ep.model, t.fleetModel(model), fleetWeight)
+	fresh := 1.0
+	if t.cfg.FleetHalfLife > 0 && !ep.lastLearned.IsZero() {
+		fresh = predict.Freshness(now.Sub(ep.lastLearned).Seconds(), t.cfg.FleetHalfLife.Seconds())
+	}
+	return predict.Blend(&ep.model, t.fleetModel(model), fleetWeight, fresh)
+}
+
+// fleetOnly is the fleet's predictor for model, bounded as a blend: what a
+// probed endpoint is predicted with.
+func (t *Table) fleetOnly(ep *endpoint, model string) predict.Model {
+	return predict.Blend(&ep.model, t.fleetModel(model), fleetWeight, 0)
+}
+
+// probeDue reports whether ep should be probed at now: a healthy, idle
+// local endpoint that has learned nothing for the probe interval.
+func (t *Table) probeDue(ep *endpoint, now time.Time) bool {
+	if t.cfg.ProbeInterval <= 0 || ep.spec.Kind == endpoints.KindProvider || !ep.healthy || len(ep.entries) > 0 || ep.waiting > 0 {
+		return false
+	}
+	if ep.probeAt.IsZero() {
+		ep.probeAt = now // first considered: give it the interval to learn normally
+	}
+	last := ep.probeAt
+	if ep.lastLearned.After(last) {
+		last = ep.lastLearned
+	}
+	return now.Sub(last) >= t.cfg.ProbeInterval
 }
 
 // OnLearn sets a hook called (under the table lock: keep it cheap) with the
@@ -492,6 +580,7 @@ func (t *Table) Observe(id string, started time.Time, res scrape.Result) {
 	ep.attempted = true
 	t.checkFirstRoundLocked()
 	if res.Err != nil {
+		ep.lastFailure = now
 		ep.healthy = false
 		ep.lastErr = res.Err.Error()
 		return
@@ -563,9 +652,14 @@ func uncachedWith(m *predict.Model, prompt, cached int64) int64 {
 // prompt tokens of which cached are cached there, and scores it with the
 // recompute charge for recompute tokens cached on another candidate.
 func (t *Table) estimate(ep *endpoint, model string, now time.Time, prompt, cached, recompute int64) Estimate {
-	m := t.predictor(ep, model)
-	uncached := uncachedWith(&m, prompt, cached)
-	e := ep.estimate(now, uncached, &m)
+	m := t.predictor(ep, model, now)
+	return t.estimateWith(ep, &m, now, prompt, cached, recompute)
+}
+
+// estimateWith is estimate with the predictor m.
+func (t *Table) estimateWith(ep *endpoint, m *predict.Model, now time.Time, prompt, cached, recompute int64) Estimate {
+	uncached := uncachedWith(m, prompt, cached)
+	e := ep.estimate(now, uncached, m)
 	if recompute > 0 && t.cfg.RecomputeWeight > 0 {
 		e.Recompute = t.cfg.RecomputeWeight * float64(recompute) / e.PrefillRate
 	}
@@ -713,7 +807,7 @@ func (t *Table) AddInFlight(requestID, endpointID, model string, at time.Time, p
 	}
 	cached := min(max(0, cachedTokens), max(0, promptTokens))
 	est := t.estimate(ep, model, at, max(0, promptTokens), cached, 0)
-	m := t.predictor(ep, model)
+	m := t.predictor(ep, model, at)
 	ep.record(requestID, model, at, uncachedWith(&m, max(0, promptTokens), cached), est)
 }
 
@@ -747,7 +841,13 @@ func (t *Table) completeLocked(ep *endpoint, c *Completion) bool {
 	if !ok {
 		return false
 	}
-	if c.Success && c.TTFTSeconds > 0 {
+	// A request in flight while its endpoint failed a scrape measured the
+	// outage (a frozen or restarting worker), not the worker.
+	disturbed := !ep.lastFailure.Before(e.at) && !ep.lastFailure.IsZero()
+	if c.Success && c.TTFTSeconds > 0 && disturbed {
+		ep.disturbed++
+	}
+	if c.Success && c.TTFTSeconds > 0 && !disturbed {
 		uncached := e.tokens
 		if c.PromptTokens > 0 {
 			uncached = max(0, c.PromptTokens-max(0, c.CachedTokens))
@@ -757,14 +857,23 @@ func (t *Table) completeLocked(ep *endpoint, c *Completion) bool {
 		f := e.feat
 		f.Tokens = max(0, f.Tokens-float64(e.tokens)+float64(uncached))
 		if t.observer != nil {
-			m := t.predictor(ep, e.model)
+			m := t.predictor(ep, e.model, c.At)
 			t.observer(ep.spec.ID, m.Predict(f), c.TTFTSeconds)
 		}
-		ep.model.Observe(f, c.TTFTSeconds)
-		ep.model.ObserveUncached(float64(uncached))
 		fm := t.fleetModel(e.model)
-		fm.Observe(f, c.TTFTSeconds)
-		fm.ObserveUncached(float64(uncached))
+		ref := fm
+		if ep.spec.Kind == endpoints.KindProvider {
+			ref = nil // not like the fleet, nor meant to be
+		}
+		if ep.model.ObserveNear(f, c.TTFTSeconds, ref) == predict.Learned {
+			ep.model.ObserveUncached(float64(uncached))
+			if c.At.After(ep.lastLearned) {
+				ep.lastLearned = c.At
+			}
+		}
+		if fm.Observe(f, c.TTFTSeconds) == predict.Learned {
+			fm.ObserveUncached(float64(uncached))
+		}
 	}
 	ep.unpend(e)
 	delete(ep.entries, c.RequestID)
@@ -837,6 +946,7 @@ func (ep *endpoint) viewLocked() EndpointView {
 		Base:         ep.model.Base(),
 		AvgUncached:  ep.model.AvgUncached(),
 		Learned:      ep.model.Samples(),
+		Rejected:     ep.model.Rejected() + ep.disturbed,
 	}
 }
 

@@ -22,6 +22,54 @@
 // forgotten, while a coefficient the data cannot identify (say, perQueued
 // on a worker that is never queued) stays at its prior instead of
 // drifting. Results are clamped to physically sane ranges.
+//
+// # Robustness
+//
+// A least-squares fit trusts every sample, and a worker's TTFTs are not
+// always about the worker's speed: a worker frozen for 20 s (a SIGSTOP, a
+// GPU reset, a paused VM) completes everything it had queued with TTFTs of
+// 20 s that the features cannot explain, and a fit that takes them in
+// decides the worker prefills at a few hundred tokens per second. The
+// router then sends it nothing, so nothing new is ever learned and the
+// error is permanent; meanwhile a worker that takes all the traffic can fit
+// its queueing to the per-request term and its prefill rate to the
+// ceiling. Four identical workers have been seen to end at 446, 2.9k, 26.8k
+// and 808k tokens/s this way, with every new prefix on one of them. Four
+// defences keep the estimate bounded and let it re-converge:
+//
+//   - Outlier rejection (Observe). After a warm-up of WarmupSamples, an
+//     observation more than OutlierFactor times above or below the
+//     prediction (beyond OutlierSlack seconds) is not learned: a stalled
+//     or catching-up request moves nothing. The model is wrong rather than
+//     the samples when outliers persist: RegimeRun of them in a row in one
+//     direction (the worker really became ten times slower, or the model
+//     learned a stall during its warm-up), or half of the recent
+//     observations (an exponential average over about OutlierWindow). The
+//     model then starts over from the prior (the fleet's estimate when it
+//     has one) with the last RegimeRun outliers as its first samples, and
+//     warms up again; a real change is
+//     followed within a few dozen requests, while a burst of stall samples
+//     (a frozen worker's queue) shorter than RegimeRun leaves no trace.
+//     An observation the fleet's model predicts is learned however far
+//     from the worker's prediction (ObserveNear): the worker behaves like
+//     its fleet, so it is the worker's model that is wrong; it still counts
+//     toward starting over. The caller also
+//     withholds samples it knows are disturbed (the load table does for
+//     requests in flight while their worker failed a scrape).
+//   - Decay toward the fleet (Blend). A worker is predicted with its own
+//     coefficients blended with its fleet's (every worker serving the same
+//     model), its own weighing as many observations as it has, capped at
+//     the forgetting window, and halved for every half-life without a new
+//     one: a worker that stops getting samples drifts back to the fleet's
+//     estimate instead of keeping a bad one for ever.
+//   - Bounds relative to the fleet (Blend). Whatever a worker learned, its
+//     prediction's coefficients stay within FleetBound times the fleet's:
+//     workers serving one model are rarely more different than that, and
+//     an estimate outside says more about its samples than the worker.
+//   - Probes (the load table): a worker that has learned nothing for a
+//     while is given a request with a new prefix now and then, predicted
+//     with the fleet's coefficients, so its estimate can be learned at
+//     all.
 package predict
 
 import "math"
@@ -58,6 +106,29 @@ const (
 	MinPriorWeight = 0.05
 	// avgAlpha is the EWMA weight of a new uncached-size sample.
 	avgAlpha = 0.1
+
+	// WarmupSamples is how many observations a model takes in without
+	// outlier rejection: before them the prediction is the prior (or the
+	// little data seen), which may be off by any factor.
+	WarmupSamples = 8
+	// OutlierFactor and OutlierSlack define an outlier: an observation
+	// above OutlierFactor × prediction + OutlierSlack, or below
+	// (prediction − OutlierSlack) / OutlierFactor.
+	OutlierFactor = 4.0
+	OutlierSlack  = 0.05 // seconds
+	// RegimeRun is how many consecutive outliers in one direction are
+	// taken as a real change of the worker (the model starts over from
+	// them); an outlier share of OutlierShare, averaged over about
+	// OutlierWindow observations, too.
+	RegimeRun     = 8
+	OutlierShare  = 0.5
+	OutlierWindow = 16
+	// FleetBound bounds each coefficient of a blended prediction to within
+	// this factor of the fleet's (the fixed and per-request costs only
+	// from above, and with fleetSlack seconds to spare, as the fleet's may
+	// be near zero).
+	FleetBound = 4.0
+	fleetSlack = 0.01
 
 	// Typical feature magnitudes, to express the prior's weight in the
 	// units of each coefficient.
@@ -97,6 +168,52 @@ type Model struct {
 	priorW  float64
 	samples int
 	avg     float64
+	// warm counts the samples learned since the start or the last
+	// restart; outliers are rejected once it reaches WarmupSamples.
+	warm int
+	// run counts the consecutive outliers just seen: positive above the
+	// prediction, negative below; share is the recent outlier share.
+	run      int
+	share    float64
+	rejected int
+	// recent holds the last RegimeRun outliers, learned if the model
+	// starts over; next is where the following one goes.
+	recent [RegimeRun]observation
+	nrec   int
+	next   int
+}
+
+type observation struct {
+	f        Features
+	y        float64
+	rejected bool // counted in Model.rejected
+}
+
+// Outcome is what Observe did with an observation.
+type Outcome int
+
+// Observe's outcomes.
+const (
+	// Learned: the observation was taken in.
+	Learned Outcome = iota
+	// Invalid: the observation cannot be real (a non-positive or absurd
+	// TTFT, features out of range) and was dropped.
+	Invalid
+	// Outlier: the observation is too far from the prediction to be about
+	// the worker's speed, and was not learned.
+	Outlier
+)
+
+func (o Outcome) String() string {
+	switch o {
+	case Learned:
+		return "learned"
+	case Invalid:
+		return "invalid"
+	case Outlier:
+		return "outlier"
+	}
+	return "unknown"
 }
 
 // New returns a model holding the prior.
@@ -150,11 +267,84 @@ func (m *Model) Split(f Features, own float64) (wait, prefill float64) {
 
 // Observe learns from one completed request: the features its decision saw
 // (Tokens holding the uncached tokens it actually had) and its TTFT in
-// seconds. Observations that cannot be real are ignored.
-func (m *Model) Observe(f Features, ttft float64) {
+// seconds. Observations that cannot be real are ignored, and outliers are
+// rejected unless they persist (see Robustness in the package comment).
+func (m *Model) Observe(f Features, ttft float64) Outcome {
+	return m.ObserveNear(f, ttft, nil)
+}
+
+// ObserveNear is Observe for a worker with a reference: its fleet's model.
+// An observation the reference predicts (within the outlier band) is not
+// an outlier, however far from m's prediction: the worker behaves like its
+// fleet, and it is m that is wrong.
+func (m *Model) ObserveNear(f Features, ttft float64, ref *Model) Outcome {
 	if !(ttft > 0) || ttft > maxTTFT || !valid(f.Queued) || !valid(f.Tokens) {
-		return
+		return Invalid
 	}
+	if m.warm >= WarmupSamples {
+		dir := m.outlier(f, ttft)
+		if dir == 0 {
+			m.run = 0
+			m.share -= m.share / OutlierWindow
+			m.learn(f, ttft)
+			return Learned
+		}
+		if dir*m.run < 0 {
+			m.run = 0 // the other direction: not the same change
+		}
+		m.run += dir
+		m.share += (1 - m.share) / OutlierWindow
+		fleetLike := ref != nil && ref.warm >= WarmupSamples && ref.outlier(f, ttft) == 0
+		m.recent[m.next] = observation{f: f, y: ttft, rejected: !fleetLike}
+		m.next = (m.next + 1) % RegimeRun
+		m.nrec = min(m.nrec+1, RegimeRun)
+		if m.run*dir >= RegimeRun || m.share >= OutlierShare {
+			if ref != nil && ref.warm >= WarmupSamples {
+				m.prior = ref.theta // what its fleet shows is the better prior
+			}
+			m.restart()
+			return Learned
+		}
+		if !fleetLike {
+			m.rejected++
+			return Outlier
+		}
+	}
+	m.learn(f, ttft)
+	return Learned
+}
+
+// outlier says whether ttft is an outlier for m's prediction: 1 above, -1
+// below, 0 not.
+func (m *Model) outlier(f Features, ttft float64) int {
+	p := m.Predict(f)
+	switch {
+	case ttft > OutlierFactor*p+OutlierSlack:
+		return 1
+	case ttft < (p-OutlierSlack)/OutlierFactor:
+		return -1
+	}
+	return 0
+}
+
+// restart forgets what the model learned, keeping the prior, and learns
+// the recent outliers, which proved it wrong.
+func (m *Model) restart() {
+	m.sxx, m.sxy = [3][3]float64{}, [3]float64{}
+	m.priorW, m.warm, m.run, m.share = PriorWeight, 0, 0, 0
+	for i := range m.nrec {
+		o := m.recent[(m.next-m.nrec+i+RegimeRun)%RegimeRun]
+		m.learn(o.f, o.y)
+		if o.rejected {
+			m.rejected--
+		} else {
+			m.samples-- // learned once already
+		}
+	}
+	m.nrec, m.next = 0, 0
+}
+
+func (m *Model) learn(f Features, ttft float64) {
 	x := [3]float64{1, f.Queued, f.Tokens}
 	for i := range 3 {
 		for j := range 3 {
@@ -163,6 +353,7 @@ func (m *Model) Observe(f Features, ttft float64) {
 		m.sxy[i] = Forget*m.sxy[i] + x[i]*ttft
 	}
 	m.samples++
+	m.warm++
 	m.priorW = max(MinPriorWeight, Forget*m.priorW)
 	var a [3][3]float64
 	var b [3]float64
@@ -204,6 +395,9 @@ func (m *Model) AvgUncached() float64 { return m.avg }
 
 // Samples is how many completions the model learned from.
 func (m *Model) Samples() int { return m.samples }
+
+// Rejected is how many observations were rejected as outliers.
+func (m *Model) Rejected() int { return m.rejected }
 
 func valid(v float64) bool { return v >= 0 && v <= maxFeature }
 
@@ -269,17 +463,38 @@ func solve3(a [3][3]float64, b [3]float64) ([3]float64, bool) {
 // like the rest of its fleet (same model, same hardware, usually) rather
 // than from the static prior, so a new or idle worker neither looks
 // hopelessly slow nor magically fast next to well-measured ones. Own's
-// weight is its sample count, capped at the forgetting window.
-func Blend(own, fleet *Model, k float64) Model {
-	if fleet.samples == 0 || k <= 0 {
+// weight is its sample count, capped at the forgetting window, times
+// freshness (1 for a worker learning now, halving with every half-life
+// without a sample; the caller computes it): a worker that stopped getting
+// samples returns to the fleet's estimate. Once the fleet has learned
+// anything, the result's coefficients are bounded to within FleetBound of
+// the fleet's.
+func Blend(own, fleet *Model, k, freshness float64) Model {
+	if fleet.samples == 0 {
 		return *own
 	}
-	n := min(float64(own.samples), 1/(1-Forget))
-	w := n / (n + k)
 	out := *own
-	for i := range out.theta {
-		out.theta[i] = w*own.theta[i] + (1-w)*fleet.theta[i]
+	// Bounded first, so that the blend (between two bounded models) is.
+	out.theta[0] = min(out.theta[0], FleetBound*fleet.theta[0]+fleetSlack)
+	out.theta[1] = min(out.theta[1], FleetBound*fleet.theta[1]+fleetSlack)
+	out.theta[2] = clamp(out.theta[2], fleet.theta[2]/FleetBound, fleet.theta[2]*FleetBound)
+	if k > 0 {
+		n := min(float64(own.samples), 1/(1-Forget)) * clamp(freshness, 0, 1)
+		w := n / (n + k)
+		for i := range out.theta {
+			out.theta[i] = w*out.theta[i] + (1-w)*fleet.theta[i]
+		}
+		out.avg = w*own.avg + (1-w)*fleet.avg
 	}
-	out.avg = w*own.avg + (1-w)*fleet.avg
 	return out
+}
+
+// Freshness is the weight Blend gives a worker's own history when its last
+// sample is age old: 1 now, halving every halfLife (0 or negative: always
+// 1).
+func Freshness(age, halfLife float64) float64 {
+	if halfLife <= 0 || age <= 0 {
+		return 1
+	}
+	return math.Exp2(-age / halfLife)
 }
