@@ -18,9 +18,11 @@ import (
 type Config struct {
 	// Addr is the HTTP listen address.
 	Addr string
-	// RouterAddr is the router's gRPC target (host:port or a gRPC target
-	// such as dns:///router.switchyard:9090 for a headless Service; calls
-	// are spread round-robin over the addresses it resolves to).
+	// RouterAddr names the router replicas: a comma-separated list of
+	// host:port, or one gRPC target (host:port, or
+	// dns:///router.switchyard:9090 for a headless Service). Calls are
+	// spread round-robin over the healthy replicas, and a call a replica
+	// fails as unavailable is retried on another (routerconn.go).
 	RouterAddr string
 	// NATS is where usage and route completion events go; an empty URL
 	// disables them (nothing is metered and routers never see completions).
@@ -92,7 +94,7 @@ func DefaultConfig() Config {
 func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	d := DefaultConfig()
 	fs.StringVar(&c.Addr, "addr", d.Addr, "HTTP listen address")
-	fs.StringVar(&c.RouterAddr, "router-addr", d.RouterAddr, "router gRPC target (host:port or dns:///name:port)")
+	fs.StringVar(&c.RouterAddr, "router-addr", d.RouterAddr, "router replicas: host:port[,host:port...] or one gRPC target (dns:///name:port); calls go round-robin to the healthy ones")
 	c.NATS.RegisterFlags(fs, d.NATS.URL, "usage and route completion events; empty disables them")
 	fs.Int64Var(&c.MaxBodyBytes, "max-body-bytes", d.MaxBodyBytes, "largest accepted request body in bytes")
 	fs.DurationVar(&c.RouteTimeout, "route-timeout", d.RouteTimeout, "timeout of each router call")
@@ -116,6 +118,8 @@ func (c *Config) Validate() error {
 	}
 	if strings.TrimSpace(c.RouterAddr) == "" || strings.ContainsAny(c.RouterAddr, " \t\n") {
 		errs = append(errs, fmt.Errorf("router-addr %q: want host:port or a gRPC target", c.RouterAddr))
+	} else if _, err := routerAddrs(c.RouterAddr); err != nil {
+		errs = append(errs, fmt.Errorf("router-addr: %w", err))
 	}
 	errs = append(errs, c.NATS.Validate(false), c.Stop.Validate())
 	if c.MaxBodyBytes <= 0 || c.MaxBodyBytes > 1<<30 {

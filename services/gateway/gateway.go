@@ -46,7 +46,6 @@ import (
 	"github.com/rs/zerolog"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/connectivity"
-	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/switchyard-dev/switchyard/internal/bus"
 	"github.com/switchyard-dev/switchyard/internal/lifecycle"
@@ -126,14 +125,7 @@ func New(cfg Config, log zerolog.Logger) (*Gateway, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("gateway config: %w", err)
 	}
-	conn, err := grpc.NewClient(cfg.RouterAddr,
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
-		// Router replicas are stateless; spread calls over all of them.
-		grpc.WithDefaultServiceConfig(`{"loadBalancingConfig":[{"round_robin":{}}]}`),
-		// Readiness reports the channel state; an idle channel would flap
-		// it between requests.
-		grpc.WithIdleTimeout(0),
-	)
+	conn, err := dialRouter(cfg.RouterAddr)
 	if err != nil {
 		return nil, fmt.Errorf("router client %s: %w", cfg.RouterAddr, err)
 	}

@@ -20,7 +20,7 @@ import (
 // streamWithSDK streams a chat completion through the gateway with the
 // official OpenAI client and returns the text received, the stream's
 // error and the request id.
-func streamWithSDK(t *testing.T, e *env) (string, error, string) {
+func streamWithSDK(t *testing.T, e *env) (text, id string, err error) {
 	t.Helper()
 	var hdr *http.Response
 	client := openai.NewClient(option.WithBaseURL(e.url+"/v1"), option.WithAPIKey("unused"), option.WithMaxRetries(0))
@@ -28,22 +28,21 @@ func streamWithSDK(t *testing.T, e *env) (string, error, string) {
 		Model:    testModel,
 		Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("hi")},
 	}, option.WithResponseInto(&hdr))
-	var text strings.Builder
+	var b strings.Builder
 	for stream.Next() {
 		for _, ch := range stream.Current().Choices {
-			text.WriteString(ch.Delta.Content)
+			b.WriteString(ch.Delta.Content)
 		}
 	}
-	err := stream.Err()
+	err = stream.Err()
 	_ = stream.Close()
-	id := ""
 	if hdr != nil {
 		id = hdr.Header.Get(RequestIDHeader)
 		if hdr.StatusCode != http.StatusOK {
 			t.Errorf("status %d, want 200 (the stream had started)", hdr.StatusCode)
 		}
 	}
-	return text.String(), err, id
+	return b.String(), id, err
 }
 
 // TestStreamBrokenMidway: a worker dying mid-stream reaches the client as
@@ -54,7 +53,7 @@ func TestStreamBrokenMidway(t *testing.T) {
 	broken := newVLLM(t, modeAbortAfter1)
 	e.router.setTargets(testModel, broken.target("broken"))
 
-	_, err, id := streamWithSDK(t, e)
+	_, id, err := streamWithSDK(t, e)
 	if err == nil || !strings.Contains(err.Error(), "upstream_broken") {
 		t.Fatalf("SDK stream error = %v, want the gateway's upstream_broken error event", err)
 	}
@@ -102,7 +101,7 @@ func TestStreamIdleTimeout(t *testing.T) {
 	frozen := newVLLM(t, modeHoldAfter1)
 	e.router.setTargets(testModel, frozen.target("frozen"))
 
-	_, err, id := streamWithSDK(t, e)
+	_, id, err := streamWithSDK(t, e)
 	if err == nil || !strings.Contains(err.Error(), "upstream_stalled") {
 		t.Fatalf("SDK stream error = %v, want upstream_stalled", err)
 	}
@@ -129,7 +128,7 @@ func TestUnhealthyEndpointEndsStreams(t *testing.T) {
 	}
 	done := make(chan result, 1)
 	go func() {
-		_, err, id := streamWithSDK(t, e)
+		_, id, err := streamWithSDK(t, e)
 		done <- result{err, id}
 	}()
 	e.eventually(t, "the stream in flight", func() bool { return e.gw.live.n.Load() == 1 })
@@ -154,7 +153,7 @@ func TestStreamOutcomeOK(t *testing.T) {
 	e := newEnv(t, envOpts{})
 	up := newVLLM(t, modeOK)
 	e.router.setTargets(testModel, up.target("w0"))
-	text, err, id := streamWithSDK(t, e)
+	text, id, err := streamWithSDK(t, e)
 	if err != nil && !errors.Is(err, io.EOF) {
 		t.Fatalf("stream: %v", err)
 	}
