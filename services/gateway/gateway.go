@@ -38,6 +38,7 @@ import (
 	stdlog "log"
 	"net"
 	"net/http"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -47,7 +48,6 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/connectivity"
 
-	"github.com/switchyard-dev/switchyard/internal/bus"
 	"github.com/switchyard-dev/switchyard/internal/lifecycle"
 	"github.com/switchyard-dev/switchyard/internal/upstream"
 	eventsv1 "github.com/switchyard-dev/switchyard/proto/switchyard/events/v1"
@@ -113,6 +113,9 @@ type Gateway struct {
 
 	// live is the upstream responses being relayed, by endpoint.
 	live liveSet
+	// nats and pub are set by Serve (nil without NATS), read by readiness.
+	nats atomic.Pointer[lifecycle.NATSConn]
+	pub  atomic.Pointer[publish.Publisher]
 
 	inflight atomic.Int64
 	started  atomic.Bool
@@ -155,7 +158,7 @@ func New(cfg Config, log zerolog.Logger) (*Gateway, error) {
 	g.api, err = lifecycle.NewAPI(lifecycle.APIConfig{
 		HTTPAddr: cfg.Addr,
 		Metrics:  reg,
-		Ready:    g.ready,
+		Checks:   g.checks(),
 		HTTPServer: func(srv *http.Server) {
 			srv.ReadHeaderTimeout = 10 * time.Second
 			srv.IdleTimeout = 2 * time.Minute
@@ -214,8 +217,9 @@ func Run(ctx context.Context, cfg Config, log zerolog.Logger) error {
 // their start: requests cut at the deadline given a moment to record
 // their usage, the policy watch, the router client, the event publisher
 // flushed, NATS drained. NATS being down at start or later is ridden out:
-// events wait in the connection's buffer, and the usage stream is made
-// when NATS answers. It returns nil after a clean stop.
+// events wait in the publisher until NATS acks them, and the usage stream
+// is made when NATS answers (and again after every reconnect). It returns
+// nil after a clean stop.
 func (g *Gateway) Serve(ctx context.Context) error {
 	if !g.started.CompareAndSwap(false, true) {
 		return errors.New("gateway: Serve called twice")
@@ -236,7 +240,7 @@ func (g *Gateway) Serve(ctx context.Context) error {
 			return err
 		}
 		js, err := jetstream.New(nc.Conn,
-			jetstream.WithPublishAsyncTimeout(publish.AckTimeout),
+			jetstream.WithPublishAsyncTimeout(usageAckTimeout),
 			jetstream.WithPublishAsyncMaxPending(4096),
 		)
 		if err != nil {
@@ -244,8 +248,10 @@ func (g *Gateway) Serve(ctx context.Context) error {
 			_ = g.Close()
 			return fmt.Errorf("jetstream: %w", err)
 		}
-		pub := publish.New(nc.Conn, js, g.log, publish.Metrics{Published: g.metrics.published, Failures: g.metrics.pubFailures})
+		pub := publish.New(nc.Conn, js, g.log, publish.Metrics{Published: g.metrics.published, Failures: g.metrics.pubFailures}, publish.Options{})
 		g.sink = pub
+		g.nats.Store(nc)
+		g.pub.Store(pub)
 		comps = append(comps,
 			wait("nats", func() error { return nc.Drain(flushTimeout) }),
 			wait("event publisher", func() error {
@@ -256,10 +262,6 @@ func (g *Gateway) Serve(ctx context.Context) error {
 				}
 				return nil
 			}),
-			lifecycle.Component{Name: "usage stream", Run: func(ctx context.Context) error {
-				ensureUsageStream(ctx, js, g.log)
-				return nil
-			}},
 		)
 	}
 	g.conn.Connect()
@@ -293,27 +295,9 @@ func (g *Gateway) Serve(ctx context.Context) error {
 	})
 }
 
-// ensureUsageStream makes the usage stream, retrying until NATS answers
-// or ctx ends.
-func ensureUsageStream(ctx context.Context, js jetstream.JetStream, log zerolog.Logger) {
-	wait := time.Second
-	for {
-		sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		err := bus.EnsureUsageStream(sctx, js)
-		cancel()
-		if err == nil {
-			log.Info().Msg("publishing usage events")
-			return
-		}
-		log.Warn().Err(err).Dur("retry_in", wait).Msg("usage stream not ready: waiting for nats jetstream")
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(wait):
-		}
-		wait = min(2*wait, 10*time.Second)
-	}
-}
+// usageAckTimeout is how long a usage publish waits for its ack before it
+// is sent again; tests shorten it.
+var usageAckTimeout = publish.AckTimeout
 
 // newTransport is the one client transport all upstream calls share, sized
 // for many concurrent long-lived streams to a handful of workers.
@@ -338,14 +322,60 @@ func newTransport() *http.Transport {
 	}
 }
 
-// ready is "the router connection is up".
-func (g *Gateway) ready() error {
+// checks are the gateway's dependencies for /readyz: a router replica is
+// required (nothing is served without one); NATS, the usage stream and
+// policyd are optional (requests are served meanwhile; usage events wait
+// in the publisher, providers keep their last credentials).
+func (g *Gateway) checks() []lifecycle.Check {
+	cs := []lifecycle.Check{{Name: "router", Required: true, Probe: g.routerUp}}
+	if g.cfg.NATS.URL != "" {
+		cs = append(cs,
+			lifecycle.Check{Name: "nats", Probe: func() error {
+				if err := g.nats.Load().Probe(); err != nil {
+					return fmt.Errorf("%w; usage events and route completions wait%s", err, g.held())
+				}
+				return nil
+			}},
+			lifecycle.Check{Name: "usage-stream", Probe: func() error {
+				pub := g.pub.Load()
+				if pub == nil {
+					return errors.New("not made yet")
+				}
+				if err := pub.StreamErr(); err != nil {
+					return fmt.Errorf("%w%s", err, g.held())
+				}
+				return nil
+			}},
+		)
+	}
+	if g.catalog != nil {
+		cs = append(cs, lifecycle.Check{Name: "policyd", Probe: func() error {
+			if st := g.catalog.conn.GetState(); st != connectivity.Ready {
+				return fmt.Errorf("connection %s; serving with the last policy snapshot received", strings.ToLower(st.String()))
+			}
+			return nil
+		}})
+	}
+	return cs
+}
+
+func (g *Gateway) held() string {
+	if pub := g.pub.Load(); pub != nil {
+		if n := pub.Held(); n > 0 {
+			return fmt.Sprintf(" (%d events held)", n)
+		}
+	}
+	return ""
+}
+
+// routerUp is "a router replica is connected and healthy".
+func (g *Gateway) routerUp() error {
 	st := g.conn.GetState()
 	if st == connectivity.Idle {
 		g.conn.Connect()
 	}
 	if st != connectivity.Ready {
-		return errors.New("router connection " + st.String())
+		return fmt.Errorf("no router replica ready (connection %s)", strings.ToLower(st.String()))
 	}
 	return nil
 }

@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -17,14 +19,22 @@ import (
 
 // TestStartsDuringNATSOutage: a gateway whose NATS is down at start
 // serves requests (it used to exit); once NATS is up it makes the usage
-// stream and meters. The events of requests served during the outage are
-// not kept: before its first connection nats.go refuses messages with
-// headers, and the gateway has no spool of its own yet.
+// stream and meters, the requests served during the outage included (their
+// events waited in the publisher: nats.go refuses messages with headers
+// before its first connection).
 func TestStartsDuringNATSOutage(t *testing.T) {
 	port := testkit.FreePort(t)
 	up := newVLLM(t, modeOK)
 	e := newEnv(t, envOpts{noNATS: true, cfg: func(c *Config) { c.NATS.URL = fmt.Sprintf("nats://127.0.0.1:%d", port) }})
 	e.router.setTargets(testModel, up.target("w0"))
+	// Serving, and saying what it misses.
+	if code := testkit.HTTPStatus(t, e.url+"/readyz"); code != http.StatusOK {
+		t.Errorf("/readyz = %d with NATS down, want 200 (NATS is optional)", code)
+	}
+	verbose := scrape(t, e.url+"/readyz?verbose")
+	if !strings.Contains(verbose, "[+]router ok") || !strings.Contains(verbose, "[-]nats") || !strings.Contains(verbose, "[-]usage-stream") {
+		t.Errorf("/readyz?verbose does not say NATS is missing:\n%s", verbose)
+	}
 	send := func() string {
 		t.Helper()
 		resp := e.post(t, "/v1/chat/completions", `{"model":"test-model","messages":[{"role":"user","content":"hi"}],"max_tokens":2}`, nil)
@@ -35,7 +45,7 @@ func TestStartsDuringNATSOutage(t *testing.T) {
 		}
 		return resp.Header.Get(RequestIDHeader)
 	}
-	send()
+	early := send()
 
 	ns, err := natsembed.Start(natsembed.Options{Port: port})
 	if err != nil {
@@ -54,8 +64,90 @@ func TestStartsDuringNATSOutage(t *testing.T) {
 		_, err := e.js.Stream(context.Background(), bus.StreamUsage)
 		return err == nil
 	})
-	id := send()
-	if ev := e.usageEvent(t, id); ev.GetStatusCode() != http.StatusOK {
-		t.Errorf("usage event %v", ev)
+	for _, id := range []string{early, send()} {
+		if ev := e.usageEvent(t, id); ev.GetStatusCode() != http.StatusOK {
+			t.Errorf("usage event %v", ev)
+		}
+	}
+}
+
+// TestNATSOutageLosesNoUsage: NATS stopped under load for many ack
+// timeouts (three of which used to count an event lost, while nats.go's
+// reconnect buffer delivered it later) and restarted: every request has
+// exactly one usage event, and the gateway counts none lost.
+func TestNATSOutageLosesNoUsage(t *testing.T) {
+	defer func(d time.Duration) { usageAckTimeout = d }(usageAckTimeout)
+	usageAckTimeout = 100 * time.Millisecond
+	port := testkit.FreePort(t)
+	store := t.TempDir()
+	ns, err := natsembed.Start(natsembed.Options{Port: port, StoreDir: store})
+	if err != nil {
+		t.Fatal(err)
+	}
+	up := newVLLM(t, modeOK)
+	e := newEnv(t, envOpts{noNATS: true, cfg: func(c *Config) { c.NATS.URL = ns.URL() }})
+	e.router.setTargets(testModel, up.target("w0"))
+	var ids []string
+	send := func(n int) {
+		t.Helper()
+		for range n {
+			resp := e.post(t, "/v1/chat/completions", chatStreamBody(false), nil)
+			_, _ = io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				t.Fatalf("request: %d", resp.StatusCode)
+			}
+			ids = append(ids, resp.Header.Get(RequestIDHeader))
+		}
+	}
+	send(20)
+	ns.Shutdown()
+	send(20)
+	time.Sleep(10 * usageAckTimeout) // > MaxAttempts ack timeouts
+	send(20)
+	ns, err = natsembed.Start(natsembed.Options{Port: port, StoreDir: store})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(ns.Shutdown)
+	send(10)
+	if e.nc, err = nats.Connect(ns.URL()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(e.nc.Close)
+	if e.js, err = jetstream.New(e.nc); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	seen := map[string]int{}
+	e.eventually(t, "every usage event stored", func() bool {
+		s, err := e.js.Stream(ctx, bus.StreamUsage)
+		if err != nil {
+			return false
+		}
+		info, err := s.Info(ctx)
+		return err == nil && info.State.Msgs >= uint64(len(ids))
+	})
+	time.Sleep(5 * usageAckTimeout) // a duplicate would land by now
+	s, _ := e.js.Stream(ctx, bus.StreamUsage)
+	info, _ := s.Info(ctx)
+	for seq := info.State.FirstSeq; seq <= info.State.LastSeq; seq++ {
+		m, err := s.GetMsg(ctx, seq)
+		if err != nil {
+			t.Fatal(err)
+		}
+		seen[m.Header.Get(jetstream.MsgIDHeader)]++
+	}
+	for _, id := range ids {
+		if seen[id] != 1 {
+			t.Errorf("request %s has %d usage events, want 1", id, seen[id])
+		}
+	}
+	if len(seen) != len(ids) {
+		t.Errorf("%d usage events for %d requests", len(seen), len(ids))
+	}
+	metrics := scrape(t, e.url+"/metrics")
+	if strings.Contains(metrics, "switchyard_gateway_event_publish_failures_total{") {
+		t.Errorf("events counted lost:\n%s", grepLines(metrics, "publish_failures"))
 	}
 }

@@ -2,6 +2,7 @@ package publish
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -14,6 +15,7 @@ import (
 
 	"github.com/switchyard-dev/switchyard/internal/bus"
 	"github.com/switchyard-dev/switchyard/internal/natsembed"
+	"github.com/switchyard-dev/switchyard/internal/testkit"
 	eventsv1 "github.com/switchyard-dev/switchyard/proto/switchyard/events/v1"
 )
 
@@ -86,7 +88,7 @@ func TestPublishes(t *testing.T) {
 		t.Fatal(err)
 	}
 	m := newMetrics()
-	p := New(f.nc, f.js, zerolog.Nop(), m)
+	p := New(f.nc, f.js, zerolog.Nop(), m, Options{})
 
 	p.RequestFinished("team.a", &eventsv1.UsageEvent{RequestId: "r1", Tenant: "team.a", PromptTokens: 10})
 	// The same request id again, as after a retried publish: de-duplicated.
@@ -142,17 +144,98 @@ func TestPublishes(t *testing.T) {
 	}
 }
 
-func TestNATSDownCountsFailure(t *testing.T) {
-	f := start(t, 100*time.Millisecond)
-	m := newMetrics()
-	p := New(f.nc, f.js, zerolog.Nop(), m)
-	f.ns.Shutdown()
-	p.RequestFinished("default", &eventsv1.UsageEvent{RequestId: "lost"})
-	eventually(t, "usage failure counted", func() bool { return value(t, m.Failures, EventUsage, ReasonNATS) == 1 })
-	if got := value(t, m.Published, EventUsage); got != 0 {
-		t.Errorf("published = %v with NATS down", got)
+// TestOutageLosesNothing: usage events published while NATS is down for
+// many ack timeouts (which used to count them lost after MaxAttempts), or
+// before the first connection, are each stored exactly once when a server
+// returns, and nothing is counted lost. The returning server is a fresh
+// one (memory storage, a reset server): the stream is made again.
+func TestOutageLosesNothing(t *testing.T) {
+	port := testkit.FreePort(t)
+	url := fmt.Sprintf("nats://127.0.0.1:%d", port)
+	nc, err := nats.Connect(url, nats.RetryOnFailedConnect(true), nats.MaxReconnects(-1), nats.ReconnectWait(20*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	t.Cleanup(nc.Close)
+	const ackTimeout = 100 * time.Millisecond
+	js, err := jetstream.New(nc, jetstream.WithPublishAsyncTimeout(ackTimeout))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := newMetrics()
+	p := New(nc, js, zerolog.Nop(), m, Options{})
+	var ids []string
+	publish := func(n int) {
+		for range n {
+			id := fmt.Sprintf("r%d", len(ids))
+			ids = append(ids, id)
+			p.RequestFinished("default", &eventsv1.UsageEvent{RequestId: id})
+		}
+	}
+	// Before the first connection.
+	publish(20)
+	time.Sleep(5 * ackTimeout)
+	ns, err := natsembed.Start(natsembed.Options{Port: port})
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the first events stored", func() bool { return value(t, m.Published, EventUsage) == 20 })
+	publish(20)
+	// An outage of many ack timeouts, with events published meanwhile,
+	// some of them into the dying connection.
+	ns.Shutdown()
+	publish(50)
+	time.Sleep(10 * ackTimeout)
+	publish(50)
+	ns, err = natsembed.Start(natsembed.Options{Port: port})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(ns.Shutdown)
+	publish(10)
+	ctx, cancel := context.WithTimeout(context.Background(), waitLong)
 	defer cancel()
-	_ = p.Close(ctx)
+	if err := p.Close(ctx); err != nil {
+		t.Fatalf("Close: %v (%d held)", err, p.Held())
+	}
+	for _, reason := range []string{ReasonNATS, ReasonQueueFull, ReasonShutdown, ReasonMarshal} {
+		if got := value(t, m.Failures, EventUsage, reason); got != 0 {
+			t.Errorf("%v usage events counted lost (%s)", got, reason)
+		}
+	}
+	// The second server started empty: it holds the events published
+	// after the first one died, each once.
+	checkc, err := nats.Connect(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer checkc.Close()
+	cjs, _ := jetstream.New(checkc)
+	s, err := cjs.Stream(ctx, bus.StreamUsage)
+	if err != nil {
+		t.Fatalf("the usage stream was not made again: %v", err)
+	}
+	seen := map[string]int{}
+	info, err := s.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for seq := info.State.FirstSeq; seq <= info.State.LastSeq; seq++ {
+		msg, err := s.GetMsg(ctx, seq)
+		if err != nil {
+			t.Fatal(err)
+		}
+		seen[msg.Header.Get(jetstream.MsgIDHeader)]++
+	}
+	for _, id := range ids[40:] {
+		if seen[id] != 1 {
+			t.Errorf("event %s stored %d times, want 1", id, seen[id])
+		}
+	}
+	// Events the first server acked are gone with it; none is stored twice.
+	for id, n := range seen {
+		if n != 1 {
+			t.Errorf("event %s stored %d times", id, n)
+		}
+	}
 }
