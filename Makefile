@@ -51,6 +51,12 @@ test: testdata ## Run unit and integration tests (needs NATS on 127.0.0.1:4222 a
 test-short: testdata ## The inner loop: every package's tests with -short (end-to-end runs skipped), about a minute warm.
 	$(GO) test -short $(TEST_FLAGS) $(PKGS)
 
+# The drills run in `make test` too (short variants); this adds the long
+# ones and records the measured recovery times (drills/RESULTS.md, README).
+.PHONY: drills
+drills: ## Fault drills: a loopback fleet of processes under load, SIGKILL/SIGSTOP and hostile input; writes drills/RESULTS.md and the README table.
+	$(GO) test -count=1 -timeout 30m -v ./drills -drills.long -drills.results RESULTS.md -drills.readme ../README.md
+
 .PHONY: test-race
 test-race: ## Run the tests with the race detector.
 	$(GO) test -race $(TEST_FLAGS) $(PKGS)

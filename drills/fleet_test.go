@@ -1,0 +1,543 @@
+package drills
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/switchyard-dev/switchyard/internal/testkit"
+)
+
+var (
+	flagLong    = flag.Bool("drills.long", false, "run the long variants too (outages and timeouts of a minute and more)")
+	flagResults = flag.String("drills.results", "", "write the table of drills and their measured recovery times to this Markdown file")
+	flagReadme  = flag.String("drills.readme", "", "also put the table between the drills markers of this README")
+	flagLogs    = flag.String("drills.logs", "", "keep every process's log under this directory (default: printed only when a drill fails)")
+)
+
+// bins are the binaries TestMain builds once for every drill.
+var bins struct {
+	switchyard, natsd string
+}
+
+func TestMain(m *testing.M) {
+	flag.Parse()
+	if testing.Short() {
+		// End-to-end drills are skipped with -short: nothing to build.
+		os.Exit(m.Run())
+	}
+	dir, err := os.MkdirTemp("", "switchyard-drills-bin-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "drills:", err)
+		os.Exit(1)
+	}
+	bins.switchyard = filepath.Join(dir, "switchyard")
+	bins.natsd = filepath.Join(dir, "natsd")
+	for _, b := range []struct{ out, pkg string }{
+		{bins.switchyard, "github.com/switchyard-dev/switchyard/cmd/switchyard"},
+		{bins.natsd, "github.com/switchyard-dev/switchyard/drills/internal/natsd"},
+	} {
+		cmd := exec.Command(goBin(), "build", "-o", b.out, b.pkg)
+		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+		if err := cmd.Run(); err != nil {
+			fmt.Fprintf(os.Stderr, "drills: build %s: %v\n", b.pkg, err)
+			_ = os.RemoveAll(dir)
+			os.Exit(1)
+		}
+	}
+	code := m.Run()
+	if code == 0 && *flagResults != "" {
+		if err := writeResults(*flagResults); err != nil {
+			fmt.Fprintln(os.Stderr, "drills:", err)
+			code = 1
+		}
+	}
+	_ = os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// goBin is the go command that runs this test (GOROOT/bin/go), or the
+// one on PATH.
+func goBin() string {
+	if root := os.Getenv("GOROOT"); root != "" {
+		if p := filepath.Join(root, "bin", "go"); fileExists(p) {
+			return p
+		}
+	}
+	if p, err := exec.LookPath("go"); err == nil {
+		return p
+	}
+	return "go"
+}
+
+func fileExists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
+}
+
+// proc is one process of the fleet. It can be killed, frozen, thawed and
+// started again with the same arguments (same ports, same store): what a
+// pod restart looks like to the rest of the fleet.
+type proc struct {
+	name    string
+	bin     string
+	args    []string
+	logPath string
+
+	mu   sync.Mutex
+	cmd  *exec.Cmd
+	done chan struct{}
+	// ready, when set, sees every output line until it returns true;
+	// readyCh is closed then.
+	ready   func(line string) bool
+	readyCh chan struct{}
+}
+
+func (p *proc) start() error {
+	f, err := os.OpenFile(p.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(f, "--- %s start %s\n", time.Now().UTC().Format(time.RFC3339Nano), p.name)
+	cmd := exec.Command(p.bin, p.args...)
+	// A test killed without cleanup (a timeout panic) takes its fleet with it.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	pr, pw := io.Pipe()
+	cmd.Stdout, cmd.Stderr = pw, pw
+	if err := cmd.Start(); err != nil {
+		f.Close()
+		return fmt.Errorf("start %s: %w", p.name, err)
+	}
+	done := make(chan struct{})
+	readyCh := make(chan struct{})
+	p.mu.Lock()
+	p.cmd, p.done, p.readyCh = cmd, done, readyCh
+	p.mu.Unlock()
+	scan := p.ready
+	go func() {
+		sc := bufio.NewScanner(pr)
+		sc.Buffer(make([]byte, 64<<10), 4<<20)
+		for sc.Scan() {
+			line := sc.Text()
+			_, _ = f.WriteString(line + "\n")
+			if scan != nil && scan(line) {
+				scan = nil
+				close(readyCh)
+			}
+		}
+		_, _ = io.Copy(f, pr)
+	}()
+	go func() {
+		err := cmd.Wait()
+		fmt.Fprintf(f, "--- %s exit %s: %v\n", time.Now().UTC().Format(time.RFC3339Nano), p.name, err)
+		pw.Close()
+		f.Close()
+		close(done)
+	}()
+	return nil
+}
+
+func (p *proc) current() (*exec.Cmd, chan struct{}) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.cmd, p.done
+}
+
+// running says whether the process has not exited.
+func (p *proc) running() bool {
+	_, done := p.current()
+	select {
+	case <-done:
+		return false
+	default:
+		return true
+	}
+}
+
+func (p *proc) pid() int {
+	cmd, _ := p.current()
+	return cmd.Process.Pid
+}
+
+func (p *proc) signal(sig syscall.Signal) error {
+	cmd, _ := p.current()
+	if err := cmd.Process.Signal(sig); err != nil && !errors.Is(err, os.ErrProcessDone) {
+		return fmt.Errorf("%s: %v: %w", p.name, sig, err)
+	}
+	return nil
+}
+
+// kill SIGKILLs the process and waits until it is gone.
+func (p *proc) kill() error {
+	if err := p.signal(syscall.SIGKILL); err != nil {
+		return err
+	}
+	_, done := p.current()
+	<-done
+	return nil
+}
+
+// stop asks the process to stop (SIGTERM, SIGCONT in case it is frozen)
+// and kills it after timeout.
+func (p *proc) stop(timeout time.Duration) {
+	if !p.running() {
+		return
+	}
+	_ = p.signal(syscall.SIGCONT)
+	_ = p.signal(syscall.SIGTERM)
+	_, done := p.current()
+	select {
+	case <-done:
+	case <-time.After(timeout):
+		_ = p.kill()
+	}
+}
+
+// rss is the process's resident set in bytes, from /proc.
+func (p *proc) rss() (int64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.pid()))
+	if err != nil {
+		return 0, err
+	}
+	for line := range strings.Lines(string(b)) {
+		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
+			return kb << 10, err
+		}
+	}
+	return 0, fmt.Errorf("%s: no VmRSS", p.name)
+}
+
+// tail is the last n lines of the process's log.
+func (p *proc) tail(n int) string {
+	b, _ := os.ReadFile(p.logPath)
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// service is a Switchyard process with an HTTP port (/readyz, /metrics).
+type service struct {
+	*proc
+	// httpURL serves /readyz and /metrics (the gateway's: its API too).
+	httpURL string
+	// grpcAddr is a router's gRPC address.
+	grpcAddr string
+}
+
+// worker is one simulated vLLM worker (`switchyard sim --workers 1`), its
+// own process so a drill can kill or freeze it alone.
+type worker struct {
+	*proc
+	id, url, kv, replay string
+}
+
+// options shape a fleet.
+type options struct {
+	workers int
+	// routersPerGateway lists, per gateway, the router indexes it is
+	// given.
+	gatewayRouters [][]int
+	// trackerArgs, routerArgs, gatewayArgs, simArgs are extra flags.
+	trackerArgs, routerArgs, gatewayArgs, simArgs []string
+}
+
+func defaultOptions() options {
+	return options{
+		workers:        3,
+		gatewayRouters: [][]int{{0}, {1}},
+	}
+}
+
+// fleet is Switchyard on loopback as separate processes: its own NATS
+// (JetStream, file store kept across restarts) and Redis, simulated
+// workers, one kvtracker, two routers, two gateways.
+type fleet struct {
+	t        *testing.T
+	dir      string
+	model    string
+	nats     *proc
+	natsURL  string
+	redis    *proc
+	redisURL string
+	workers  []*worker
+	tracker  *service
+	routers  []*service
+	gateways []*service
+	procs    []*proc
+}
+
+const model = "drill-model"
+
+// startFleet starts every process, waits until each is ready, and stops
+// them all when the test ends (printing their logs' tails if it failed).
+func startFleet(t *testing.T, o options) *fleet {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("drills run a fleet of processes; skipped with -short")
+	}
+	redisBin := findRedis(t)
+	dir := t.TempDir()
+	if *flagLogs != "" {
+		dir = filepath.Join(*flagLogs, strings.NewReplacer("/", "_", " ", "_").Replace(t.Name()))
+		_ = os.RemoveAll(dir)
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f := &fleet{t: t, dir: dir, model: model}
+	t.Cleanup(f.shutdown)
+
+	natsPort := testkit.FreePort(t)
+	f.natsURL = fmt.Sprintf("nats://127.0.0.1:%d", natsPort)
+	f.nats = f.add("nats", bins.natsd, []string{"--port", strconv.Itoa(natsPort), "--store", filepath.Join(t.TempDir(), "jetstream")})
+	f.nats.ready = func(line string) bool { return strings.HasPrefix(line, "ready ") }
+
+	redisPort := testkit.FreePort(t)
+	f.redisURL = fmt.Sprintf("redis://127.0.0.1:%d", redisPort)
+	f.redis = f.add("redis", redisBin, []string{"--port", strconv.Itoa(redisPort), "--bind", "127.0.0.1",
+		"--save", "", "--appendonly", "no", "--dir", t.TempDir(), "--loglevel", "notice"})
+	f.redis.ready = func(line string) bool { return strings.Contains(line, "Ready to accept connections") }
+
+	var trackerWorkers, endpoints []string
+	for i := range o.workers {
+		port, kv, replay := testkit.FreePort(t), testkit.FreePort(t), testkit.FreePort(t)
+		w := &worker{
+			id:     fmt.Sprintf("sim-%d", i),
+			url:    fmt.Sprintf("http://127.0.0.1:%d", port),
+			kv:     fmt.Sprintf("tcp://127.0.0.1:%d", kv),
+			replay: fmt.Sprintf("tcp://127.0.0.1:%d", replay),
+		}
+		args := append([]string{"sim", "--workers", "1", "--host", "127.0.0.1", "--port", strconv.Itoa(port),
+			"--served-model-name", model, "--log-format", "json",
+			"--kv-events-config", fmt.Sprintf(`{"enable_kv_cache_events":true,"publisher":"zmq","endpoint":"tcp://*:%d","replay_endpoint":"tcp://*:%d"}`, kv, replay),
+		}, o.simArgs...)
+		w.proc = f.add(w.id, bins.switchyard, args)
+		f.workers = append(f.workers, w)
+		trackerWorkers = append(trackerWorkers, w.id+"="+w.kv+"|"+w.replay)
+		endpoints = append(endpoints, w.id+"="+w.url+"|"+w.kv+"|"+w.replay)
+	}
+
+	tport := testkit.FreePort(t)
+	f.tracker = &service{httpURL: fmt.Sprintf("http://127.0.0.1:%d", tport)}
+	f.tracker.proc = f.add("kvtracker", bins.switchyard, append([]string{"kvtracker",
+		"--workers", strings.Join(trackerWorkers, ","), "--model", model,
+		"--nats-url", f.natsURL, "--redis-url", f.redisURL,
+		"--http-addr", f.tracker.httpURL[len("http://"):], "--replica-id", "drill-kvtracker",
+		"--snapshot-interval", "1s", "--log-format", "json",
+	}, o.trackerArgs...))
+
+	for i := range 2 {
+		g, h := testkit.FreePort(t), testkit.FreePort(t)
+		r := &service{grpcAddr: fmt.Sprintf("127.0.0.1:%d", g), httpURL: fmt.Sprintf("http://127.0.0.1:%d", h)}
+		r.proc = f.add(fmt.Sprintf("router-%d", i), bins.switchyard, append([]string{"router",
+			"--endpoints", strings.Join(endpoints, ","),
+			"--grpc-addr", r.grpcAddr, "--http-addr", r.httpURL[len("http://"):],
+			"--nats-url", f.natsURL, "--redis-url", f.redisURL,
+			"--router-id", fmt.Sprintf("drill-router-%d", i), "--scrape-interval", "250ms", "--log-format", "json",
+		}, o.routerArgs...))
+		f.routers = append(f.routers, r)
+	}
+	for i, rs := range o.gatewayRouters {
+		var addrs []string
+		for _, r := range rs {
+			addrs = append(addrs, f.routers[r].grpcAddr)
+		}
+		p := testkit.FreePort(t)
+		g := &service{httpURL: fmt.Sprintf("http://127.0.0.1:%d", p)}
+		g.proc = f.add(fmt.Sprintf("gateway-%d", i), bins.switchyard, append([]string{"gateway",
+			"--addr", g.httpURL[len("http://"):], "--router-addr", strings.Join(addrs, ","),
+			"--nats-url", f.natsURL, "--log-format", "json",
+		}, o.gatewayArgs...))
+		f.gateways = append(f.gateways, g)
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	for _, p := range []*proc{f.nats, f.redis} {
+		f.must(p.start())
+		f.must(waitLine(ctx, p))
+	}
+	for _, w := range f.workers {
+		f.must(w.start())
+	}
+	for _, w := range f.workers {
+		f.must(waitHTTP(ctx, w.proc, w.url+"/health"))
+	}
+	f.must(f.tracker.start())
+	for _, s := range append(f.routers, f.gateways...) {
+		f.must(s.start())
+	}
+	for _, s := range f.services() {
+		f.must(waitHTTP(ctx, s.proc, s.httpURL+"/readyz"))
+	}
+	return f
+}
+
+func findRedis(t *testing.T) string {
+	for _, p := range []string{"redis-server", "/usr/bin/redis-server", "/usr/local/bin/redis-server"} {
+		if b, err := exec.LookPath(p); err == nil {
+			return b
+		}
+	}
+	if os.Getenv("CI") != "" {
+		t.Fatal("redis-server not found: the drills run their own Redis")
+	}
+	t.Skip("redis-server not found: the drills run their own Redis")
+	return ""
+}
+
+func (f *fleet) add(name, bin string, args []string) *proc {
+	p := &proc{name: name, bin: bin, args: args, logPath: filepath.Join(f.dir, name+".log")}
+	f.procs = append(f.procs, p)
+	return p
+}
+
+func (f *fleet) must(err error) {
+	f.t.Helper()
+	if err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+// services are the Switchyard processes with a /readyz.
+func (f *fleet) services() []*service {
+	return append(append([]*service{f.tracker}, f.routers...), f.gateways...)
+}
+
+func (f *fleet) shutdown() {
+	// Gateways first, then what they depend on, as a deployment would.
+	for i := len(f.procs) - 1; i >= 0; i-- {
+		if p := f.procs[i]; p.cmd != nil {
+			p.stop(10 * time.Second)
+		}
+	}
+	if f.t.Failed() {
+		for _, p := range f.procs {
+			if p.cmd != nil {
+				f.t.Logf("--- %s (%s), last lines:\n%s", p.name, p.logPath, p.tail(25))
+			}
+		}
+	}
+}
+
+// restart starts a killed process again with the same arguments and waits
+// until it is ready.
+func (f *fleet) restart(p *proc, readyURL string) {
+	f.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	f.must(p.start())
+	if readyURL != "" {
+		f.must(waitHTTP(ctx, p, readyURL))
+	} else {
+		f.must(waitLine(ctx, p))
+	}
+}
+
+func waitLine(ctx context.Context, p *proc) error {
+	_, done := p.current()
+	select {
+	case <-p.readyCh:
+		return nil
+	case <-done:
+		return fmt.Errorf("%s exited before it was ready:\n%s", p.name, p.tail(15))
+	case <-ctx.Done():
+		return fmt.Errorf("%s not ready: %w\n%s", p.name, ctx.Err(), p.tail(15))
+	}
+}
+
+// waitHTTP polls url until it answers 200.
+func waitHTTP(ctx context.Context, p *proc, url string) error {
+	_, done := p.current()
+	var last string
+	for {
+		if code, err := get(url); err != nil {
+			last = err.Error()
+		} else if code == http.StatusOK {
+			return nil
+		} else {
+			last = strconv.Itoa(code)
+		}
+		select {
+		case <-done:
+			return fmt.Errorf("%s exited before %s answered:\n%s", p.name, url, p.tail(15))
+		case <-ctx.Done():
+			return fmt.Errorf("%s: %s: %w (last: %s)\n%s", p.name, url, ctx.Err(), last, p.tail(15))
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+var probeClient = &http.Client{Timeout: 2 * time.Second}
+
+func get(url string) (int, error) {
+	resp, err := probeClient.Get(url)
+	if err != nil {
+		return 0, err
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return resp.StatusCode, nil
+}
+
+// ready says whether every Switchyard service answers /readyz with 200.
+func (f *fleet) ready(svcs ...*service) bool {
+	if len(svcs) == 0 {
+		svcs = f.services()
+	}
+	for _, s := range svcs {
+		if code, err := get(s.httpURL + "/readyz"); err != nil || code != http.StatusOK {
+			return false
+		}
+	}
+	return true
+}
+
+// metric is the sum of a Prometheus metric's samples (every label set)
+// at url; ok is false when the page does not have it.
+func metric(url, name string) (v float64, ok bool, err error) {
+	resp, err := probeClient.Get(url)
+	if err != nil {
+		return 0, false, err
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if !strings.HasPrefix(line, name) || len(line) == len(name) || (line[len(name)] != ' ' && line[len(name)] != '{') {
+			continue
+		}
+		x, err := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)
+		if err != nil {
+			return 0, false, fmt.Errorf("%s: %q: %w", url, line, err)
+		}
+		v, ok = v+x, true
+	}
+	return v, ok, sc.Err()
+}
+
+// heapInuse is a service's Go heap in use, from its /metrics.
+func (s *service) heapInuse() (float64, error) {
+	v, ok, err := metric(s.httpURL+"/metrics", "go_memstats_heap_inuse_bytes")
+	if err == nil && !ok {
+		err = fmt.Errorf("%s: no go_memstats_heap_inuse_bytes on /metrics", s.name)
+	}
+	return v, err
+}

@@ -1,0 +1,114 @@
+package drills
+
+import (
+	"fmt"
+	"testing"
+	"time"
+)
+
+// outage is how long a killed dependency stays down in the CI drills.
+const outage = 5 * time.Second
+
+// outages are the outage lengths of the dependency drills: a short one
+// always, and with -drills.long one longer than the gateway's usage
+// publish retries (the events wait in the NATS client's reconnect buffer).
+func outages() []time.Duration {
+	if *flagLong {
+		return []time.Duration{outage, 45 * time.Second}
+	}
+	return []time.Duration{outage}
+}
+
+// TestNATSRestart: NATS is SIGKILLed under load and comes back on the
+// same port and store after an outage. Clients are served throughout;
+// afterwards every request has exactly one usage event (the events of the
+// outage delivered late, none twice) and usage flows again.
+func TestNATSRestart(t *testing.T) {
+	for _, down := range outages() {
+		t.Run(down.String(), func(t *testing.T) {
+			f := startFleet(t, defaultOptions())
+			l := startLoad(t, f, 6)
+			l.waitRequests(t, 12, 30*time.Second)
+
+			t0 := time.Now()
+			must(t, f.nats.kill())
+			time.Sleep(down)
+			t1 := time.Now()
+			f.restart(f.nats, "")
+			took := until(t, t1, 30*time.Second, "usage flows and every service is ready", func() bool {
+				return f.ready() && f.usageAfter(l, t1)
+			})
+			l.waitRequests(t, 12, 30*time.Second)
+			l.stop()
+			steady(t, l, t0, time.Now(), "during and after the NATS outage")
+			checkUsage(t, f, l.snapshot(), 60*time.Second)
+			report(t, result{
+				fault:    fmt.Sprintf("NATS SIGKILLed for %s, restarted on its port and store", fmtDur(down)),
+				client:   "every stream served",
+				recovery: "usage events flow again, every /readyz 200",
+				took:     took, bound: 10 * time.Second,
+			})
+		})
+	}
+}
+
+// TestRedisRestart: Redis is SIGKILLed under load and comes back empty.
+// Clients are served throughout; the kvtracker writes every worker's
+// snapshot again.
+func TestRedisRestart(t *testing.T) {
+	f := startFleet(t, defaultOptions())
+	l := startLoad(t, f, 6)
+	l.waitRequests(t, 12, 30*time.Second)
+	until(t, time.Now(), 15*time.Second, "snapshots in Redis", f.snapshotsInRedis)
+
+	t0 := time.Now()
+	must(t, f.redis.kill())
+	time.Sleep(outage)
+	t1 := time.Now()
+	f.restart(f.redis, "")
+	took := until(t, t1, 30*time.Second, "every worker's snapshot back in Redis, every service ready", func() bool {
+		return f.snapshotsInRedis() && f.ready()
+	})
+	l.waitRequests(t, 12, 30*time.Second)
+	l.stop()
+	steady(t, l, t0, time.Now(), "during and after the Redis outage")
+	checkUsage(t, f, l.snapshot(), 30*time.Second)
+	report(t, result{
+		fault:    "Redis SIGKILLed for " + fmtDur(outage) + ", restarted empty",
+		client:   "every stream served",
+		recovery: "every worker's KV snapshot back in Redis, every /readyz 200",
+		took:     took, bound: 10 * time.Second,
+	})
+}
+
+// TestKVTrackerRestart: the kvtracker is SIGKILLed under load and started
+// again. Clients are served throughout (routing on the index the routers
+// hold); the restarted tracker leases every worker again and the routers'
+// index follows its deltas.
+func TestKVTrackerRestart(t *testing.T) {
+	f := startFleet(t, defaultOptions())
+	l := startLoad(t, f, 6)
+	l.waitRequests(t, 12, 30*time.Second)
+	until(t, time.Now(), 15*time.Second, "tracker leases every worker", func() bool { return f.leasesHeld() == len(f.workers) })
+
+	t0 := time.Now()
+	must(t, f.tracker.kill())
+	time.Sleep(outage)
+	t1 := time.Now()
+	seq := f.kvStreamSeq()
+	deltas := f.routerDeltas()
+	f.restart(f.tracker.proc, f.tracker.httpURL+"/readyz")
+	took := until(t, t1, 30*time.Second, "tracker leases every worker, publishes deltas, routers apply them", func() bool {
+		return f.trackerIngests(seq) && f.indexFollows(deltas)
+	})
+	l.waitRequests(t, 12, 30*time.Second)
+	l.stop()
+	steady(t, l, t0, time.Now(), "during and after the kvtracker outage")
+	checkUsage(t, f, l.snapshot(), 30*time.Second)
+	report(t, result{
+		fault:    "kvtracker SIGKILLed for " + fmtDur(outage) + ", restarted",
+		client:   "every stream served",
+		recovery: "every worker leased again, deltas published and applied by both routers",
+		took:     took, bound: 15 * time.Second,
+	})
+}
