@@ -43,7 +43,7 @@ func steady(t *testing.T, l *load, from, to time.Time, what string) int {
 
 // routerDeltas is the KV deltas a router has applied to its index.
 func routerDeltas(s *service) float64 {
-	v, _, _ := metric(s.httpURL+"/metrics", `switchyard_router_kv_deltas_total{result="applied"}`)
+	v, _, _ := metric(s.httpURL+"/metrics", "switchyard_router_kv_deltas_total", `result="applied"`)
 	return v
 }
 
@@ -80,12 +80,12 @@ func (f *fleet) usageAfter(l *load, from time.Time) bool {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	counts, err := usageCounts(ctx, f.natsURL)
+	counts, err := usageEvents(ctx, f.natsURL)
 	if err != nil {
 		return false
 	}
 	for _, id := range ids {
-		if counts[id] > 0 {
+		if len(counts[id]) > 0 {
 			return true
 		}
 	}

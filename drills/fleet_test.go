@@ -250,8 +250,8 @@ type worker struct {
 // options shape a fleet.
 type options struct {
 	workers int
-	// routersPerGateway lists, per gateway, the router indexes it is
-	// given.
+	// gatewayRouters lists, per gateway, the routers it is given (indexes
+	// into the fleet's two).
 	gatewayRouters [][]int
 	// trackerArgs, routerArgs, gatewayArgs, simArgs are extra flags.
 	trackerArgs, routerArgs, gatewayArgs, simArgs []string
@@ -260,7 +260,7 @@ type options struct {
 func defaultOptions() options {
 	return options{
 		workers:        3,
-		gatewayRouters: [][]int{{0}, {1}},
+		gatewayRouters: [][]int{{0, 1}, {1, 0}},
 	}
 }
 
@@ -509,9 +509,10 @@ func (f *fleet) ready(svcs ...*service) bool {
 	return true
 }
 
-// metric is the sum of a Prometheus metric's samples (every label set)
-// at url; ok is false when the page does not have it.
-func metric(url, name string) (v float64, ok bool, err error) {
+// metric is the sum of a Prometheus metric's samples at url whose label
+// sets hold every one of labels (`name="value"`); ok is false when the
+// page has none.
+func metric(url, name string, labels ...string) (v float64, ok bool, err error) {
 	resp, err := probeClient.Get(url)
 	if err != nil {
 		return 0, false, err
@@ -524,7 +525,17 @@ func metric(url, name string) (v float64, ok bool, err error) {
 		if !strings.HasPrefix(line, name) || len(line) == len(name) || (line[len(name)] != ' ' && line[len(name)] != '{') {
 			continue
 		}
-		x, err := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)
+		sp := strings.LastIndexByte(line, ' ')
+		matched := true
+		for _, l := range labels {
+			if !strings.Contains(line[len(name):sp], l) {
+				matched = false
+			}
+		}
+		if !matched {
+			continue
+		}
+		x, err := strconv.ParseFloat(line[sp+1:], 64)
 		if err != nil {
 			return 0, false, fmt.Errorf("%s: %q: %w", url, line, err)
 		}

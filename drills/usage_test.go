@@ -17,9 +17,9 @@ import (
 	"github.com/switchyard-dev/switchyard/internal/bus"
 )
 
-// usageCounts reads the whole usage stream and counts its events request
-// id by request id.
-func usageCounts(ctx context.Context, natsURL string) (map[string]int, error) {
+// usageEvents reads the whole usage stream and groups its events by
+// request id.
+func usageEvents(ctx context.Context, natsURL string) (map[string][]*eventsv1.UsageEvent, error) {
 	nc, err := nats.Connect(natsURL, nats.Timeout(2*time.Second))
 	if err != nil {
 		return nil, err
@@ -37,7 +37,7 @@ func usageCounts(ctx context.Context, natsURL string) (map[string]int, error) {
 	if err != nil {
 		return nil, err
 	}
-	counts := map[string]int{}
+	counts := map[string][]*eventsv1.UsageEvent{}
 	last := info.State.LastSeq
 	if info.State.Msgs == 0 {
 		return counts, nil
@@ -54,11 +54,11 @@ func usageCounts(ctx context.Context, natsURL string) (map[string]int, error) {
 		n := 0
 		for m := range batch.Messages() {
 			n++
-			var ev eventsv1.UsageEvent
-			if err := proto.Unmarshal(m.Data(), &ev); err != nil {
+			ev := &eventsv1.UsageEvent{}
+			if err := proto.Unmarshal(m.Data(), ev); err != nil {
 				return nil, fmt.Errorf("usage event: %w", err)
 			}
-			counts[ev.GetRequestId()]++
+			counts[ev.GetRequestId()] = append(counts[ev.GetRequestId()], ev)
 			md, err := m.Metadata()
 			if err != nil {
 				return nil, err
@@ -78,9 +78,9 @@ func usageCounts(ctx context.Context, natsURL string) (map[string]int, error) {
 
 // checkUsage waits (up to within) until every request the clients saw an
 // id for has its usage event, then fails the test for any request whose
-// event is missing or counted more than once. It returns how long the
-// last events took to arrive.
-func checkUsage(t *testing.T, f *fleet, rs []record, within time.Duration) time.Duration {
+// event is missing or counted more than once. It returns the stream's
+// events, one per request id.
+func checkUsage(t *testing.T, f *fleet, rs []record, within time.Duration) map[string]*eventsv1.UsageEvent {
 	t.Helper()
 	var ids []string
 	for _, r := range rs {
@@ -91,19 +91,18 @@ func checkUsage(t *testing.T, f *fleet, rs []record, within time.Duration) time.
 	if len(ids) == 0 {
 		t.Fatal("usage: no request carried an id")
 	}
-	start := time.Now()
-	deadline := start.Add(within)
-	var counts map[string]int
+	deadline := time.Now().Add(within)
+	var counts map[string][]*eventsv1.UsageEvent
 	var missing []string
 	var lastErr error
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		c, err := usageCounts(ctx, f.natsURL)
+		c, err := usageEvents(ctx, f.natsURL)
 		cancel()
 		if err == nil {
 			counts, missing = c, missing[:0]
 			for _, id := range ids {
-				if counts[id] == 0 {
+				if len(counts[id]) == 0 {
 					missing = append(missing, id)
 				}
 			}
@@ -118,11 +117,12 @@ func checkUsage(t *testing.T, f *fleet, rs []record, within time.Duration) time.
 		}
 		time.Sleep(250 * time.Millisecond)
 	}
-	took := time.Since(start)
 	var dup []string
-	for id, n := range counts {
-		if n > 1 {
-			dup = append(dup, fmt.Sprintf("%s×%d", id, n))
+	out := make(map[string]*eventsv1.UsageEvent, len(counts))
+	for id, evs := range counts {
+		out[id] = evs[0]
+		if len(evs) > 1 {
+			dup = append(dup, fmt.Sprintf("%s×%d", id, len(evs)))
 		}
 	}
 	slices.Sort(dup)
@@ -130,5 +130,5 @@ func checkUsage(t *testing.T, f *fleet, rs []record, within time.Duration) time.
 		t.Errorf("usage: %d requests counted more than once: %s", len(dup), strings.Join(dup[:min(5, len(dup))], ", "))
 	}
 	t.Logf("usage: %d requests, %d events, none lost or duplicated", len(ids), len(counts))
-	return took
+	return out
 }

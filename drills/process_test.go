@@ -1,0 +1,176 @@
+package drills
+
+import (
+	"fmt"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/switchyard-dev/switchyard/internal/bus"
+	"github.com/switchyard-dev/switchyard/internal/vllm"
+)
+
+// decisions is the Route decisions a router has made.
+func decisions(s *service) float64 {
+	v, _, _ := metric(s.httpURL+"/metrics", "switchyard_router_decisions_total")
+	return v
+}
+
+// healthyOnRouters says whether every router sees worker w as healthy
+// (want true) or unhealthy (want false).
+func (f *fleet) healthyOnRouters(w *worker, want bool) bool {
+	for _, r := range f.routers {
+		v, ok, err := metric(r.httpURL+"/metrics", "switchyard_router_endpoint_healthy", `endpoint="`+w.id+`"`)
+		if err != nil || !ok || (v > 0) != want {
+			return false
+		}
+	}
+	return true
+}
+
+// running is the streams a worker is generating.
+func (w *worker) running() float64 {
+	v, _, _ := metric(w.url+"/metrics", vllm.MetricNumRequestsRunning)
+	return v
+}
+
+// TestRouterKilled: one of the two router replicas is SIGKILLed under
+// load; both gateways know both. No request fails (a Route to the dead
+// replica is retried on the other); started again, the replica takes
+// Route calls again within the bound.
+func TestRouterKilled(t *testing.T) {
+	f := startFleet(t, defaultOptions())
+	l := startLoad(t, f, 6)
+	l.waitRequests(t, 12, 30*time.Second)
+	victim := f.routers[0]
+
+	t0 := time.Now()
+	must(t, victim.kill())
+	time.Sleep(outage)
+	t1 := time.Now()
+	f.restart(victim.proc, victim.httpURL+"/readyz")
+	took := until(t, t1, 30*time.Second, "the restarted router makes decisions again", func() bool {
+		return decisions(victim) >= 4
+	})
+	l.waitRequests(t, 12, 30*time.Second)
+	l.stop()
+	steady(t, l, t0, time.Now(), "with a router replica dead, then back")
+	checkUsage(t, f, l.snapshot(), 30*time.Second)
+	report(t, result{
+		fault:    "one of two routers SIGKILLed for " + fmtDur(outage) + ", restarted",
+		client:   "every stream served (Route retried on the other replica)",
+		recovery: "the restarted replica routes again (from its restart command)",
+		took:     took, bound: 10 * time.Second,
+	})
+}
+
+// stallVictim waits until worker w is generating at least two streams,
+// so that the fault lands mid-stream.
+func stallVictim(t *testing.T, w *worker) {
+	t.Helper()
+	until(t, time.Now(), 30*time.Second, w.id+" has streams in flight", func() bool { return w.running() >= 2 })
+}
+
+// brokenStreams checks the requests the fault broke: each started before
+// the fault, got its 200 and then an error event in the OpenAI shape (not
+// a bare close), and its usage event says why (outcomes). Every request
+// that started after the fault was served whole. It returns the broken
+// ones.
+func brokenStreams(t *testing.T, l *load, f *fleet, t0 time.Time, outcomes ...string) []record {
+	t.Helper()
+	rs := l.snapshot()
+	var broken []record
+	for _, r := range failures(rs) {
+		switch {
+		case r.start.After(t0):
+			t.Errorf("a request started after the fault failed: %s", describe([]record{r}))
+		case r.outcome != streamError || r.status != 200:
+			t.Errorf("a broken stream did not end with an error event: %s", describe([]record{r}))
+		}
+		broken = append(broken, r)
+	}
+	if len(broken) == 0 {
+		t.Error("the fault broke no stream: nothing was tested")
+	}
+	usage := checkUsage(t, f, rs, 30*time.Second)
+	for _, r := range broken {
+		ev := usage[r.id]
+		if ev == nil {
+			continue
+		}
+		found := false
+		for _, o := range outcomes {
+			found = found || ev.GetOutcome() == o
+		}
+		if !found {
+			t.Errorf("request %s broken mid-stream: usage outcome %q, want one of %v", r.id, ev.GetOutcome(), outcomes)
+		}
+	}
+	return broken
+}
+
+// TestWorkerKilledMidStream: a worker is SIGKILLed while it streams.
+// Its streams end with an error event (never a bare close) and usage
+// events whose outcome says so; every request started after the kill is
+// served whole (retried before its first byte); the worker, started
+// again, is back in both routers' rotation within the bound.
+func TestWorkerKilledMidStream(t *testing.T) {
+	f := startFleet(t, defaultOptions())
+	l := startLoad(t, f, 8)
+	l.waitRequests(t, 16, 30*time.Second)
+	victim := f.workers[1]
+	stallVictim(t, victim)
+
+	t0 := time.Now()
+	must(t, victim.kill())
+	until(t, t0, 10*time.Second, "both routers mark the dead worker unhealthy", func() bool { return f.healthyOnRouters(victim, false) })
+	time.Sleep(outage)
+	t1 := time.Now()
+	f.restart(victim.proc, victim.url+"/health")
+	took := until(t, t1, 30*time.Second, "both routers see the restarted worker healthy", func() bool { return f.healthyOnRouters(victim, true) })
+	l.waitRequests(t, 16, 30*time.Second)
+	l.stop()
+	broken := brokenStreams(t, l, f, t0, bus.UsageOutcomeUpstreamBroken)
+	report(t, result{
+		fault:    "a worker SIGKILLed mid-stream, restarted after " + fmtDur(outage),
+		client:   fmt.Sprintf("its %d streams end with an OpenAI error event; every later request served", len(broken)),
+		recovery: "both routers see the restarted worker healthy (from its restart command)",
+		took:     took, bound: 10 * time.Second,
+	})
+}
+
+// TestWorkerFrozenMidStream: a worker is SIGSTOPped while it streams
+// and thawed later. Its silent streams are ended with an error event
+// once the routers mark it unhealthy, well before the gateway's idle
+// timeout; every request started after the freeze is served whole; after
+// SIGCONT the worker is back in both routers' rotation.
+func TestWorkerFrozenMidStream(t *testing.T) {
+	f := startFleet(t, defaultOptions())
+	l := startLoad(t, f, 8)
+	l.waitRequests(t, 16, 30*time.Second)
+	victim := f.workers[1]
+	stallVictim(t, victim)
+
+	const frozen = 10 * time.Second
+	t0 := time.Now()
+	must(t, victim.signal(syscall.SIGSTOP))
+	t.Cleanup(func() { _ = victim.signal(syscall.SIGCONT) })
+	time.Sleep(frozen)
+	t1 := time.Now()
+	must(t, victim.signal(syscall.SIGCONT))
+	rejoin := until(t, t1, 30*time.Second, "both routers see the thawed worker healthy", func() bool { return f.healthyOnRouters(victim, true) })
+	l.waitRequests(t, 16, 30*time.Second)
+	l.stop()
+	broken := brokenStreams(t, l, f, t0, bus.UsageOutcomeEndpointUnhealthy, bus.UsageOutcomeUpstreamStalled)
+	var ended time.Duration
+	for _, r := range broken {
+		ended = max(ended, r.end.Sub(t0))
+	}
+	t.Logf("thawed worker healthy again after %v", rejoin.Round(time.Millisecond))
+	report(t, result{
+		fault:    "a worker SIGSTOPped mid-stream for " + fmtDur(frozen) + ", then SIGCONT",
+		client:   fmt.Sprintf("its %d silent streams end with an OpenAI error event; every later request served", len(broken)),
+		recovery: "every stream of the frozen worker ended (from the SIGSTOP)",
+		took:     ended, bound: 5 * time.Second,
+	})
+}
