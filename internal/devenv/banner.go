@@ -93,7 +93,7 @@ func (s *Stack) writeBanner(out io.Writer, cfg Config) {
 		tw.Flush()
 	}
 
-	metrics := []string{s.GatewayURL() + "/metrics", s.RouterURL() + "/metrics"}
+	metrics := []string{s.GatewayMetricsURL(), s.RouterURL() + "/metrics"}
 	if s.policyd != nil {
 		metrics = append(metrics, "http://"+s.policyd.HTTPAddr()+"/metrics")
 	}

@@ -41,8 +41,8 @@ func TestShippedCatalogKVEvents(t *testing.T) {
 	t.Run("banner lists every address", func(t *testing.T) {
 		var b strings.Builder
 		s.PrintBanner(&b, cfg)
-		want := []string{s.GatewayURL() + "/v1", s.RouterGRPCAddr(), s.RouterURL(), s.PolicydAddr(), s.KVTrackerURL(), s.NATSURL()}
-		for _, u := range []string{s.GatewayURL(), s.RouterURL(), s.KVTrackerURL()} {
+		want := []string{s.GatewayURL() + "/v1", s.GatewayMetricsURL(), s.RouterGRPCAddr(), s.RouterURL(), s.PolicydAddr(), s.KVTrackerURL(), s.NATSURL()}
+		for _, u := range []string{s.RouterURL(), s.KVTrackerURL()} {
 			want = append(want, u+"/metrics")
 		}
 		for i := range 3 {

@@ -29,9 +29,11 @@ import (
 
 // Config is `switchyard dev`.
 type Config struct {
-	GatewayAddr    string
-	RouterGRPCAddr string
-	RouterHTTPAddr string
+	GatewayAddr string
+	// GatewayMetricsAddr serves the gateway's /metrics.
+	GatewayMetricsAddr string
+	RouterGRPCAddr     string
+	RouterHTTPAddr     string
 	// NATSURL uses an existing server; empty starts an embedded one.
 	NATSURL string
 	// NATSPort is the embedded server's port; 0 picks a free one (never
@@ -75,16 +77,17 @@ func DefaultConfig() Config {
 	s.Workers = 3
 	s.KVEventsConfig = DefaultKVEventsConfig
 	return Config{
-		GatewayAddr:       "127.0.0.1:8080",
-		RouterGRPCAddr:    "127.0.0.1:9090",
-		RouterHTTPAddr:    "127.0.0.1:9091",
-		KVTrackerHTTPAddr: "127.0.0.1:9095",
-		RedisURL:          os.Getenv("REDIS_URL"),
-		Sim:               s,
-		ReadyTimeout:      30 * time.Second,
-		Policies:          defaultPolicies(),
-		PolicydGRPCAddr:   "127.0.0.1:9092",
-		PolicydHTTPAddr:   "127.0.0.1:9093",
+		GatewayAddr:        "127.0.0.1:8080",
+		GatewayMetricsAddr: "127.0.0.1:9094",
+		RouterGRPCAddr:     "127.0.0.1:9090",
+		RouterHTTPAddr:     "127.0.0.1:9091",
+		KVTrackerHTTPAddr:  "127.0.0.1:9095",
+		RedisURL:           os.Getenv("REDIS_URL"),
+		Sim:                s,
+		ReadyTimeout:       30 * time.Second,
+		Policies:           defaultPolicies(),
+		PolicydGRPCAddr:    "127.0.0.1:9092",
+		PolicydHTTPAddr:    "127.0.0.1:9093",
 	}
 }
 
@@ -102,6 +105,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	d := DefaultConfig()
 	*c = d
 	fs.StringVar(&c.GatewayAddr, "gateway-addr", d.GatewayAddr, "gateway HTTP listen address")
+	fs.StringVar(&c.GatewayMetricsAddr, "gateway-metrics-addr", d.GatewayMetricsAddr, "gateway /metrics listen address")
 	fs.StringVar(&c.RouterGRPCAddr, "router-grpc-addr", d.RouterGRPCAddr, "router gRPC listen address")
 	fs.StringVar(&c.RouterHTTPAddr, "router-http-addr", d.RouterHTTPAddr, "router REST/metrics listen address")
 	fs.StringVar(&c.NATSURL, "nats-url", "", "use this NATS server instead of starting an embedded one")
@@ -257,7 +261,7 @@ func Start(ctx context.Context, cfg Config, log zerolog.Logger) (_ *Stack, err e
 	s.routerRun = runInBackground(ctx, rs.Serve)
 
 	gc := gateway.DefaultConfig()
-	gc.Addr = cfg.GatewayAddr
+	gc.Addr, gc.MetricsAddr = cfg.GatewayAddr, cfg.GatewayMetricsAddr
 	gc.RouterAddr = rs.GRPCAddr()
 	gc.NATS.URL = s.natsURL
 	gc.AllowTagsHeader = true
@@ -331,6 +335,9 @@ func waitReady(ctx context.Context, url string) error {
 
 // GatewayURL is the gateway's base URL (OpenAI clients use GatewayURL()+"/v1").
 func (s *Stack) GatewayURL() string { return "http://" + s.gateway.Addr() }
+
+// GatewayMetricsURL is the gateway's /metrics (on a port of its own).
+func (s *Stack) GatewayMetricsURL() string { return "http://" + s.gateway.MetricsAddr() + "/metrics" }
 
 // RouterURL is the router's REST base URL.
 func (s *Stack) RouterURL() string { return "http://" + s.router.HTTPAddr() }

@@ -28,7 +28,7 @@ import (
 func startStack(t *testing.T) *devenv.Stack {
 	t.Helper()
 	cfg := devenv.DefaultConfig()
-	cfg.GatewayAddr = "127.0.0.1:0"
+	cfg.GatewayAddr, cfg.GatewayMetricsAddr = "127.0.0.1:0", "127.0.0.1:0"
 	cfg.RouterGRPCAddr = "127.0.0.1:0"
 	cfg.RouterHTTPAddr = "127.0.0.1:0"
 	cfg.KVTrackerHTTPAddr = "127.0.0.1:0"

@@ -34,7 +34,7 @@ func startCatalogStack(t *testing.T) *devenv.Stack {
 func catalogConfig() devenv.Config {
 	cfg := devenv.DefaultConfig()
 	cfg.Policies = "../../deploy/examples"
-	cfg.GatewayAddr = "127.0.0.1:0"
+	cfg.GatewayAddr, cfg.GatewayMetricsAddr = "127.0.0.1:0", "127.0.0.1:0"
 	cfg.RouterGRPCAddr = "127.0.0.1:0"
 	cfg.RouterHTTPAddr = "127.0.0.1:0"
 	cfg.KVTrackerHTTPAddr = "127.0.0.1:0"

@@ -41,6 +41,10 @@ type APIConfig struct {
 	MaxRESTBody int64
 	// Metrics is served on /metrics; nil for none.
 	Metrics prometheus.Gatherer
+	// MetricsAddr, when set, serves /metrics on a listener of its own at
+	// this address instead of on HTTPAddr (a public port must not expose
+	// it).
+	MetricsAddr string
 	// Ready says whether the service can take work, and if not, why; nil
 	// is always ready. /readyz calls it, and gRPC health follows it.
 	Ready func() error
@@ -76,6 +80,8 @@ type API struct {
 	ready    *readiness
 	grpcLn   net.Listener
 	httpLn   net.Listener
+	metrics  *http.Server // nil without APIConfig.MetricsAddr
+	metLn    net.Listener
 	stopping atomic.Bool
 	stopOnce sync.Once
 	stopped  chan struct{}
@@ -115,7 +121,14 @@ func NewAPI(cfg APIConfig) (_ *API, err error) {
 		if len(cfg.Checks) > 0 {
 			g = prometheus.Gatherers{cfg.Metrics, ready.collectors()}
 		}
-		a.Mux.Handle("GET /metrics", promhttp.HandlerFor(g, promhttp.HandlerOpts{}))
+		h := promhttp.HandlerFor(g, promhttp.HandlerOpts{})
+		if cfg.MetricsAddr != "" {
+			mux := http.NewServeMux()
+			mux.Handle("GET /metrics", h)
+			a.metrics = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+		} else {
+			a.Mux.Handle("GET /metrics", h)
+		}
 	}
 	a.Mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
 	a.Mux.HandleFunc("GET /readyz", a.readyz)
@@ -137,6 +150,11 @@ func NewAPI(cfg APIConfig) (_ *API, err error) {
 	if a.httpLn, err = net.Listen("tcp", cfg.HTTPAddr); err != nil {
 		return nil, fmt.Errorf("listen http %s: %w", cfg.HTTPAddr, err)
 	}
+	if a.metrics != nil {
+		if a.metLn, err = net.Listen("tcp", cfg.MetricsAddr); err != nil {
+			return nil, fmt.Errorf("listen metrics %s: %w", cfg.MetricsAddr, err)
+		}
+	}
 	return a, nil
 }
 
@@ -151,6 +169,15 @@ func (a *API) GRPCAddr() string {
 // HTTPAddr is the bound HTTP address.
 func (a *API) HTTPAddr() string { return a.httpLn.Addr().String() }
 
+// MetricsAddr is the bound metrics address; "" without
+// APIConfig.MetricsAddr.
+func (a *API) MetricsAddr() string {
+	if a.metLn == nil {
+		return ""
+	}
+	return a.metLn.Addr().String()
+}
+
 // Close releases the listeners of an API that Run never served.
 func (a *API) Close() error {
 	a.closeListeners()
@@ -163,6 +190,9 @@ func (a *API) closeListeners() {
 	}
 	if a.httpLn != nil {
 		_ = a.httpLn.Close()
+	}
+	if a.metLn != nil {
+		_ = a.metLn.Close()
 	}
 }
 
@@ -188,6 +218,10 @@ func (a *API) serve() error {
 	errs := make(chan error, 2)
 	n := 1
 	go func() { errs <- serve.HTTP(a.http, a.httpLn) }()
+	if a.metrics != nil {
+		n++
+		go func() { errs <- serve.HTTP(a.metrics, a.metLn) }()
+	}
 	if a.GRPC != nil {
 		n++
 		go func() { errs <- serve.GRPC(a.GRPC, a.grpcLn) }()
@@ -245,5 +279,8 @@ func (a *API) stop(deadline time.Time, log zerolog.Logger) {
 			serve.StopGRPC(a.GRPC, deadline, log)
 		}
 		serve.StopHTTP(a.http, deadline, log)
+		if a.metrics != nil {
+			serve.StopHTTP(a.metrics, deadline, log)
+		}
 	})
 }

@@ -16,8 +16,12 @@ import (
 // RegisterFlags; every flag can also be set from the environment through
 // internal/flagenv (e.g. --router-addr from SWITCHYARD_ROUTER_ADDR).
 type Config struct {
-	// Addr is the HTTP listen address.
+	// Addr is the HTTP listen address: the public port, serving the API
+	// and /healthz and /readyz.
 	Addr string
+	// MetricsAddr is where /metrics is served, never on the public port;
+	// loopback by default (a Deployment passes :9094 for Prometheus).
+	MetricsAddr string
 	// RouterAddr names the router replicas: a comma-separated list of
 	// host:port, or one gRPC target (host:port, or
 	// dns:///router.switchyard:9090 for a headless Service). Calls are
@@ -77,6 +81,7 @@ type Config struct {
 func DefaultConfig() Config {
 	return Config{
 		Addr:                  ":8080",
+		MetricsAddr:           "127.0.0.1:9094",
 		RouterAddr:            "127.0.0.1:9090",
 		NATS:                  lifecycle.NATS{URL: "nats://127.0.0.1:4222"},
 		MaxBodyBytes:          8 << 20,
@@ -93,7 +98,8 @@ func DefaultConfig() Config {
 // DefaultConfig.
 func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	d := DefaultConfig()
-	fs.StringVar(&c.Addr, "addr", d.Addr, "HTTP listen address")
+	fs.StringVar(&c.Addr, "addr", d.Addr, "HTTP listen address (the public API port)")
+	fs.StringVar(&c.MetricsAddr, "metrics-addr", d.MetricsAddr, "/metrics listen address, apart from the public port; :9094 for every interface")
 	fs.StringVar(&c.RouterAddr, "router-addr", d.RouterAddr, "router replicas: host:port[,host:port...] or one gRPC target (dns:///name:port); calls go round-robin to the healthy ones")
 	c.NATS.RegisterFlags(fs, d.NATS.URL, "usage and route completion events; empty disables them")
 	fs.Int64Var(&c.MaxBodyBytes, "max-body-bytes", d.MaxBodyBytes, "largest accepted request body in bytes")
@@ -115,6 +121,9 @@ func (c *Config) Validate() error {
 	var errs []error
 	if err := configcheck.ListenAddr(c.Addr); err != nil {
 		errs = append(errs, fmt.Errorf("addr: %w", err))
+	}
+	if err := configcheck.ListenAddr(c.MetricsAddr); err != nil {
+		errs = append(errs, fmt.Errorf("metrics-addr: %w", err))
 	}
 	if strings.TrimSpace(c.RouterAddr) == "" || strings.ContainsAny(c.RouterAddr, " \t\n") {
 		errs = append(errs, fmt.Errorf("router-addr %q: want host:port or a gRPC target", c.RouterAddr))

@@ -156,9 +156,10 @@ func New(cfg Config, log zerolog.Logger) (*Gateway, error) {
 	g.metrics = newMetrics(reg, func() float64 { return float64(g.inflight.Load()) })
 
 	g.api, err = lifecycle.NewAPI(lifecycle.APIConfig{
-		HTTPAddr: cfg.Addr,
-		Metrics:  reg,
-		Checks:   g.checks(),
+		HTTPAddr:    cfg.Addr,
+		Metrics:     reg,
+		MetricsAddr: cfg.MetricsAddr,
+		Checks:      g.checks(),
 		HTTPServer: func(srv *http.Server) {
 			srv.ReadHeaderTimeout = 10 * time.Second
 			srv.IdleTimeout = 2 * time.Minute
@@ -189,6 +190,9 @@ func New(cfg Config, log zerolog.Logger) (*Gateway, error) {
 // Addr is the address the gateway listens on (with the real port when
 // Config.Addr asked for port 0).
 func (g *Gateway) Addr() string { return g.api.HTTPAddr() }
+
+// MetricsAddr is the address /metrics is served on.
+func (g *Gateway) MetricsAddr() string { return g.api.MetricsAddr() }
 
 // Close releases what New acquired, for a Gateway whose Serve never ran.
 func (g *Gateway) Close() error {

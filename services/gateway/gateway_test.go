@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/switchyard-dev/switchyard/internal/testkit"
 	routerv1 "github.com/switchyard-dev/switchyard/proto/switchyard/router/v1"
 )
 
@@ -574,12 +575,11 @@ func TestModelsHealthMetrics(t *testing.T) {
 	r.Body.Close()
 	r = e.post(t, "/v1/chat/completions", `{"model":"client-invented","messages":[{}]}`, nil)
 	r.Body.Close()
-	resp, err = e.client.Get(e.url + "/metrics")
-	if err != nil {
-		t.Fatal(err)
+	// Metrics are served on their own port, not the public one.
+	if code := testkit.HTTPStatus(t, e.url+"/metrics"); code != http.StatusNotFound {
+		t.Errorf("public port /metrics = %d, want 404", code)
 	}
-	text, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
+	text := []byte(scrape(t, e.metricsURL))
 	for _, want := range []string{
 		`switchyard_gateway_requests_total{code="200",model="test-model"} 1`,
 		`switchyard_gateway_requests_total{code="404",model="_unknown"} 1`,

@@ -278,17 +278,19 @@ func streamEvents(model string, chat, usage bool) []string {
 
 // env is a gateway wired to a test router and an embedded NATS server.
 type env struct {
-	router  *testRouter
-	nats    *natsembed.Server
-	nc      *nats.Conn
-	js      jetstream.JetStream
-	gw      *Gateway
-	url     string
-	client  *http.Client
-	cancel  context.CancelFunc
-	served  chan error
-	compsMu sync.Mutex
-	comps   []*eventsv1.RouteCompletion
+	router *testRouter
+	nats   *natsembed.Server
+	nc     *nats.Conn
+	js     jetstream.JetStream
+	gw     *Gateway
+	url    string
+	// metricsURL is the gateway's /metrics, on its own port.
+	metricsURL string
+	client     *http.Client
+	cancel     context.CancelFunc
+	served     chan error
+	compsMu    sync.Mutex
+	comps      []*eventsv1.RouteCompletion
 }
 
 type envOpts struct {
@@ -306,7 +308,7 @@ func newEnv(t testing.TB, o envOpts) *env {
 		routerAddr = serveRouter(t, e.router)
 	}
 	cfg := DefaultConfig()
-	cfg.Addr = "127.0.0.1:0"
+	cfg.Addr, cfg.MetricsAddr = "127.0.0.1:0", "127.0.0.1:0"
 	cfg.RouterAddr = routerAddr
 	cfg.NATS.URL = ""
 	cfg.ShutdownTimeout = 5 * time.Second
@@ -358,6 +360,7 @@ func newEnv(t testing.TB, o envOpts) *env {
 	}
 	e.gw = gw
 	e.url = "http://" + gw.Addr()
+	e.metricsURL = "http://" + gw.MetricsAddr() + "/metrics"
 	ctx, cancel := context.WithCancel(context.Background())
 	e.cancel = cancel
 	e.served = make(chan error, 1)

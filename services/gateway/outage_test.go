@@ -146,7 +146,7 @@ func TestNATSOutageLosesNoUsage(t *testing.T) {
 	if len(seen) != len(ids) {
 		t.Errorf("%d usage events for %d requests", len(seen), len(ids))
 	}
-	metrics := scrape(t, e.url+"/metrics")
+	metrics := scrape(t, e.metricsURL)
 	if strings.Contains(metrics, "switchyard_gateway_event_publish_failures_total{") {
 		t.Errorf("events counted lost:\n%s", grepLines(metrics, "publish_failures"))
 	}

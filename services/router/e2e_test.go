@@ -87,7 +87,7 @@ func startE2E(t *testing.T) *e2eStack {
 	})
 
 	gc := gateway.DefaultConfig()
-	gc.Addr = "127.0.0.1:0"
+	gc.Addr, gc.MetricsAddr = "127.0.0.1:0", "127.0.0.1:0"
 	gc.RouterAddr = tr.srv.GRPCAddr()
 	gc.NATS.URL = ns.URL()
 	gw, err := gateway.New(gc, log)
@@ -282,7 +282,7 @@ func TestEndToEndKeyRule(t *testing.T) {
 	fleet := startSim(t, log, func(sc *sim.Config) { sc.TimeScale, sc.DefaultMaxTokens = 100, 1 })
 	tr := startRouter(t, func(c *router.Config) { c.Endpoints = "sim-0=" + fleet.Workers()[0].URL })
 	gc := gateway.DefaultConfig()
-	gc.Addr, gc.RouterAddr, gc.NATS.URL = "127.0.0.1:0", tr.srv.GRPCAddr(), ""
+	gc.Addr, gc.MetricsAddr, gc.RouterAddr, gc.NATS.URL = "127.0.0.1:0", "127.0.0.1:0", tr.srv.GRPCAddr(), ""
 	gw, err := gateway.New(gc, log)
 	if err != nil {
 		t.Fatal(err)
