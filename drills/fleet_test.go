@@ -234,8 +234,11 @@ func (p *proc) tail(n int) string {
 // service is a Switchyard process with an HTTP port (/readyz, /metrics).
 type service struct {
 	*proc
-	// httpURL serves /readyz and /metrics (the gateway's: its API too).
+	// httpURL serves /readyz and /metrics (the gateway's: its API too,
+	// and its /metrics is on metricsURL).
 	httpURL string
+	// metricsURL is a gateway's /metrics, on a port of its own.
+	metricsURL string
 	// grpcAddr is a router's gRPC address.
 	grpcAddr string
 }
@@ -358,10 +361,11 @@ func startFleet(t *testing.T, o options) *fleet {
 		for _, r := range rs {
 			addrs = append(addrs, f.routers[r].grpcAddr)
 		}
-		p := testkit.FreePort(t)
-		g := &service{httpURL: fmt.Sprintf("http://127.0.0.1:%d", p)}
+		p, m := testkit.FreePort(t), testkit.FreePort(t)
+		g := &service{httpURL: fmt.Sprintf("http://127.0.0.1:%d", p), metricsURL: fmt.Sprintf("http://127.0.0.1:%d/metrics", m)}
 		g.proc = f.add(fmt.Sprintf("gateway-%d", i), bins.switchyard, append([]string{"gateway",
-			"--addr", g.httpURL[len("http://"):], "--router-addr", strings.Join(addrs, ","),
+			"--addr", g.httpURL[len("http://"):], "--metrics-addr", g.metricsURL[len("http://") : len(g.metricsURL)-len("/metrics")],
+			"--router-addr", strings.Join(addrs, ","),
 			"--nats-url", f.natsURL, "--log-format", "json",
 		}, o.gatewayArgs...))
 		f.gateways = append(f.gateways, g)
@@ -546,7 +550,11 @@ func metric(url, name string, labels ...string) (v float64, ok bool, err error) 
 
 // heapInuse is a service's Go heap in use, from its /metrics.
 func (s *service) heapInuse() (float64, error) {
-	v, ok, err := metric(s.httpURL+"/metrics", "go_memstats_heap_inuse_bytes")
+	page := s.metricsURL
+	if page == "" {
+		page = s.httpURL + "/metrics"
+	}
+	v, ok, err := metric(page, "go_memstats_heap_inuse_bytes")
 	if err == nil && !ok {
 		err = fmt.Errorf("%s: no go_memstats_heap_inuse_bytes on /metrics", s.name)
 	}
