@@ -6,8 +6,19 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
+
+// Missing reports whether err says a stream or KV bucket does not exist.
+// Streams and buckets in memory storage (the KV deltas, the kvtracker's
+// leases) are lost when the NATS server restarts; whoever relies on one
+// makes it again (EnsureKVStream, CreateOrUpdateKeyValue) when an
+// operation fails so. A publish into a missing stream finds no responder.
+func Missing(err error) bool {
+	return errors.Is(err, jetstream.ErrStreamNotFound) || errors.Is(err, jetstream.ErrBucketNotFound) ||
+		errors.Is(err, jetstream.ErrNoStreamResponse) || errors.Is(err, nats.ErrNoResponders)
+}
 
 // DuplicateWindow is how long JetStream remembers a Nats-Msg-Id; a gateway
 // retrying a usage publish inside it cannot double-count a request.

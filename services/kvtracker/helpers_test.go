@@ -146,7 +146,7 @@ type replica struct {
 
 func startTracker(t *testing.T, cfg Config, tune func(*Tracker)) *replica {
 	t.Helper()
-	tr, err := New(cfg, zerolog.Nop())
+	tr, err := New(cfg, testLogger(t))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -56,6 +56,7 @@ type Tracker struct {
 	serving atomic.Bool // first lease round done
 	nc      atomic.Pointer[nats.Conn]
 	epochs  epochClock
+	jst     jsState
 
 	// Test hooks, set before Serve.
 	dropMessage func(worker string, seq uint64) bool // drop a live message before the sequence check
@@ -89,7 +90,7 @@ func New(cfg Config, log zerolog.Logger) (*Tracker, error) {
 		runs:      map[string]*run{},
 	}
 	t.routing.Store(&routing{})
-	if t.api, err = lifecycle.NewAPI(lifecycle.APIConfig{HTTPAddr: cfg.HTTPAddr, Metrics: t.metrics.reg, Ready: t.ready}); err != nil {
+	if t.api, err = lifecycle.NewAPI(lifecycle.APIConfig{HTTPAddr: cfg.HTTPAddr, Metrics: t.metrics.reg, Checks: t.checks()}); err != nil {
 		return nil, err
 	}
 	if cfg.Bind != "" {
@@ -129,15 +130,21 @@ func (t *Tracker) BindEndpoint() string {
 	return t.bound.Endpoint()
 }
 
-// ready is "connected to NATS, and the first lease round is done".
-func (t *Tracker) ready() error {
-	if nc := t.nc.Load(); nc == nil || !nc.IsConnected() {
-		return errors.New("nats not connected")
+// checks are the tracker's readiness: ready once it is connected to NATS,
+// its stream and lease bucket are there, and it takes part in the lease
+// round; the workers' streams are reported, not required (an idle worker
+// is silent too).
+func (t *Tracker) checks() []lifecycle.Check {
+	return []lifecycle.Check{
+		{Name: "nats", Required: true, Probe: func() error {
+			if nc := t.nc.Load(); nc == nil || !nc.IsConnected() {
+				return errors.New("not connected")
+			}
+			return nil
+		}},
+		{Name: "jetstream", Required: true, Probe: t.probeJetStream},
+		{Name: "leases", Required: true, Probe: t.probeLeases},
 	}
-	if !t.serving.Load() {
-		return errors.New("first lease round not done")
-	}
-	return nil
 }
 
 // deps are the connections Serve opens.
@@ -244,7 +251,11 @@ func (t *Tracker) setup(ctx context.Context, nc *nats.Conn, rdb *redis.Client) (
 			leases, err = lease.Open(sctx, js, t.cfg.ReplicaID)
 		}
 		cancel()
+		t.jst.mu.Lock()
+		t.jst.ensureErr, t.jst.setUp = err, err == nil
+		t.jst.mu.Unlock()
 		if err == nil {
+			t.jst.reconnects.Store(nc.Stats().Reconnects)
 			if rdb != nil {
 				pctx, cancel := context.WithTimeout(ctx, time.Second)
 				if err := rdb.Ping(pctx).Err(); err != nil {

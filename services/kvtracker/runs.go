@@ -131,10 +131,18 @@ func (t *Tracker) leaseLoop(ctx context.Context, d *deps) {
 // ceil(workers / live replicas), acquiring free workers below it and
 // shedding one above it.
 func (t *Tracker) leaseRound(ctx context.Context, d *deps) {
+	acquire := t.checkJetStream(ctx, d)
 	rctx, cancel := context.WithTimeout(ctx, t.leaseTick)
 	defer cancel()
-	if err := d.leases.Heartbeat(rctx); err != nil && ctx.Err() == nil {
-		t.log.Warn().Err(err).Msg("lease heartbeat failed")
+	if d.nc.IsConnected() {
+		err := d.leases.Heartbeat(rctx)
+		if ctx.Err() == nil {
+			t.jst.beat(err)
+		}
+		if err != nil && ctx.Err() == nil {
+			t.jst.missing(err)
+			t.log.Warn().Err(err).Msg("lease heartbeat failed")
+		}
 	}
 
 	t.mu.Lock()
@@ -182,6 +190,7 @@ func (t *Tracker) leaseRound(ctx context.Context, d *deps) {
 		}
 		if r.lease.RenewDue() {
 			if err := r.lease.Renew(rctx); err != nil {
+				t.jst.missing(err)
 				// Stop before anything else is published: the key may be
 				// someone else's already.
 				r.cancel()
@@ -193,12 +202,13 @@ func (t *Tracker) leaseRound(ctx context.Context, d *deps) {
 	for _, s := range stops {
 		t.stopRun(s.r, d, s.release, s.event)
 	}
-	if ctx.Err() != nil {
+	if ctx.Err() != nil || !acquire {
 		return
 	}
 
 	replicas, err := d.leases.Replicas(rctx)
 	if err != nil {
+		t.jst.missing(err)
 		t.log.Warn().Err(err).Msg("count replicas")
 	}
 	replicas = max(replicas, 1)
@@ -226,6 +236,7 @@ func (t *Tracker) leaseRound(ctx context.Context, d *deps) {
 		}
 		l, err := d.leases.Acquire(rctx, k)
 		if err != nil {
+			t.jst.missing(err)
 			if !errors.Is(err, lease.ErrHeld) && ctx.Err() == nil {
 				t.log.Warn().Err(err).Str("worker", k).Msg("lease acquire failed")
 			}
@@ -233,6 +244,7 @@ func (t *Tracker) leaseRound(ctx context.Context, d *deps) {
 		}
 		t.startRun(ctx, wanted[k], k, l, d)
 	}
+	t.jst.acquired()
 	if held := t.held(); held > fair && replicas > 1 {
 		t.mu.Lock()
 		var victim *run
@@ -310,6 +322,18 @@ func (t *Tracker) stopRun(r *run, d *deps, release bool, event string) {
 
 // stopAll stops every pipeline at shutdown and releases the leases.
 func (t *Tracker) stopAll(d *deps) {
+	t.stopEvery(d, true, "released")
+	if !t.skipRelease.Load() {
+		ctx, cancel := context.WithTimeout(context.Background(), flushTimeout)
+		defer cancel()
+		if err := d.leases.Leave(ctx); err != nil {
+			t.log.Warn().Err(err).Msg("leave replica set")
+		}
+	}
+}
+
+// stopEvery stops every pipeline at once, releasing the leases or not.
+func (t *Tracker) stopEvery(d *deps, release bool, event string) {
 	t.mu.Lock()
 	runs := make([]*run, 0, len(t.runs))
 	for _, r := range t.runs {
@@ -319,16 +343,9 @@ func (t *Tracker) stopAll(d *deps) {
 	t.mu.Unlock()
 	var wg sync.WaitGroup
 	for _, r := range runs {
-		wg.Go(func() { t.stopRun(r, d, true, "released") })
+		wg.Go(func() { t.stopRun(r, d, release, event) })
 	}
 	wg.Wait()
-	if !t.skipRelease.Load() {
-		ctx, cancel := context.WithTimeout(context.Background(), flushTimeout)
-		defer cancel()
-		if err := d.leases.Leave(ctx); err != nil {
-			t.log.Warn().Err(err).Msg("leave replica set")
-		}
-	}
 }
 
 // flush waits for every outstanding delta's ack, so a successor's first
@@ -455,6 +472,7 @@ func (t *Tracker) publishLoop(ctx context.Context, r *run, w *ingest.Worker, d *
 // numbering, so the worker's next snapshot is written now.
 func (t *Tracker) onAsyncPublishError(subject string, err error) {
 	t.metrics.ingest.PublishError()
+	t.jst.missing(err)
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for _, r := range t.runs {

@@ -9,12 +9,21 @@
 // write began: by then the key may have expired and been taken, so two
 // replicas never ingest one worker at once (as long as clocks run at the
 // same rate).
+//
+// The bucket lives in memory on the NATS server, so a server restart
+// loses it with every lease in it. Operations then fail (bus.Missing says
+// so); Ensure recreates the bucket and reports that it is a new one,
+// whose emptiness proves nothing: a replica may still be inside a lease
+// it wrote to the old bucket. The caller treats its own leases as lost at
+// once and acquires nothing until the old leases' deadlines have passed
+// (RecreatedHoldOff).
 package lease
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -28,7 +37,12 @@ var ErrHeld = errors.New("lease held by another replica")
 
 // Manager acquires, renews and releases leases for one replica.
 type Manager struct {
-	kv     jetstream.KeyValue
+	js jetstream.JetStream
+	// mu guards kv and created, replaced by Ensure.
+	mu      sync.Mutex
+	kv      jetstream.KeyValue
+	created time.Time // the bucket's creation, as the server says
+
 	owner  []byte
 	ttl    time.Duration
 	margin time.Duration
@@ -41,7 +55,26 @@ type Manager struct {
 // Open creates (or updates) the lease bucket and returns a manager for
 // replica owner.
 func Open(ctx context.Context, js jetstream.JetStream, owner string) (*Manager, error) {
-	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+	m := &Manager{
+		js:       js,
+		owner:    []byte(owner),
+		ttl:      bus.KVLeaseTTL,
+		margin:   min(time.Second, bus.KVLeaseTTL/4),
+		epoch:    time.Now(),
+		presence: bus.KVReplicaKey(owner),
+	}
+	if _, err := m.Ensure(ctx); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// Ensure creates the bucket if it is missing (or updates its definition)
+// and reports whether the bucket is not the one the manager used before:
+// it was lost with its leases and created anew, here or by another
+// replica.
+func (m *Manager) Ensure(ctx context.Context) (recreated bool, err error) {
+	kv, err := m.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
 		Bucket:      bus.BucketKVLeases,
 		Description: "kvtracker worker leases: key pool.worker, value the holding replica",
 		TTL:         bus.KVLeaseTTL,
@@ -49,16 +82,32 @@ func Open(ctx context.Context, js jetstream.JetStream, owner string) (*Manager, 
 		Storage:     jetstream.MemoryStorage,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("open lease bucket %s: %w", bus.BucketKVLeases, err)
+		return false, fmt.Errorf("open lease bucket %s: %w", bus.BucketKVLeases, err)
 	}
-	return &Manager{
-		kv:       kv,
-		owner:    []byte(owner),
-		ttl:      bus.KVLeaseTTL,
-		margin:   min(time.Second, bus.KVLeaseTTL/4),
-		epoch:    time.Now(),
-		presence: bus.KVReplicaKey(owner),
-	}, nil
+	st, err := kv.Status(ctx)
+	if err != nil {
+		return false, fmt.Errorf("lease bucket %s status: %w", bus.BucketKVLeases, err)
+	}
+	var created time.Time
+	if bs, ok := st.(*jetstream.KeyValueBucketStatus); ok && bs.StreamInfo() != nil {
+		created = bs.StreamInfo().Created
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	recreated = !m.created.IsZero() && !created.Equal(m.created)
+	m.kv, m.created = kv, created
+	return recreated, nil
+}
+
+// RecreatedHoldOff is how long after it could last have reached the old
+// bucket a replica waits before acquiring in a recreated one: every lease
+// written to the old bucket has passed its holder's deadline by then.
+const RecreatedHoldOff = bus.KVLeaseTTL
+
+func (m *Manager) bucket() jetstream.KeyValue {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.kv
 }
 
 // TTL is the lease lifetime without renewal.
@@ -84,7 +133,7 @@ func (l *Lease) Valid() bool { return l.m.now() < time.Duration(l.deadline.Load(
 // Acquire creates key if nobody holds it.
 func (m *Manager) Acquire(ctx context.Context, key string) (*Lease, error) {
 	start := m.now()
-	rev, err := m.kv.Create(ctx, key, m.owner)
+	rev, err := m.bucket().Create(ctx, key, m.owner)
 	if err != nil {
 		if errors.Is(err, jetstream.ErrKeyExists) {
 			return nil, ErrHeld
@@ -99,7 +148,7 @@ func (m *Manager) Acquire(ctx context.Context, key string) (*Lease, error) {
 // Renew extends the lease. On any error the lease must be treated as lost.
 func (l *Lease) Renew(ctx context.Context) error {
 	start := l.m.now()
-	rev, err := l.m.kv.Update(ctx, l.key, l.m.owner, l.rev)
+	rev, err := l.m.bucket().Update(ctx, l.key, l.m.owner, l.rev)
 	if err != nil {
 		l.deadline.Store(0)
 		return fmt.Errorf("renew lease %s: %w", l.key, err)
@@ -120,7 +169,7 @@ func (l *Lease) RenewDue() bool {
 // replica can take the worker at once.
 func (l *Lease) Release(ctx context.Context) error {
 	l.deadline.Store(0)
-	if err := l.m.kv.Delete(ctx, l.key, jetstream.LastRevision(l.rev)); err != nil {
+	if err := l.m.bucket().Delete(ctx, l.key, jetstream.LastRevision(l.rev)); err != nil {
 		return fmt.Errorf("release lease %s: %w", l.key, err)
 	}
 	return nil
@@ -129,7 +178,7 @@ func (l *Lease) Release(ctx context.Context) error {
 // Heartbeat announces this replica for TTL, so others count it when they
 // compute their fair share.
 func (m *Manager) Heartbeat(ctx context.Context) error {
-	rev, err := m.kv.Put(ctx, m.presence, m.owner)
+	rev, err := m.bucket().Put(ctx, m.presence, m.owner)
 	if err != nil {
 		return fmt.Errorf("replica heartbeat: %w", err)
 	}
@@ -139,7 +188,7 @@ func (m *Manager) Heartbeat(ctx context.Context) error {
 
 // Leave removes this replica's presence key.
 func (m *Manager) Leave(ctx context.Context) error {
-	if err := m.kv.Delete(ctx, m.presence); err != nil {
+	if err := m.bucket().Delete(ctx, m.presence); err != nil {
 		return fmt.Errorf("replica leave: %w", err)
 	}
 	return nil
@@ -148,7 +197,7 @@ func (m *Manager) Leave(ctx context.Context) error {
 // Replicas counts the replicas that announced themselves within TTL
 // (including this one once Heartbeat ran).
 func (m *Manager) Replicas(ctx context.Context) (int, error) {
-	lister, err := m.kv.ListKeysFiltered(ctx, bus.KVReplicaKeyFilter)
+	lister, err := m.bucket().ListKeysFiltered(ctx, bus.KVReplicaKeyFilter)
 	if err != nil {
 		if errors.Is(err, jetstream.ErrNoKeysFound) {
 			return 0, nil
@@ -164,7 +213,7 @@ func (m *Manager) Replicas(ctx context.Context) (int, error) {
 
 // Holder returns the replica holding key, "" when none.
 func (m *Manager) Holder(ctx context.Context, key string) (string, error) {
-	e, err := m.kv.Get(ctx, key)
+	e, err := m.bucket().Get(ctx, key)
 	if err != nil {
 		if errors.Is(err, jetstream.ErrKeyNotFound) {
 			return "", nil

@@ -151,3 +151,37 @@ func TestReplicas(t *testing.T) {
 		t.Fatalf("after leave: %d %v", n, err)
 	}
 }
+
+// TestEnsureAfterTheBucketIsLost: the bucket is gone (as after a NATS
+// restart: it lives in memory). Lease operations fail in a way bus.Missing
+// recognises; Ensure makes the bucket again and says it is a new one, and
+// a lease of the old bucket can no longer be renewed.
+func TestEnsureAfterTheBucketIsLost(t *testing.T) {
+	ms, _ := managers(t, "replica-a")
+	m := ms[0]
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if recreated, err := m.Ensure(ctx); err != nil || recreated {
+		t.Fatalf("ensure of the bucket in use: recreated %v, %v", recreated, err)
+	}
+	l, err := m.Acquire(ctx, bus.KVLeaseKey("pool", "w0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.js.DeleteKeyValue(ctx, bus.BucketKVLeases); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Heartbeat(ctx); !bus.Missing(err) {
+		t.Errorf("heartbeat into a lost bucket: %v, not recognised as missing", err)
+	}
+	recreated, err := m.Ensure(ctx)
+	if err != nil || !recreated {
+		t.Fatalf("ensure after the loss: recreated %v, %v", recreated, err)
+	}
+	if err := l.Renew(ctx); err == nil || l.Valid() {
+		t.Errorf("a lease of the lost bucket renewed: %v", err)
+	}
+	if _, err := m.Acquire(ctx, bus.KVLeaseKey("pool", "w0")); err != nil {
+		t.Errorf("acquire in the new bucket: %v", err)
+	}
+}

@@ -1,0 +1,141 @@
+package router_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/switchyard-dev/switchyard/internal/natsembed"
+	"github.com/switchyard-dev/switchyard/internal/sim"
+	"github.com/switchyard-dev/switchyard/internal/testkit"
+	"github.com/switchyard-dev/switchyard/services/kvtracker"
+	"github.com/switchyard-dev/switchyard/services/router"
+)
+
+// kvStack is a simulated worker publishing KV events, a kvtracker and a
+// router, over a NATS of the test's own and the shared Redis: the path a
+// worker's cache takes into the router's index.
+type kvStack struct {
+	natsURL string
+	worker  sim.WorkerInfo
+	tracker *kvtracker.Tracker
+	router  *testRouter
+}
+
+// kvStackID is the worker's id, in the tracker's deltas and the router's
+// endpoints alike.
+const kvStackID = "sim-0"
+
+func startKVStack(t *testing.T, natsURL string, fleet *sim.Fleet) *kvStack {
+	t.Helper()
+	redisRaw, _ := redisURL(t)
+	log := zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.WarnLevel)
+	w := fleet.Workers()[0]
+	kc := kvtracker.DefaultConfig()
+	kc.Workers = kvStackID + "=" + w.KVEndpoint + "|" + w.ReplayEndpoint
+	kc.NATS.URL, kc.Redis.URL = natsURL, redisRaw
+	kc.Pool = "kvrestart-" + strconv.FormatUint(rand.Uint64(), 36)
+	kc.Model = sim.DefaultServedModelName
+	kc.Topic = "kv"
+	kc.ReplicaID = "kvrestart-tracker"
+	kc.HTTPAddr = "127.0.0.1:0"
+	kc.SnapshotInterval = 200 * time.Millisecond
+	kc.ShutdownTimeout = 5 * time.Second
+	tracker, err := kvtracker.New(kc, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	serveUntilCleanup(t, "kvtracker", tracker.Serve)
+	waitHTTPReady(t, "http://"+tracker.HTTPAddr()+"/readyz")
+	tr := startRouter(t, func(c *router.Config) {
+		c.Endpoints = kvStackID + "=" + w.URL
+		c.NATS.URL, c.Redis.URL = natsURL, redisRaw
+		c.ScrapeInterval = 100 * time.Millisecond
+		// Only the kvtracker's events may put a prefix in the index.
+		c.SpeculativeTTL, c.ApproxTTL = time.Millisecond, time.Millisecond
+	})
+	return &kvStack{natsURL: natsURL, worker: w, tracker: tracker, router: tr}
+}
+
+// serve sends a chat with system's prefix straight to the worker (not
+// through the router: only the KV events may tell the router about it).
+func (s *kvStack) serve(t *testing.T, system string) {
+	t.Helper()
+	body, _ := json.Marshal(map[string]any{"model": s.worker.Model, "max_tokens": 1,
+		"messages": []map[string]string{{"role": "system", "content": system}, {"role": "user", "content": "hi"}}})
+	resp, err := http.Post(s.worker.URL+"/v1/chat/completions", "application/json", bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("chat on the worker: %d %s", resp.StatusCode, data)
+	}
+}
+
+// cached is how many of system's prefix tokens the router's index holds on
+// the worker.
+func (s *kvStack) cached(t *testing.T, system string) int64 {
+	t.Helper()
+	return cachedOn(s.router.explainModel(t, sim.DefaultServedModelName, chatBodyFor(sim.DefaultServedModelName, system, "probe")), kvStackID)
+}
+
+func (s *kvStack) waitCached(t *testing.T, system string, within time.Duration) {
+	t.Helper()
+	testkit.Eventually(t, within, "the prefix in the router's index", func() bool { return s.cached(t, system) > 7000 })
+}
+
+// TestKVIndexAfterNATSRestart: NATS restarts and loses the KV stream and
+// the kvtracker's lease bucket (memory storage). The kvtracker makes them
+// again and takes its worker back, and what the worker caches afterwards
+// reaches the router's index again; the kvtracker is not ready meanwhile.
+func TestKVIndexAfterNATSRestart(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end to end; skipped in -short")
+	}
+	port := testkit.FreePort(t)
+	ns, _ := testkit.NATS(t, port)
+	fleet := startSim(t, zerolog.Nop(), func(sc *sim.Config) {
+		sc.Workers, sc.TimeScale, sc.DefaultMaxTokens = 1, 50, 1
+		sc.KVEventsConfig = `{"enable_kv_cache_events":true,"publisher":"zmq","endpoint":"tcp://127.0.0.1:*","replay_endpoint":"tcp://127.0.0.1:*","topic":"kv"}`
+	})
+	s := startKVStack(t, ns.URL(), fleet)
+	trackerReady := "http://" + s.tracker.HTTPAddr() + "/readyz"
+
+	before := doc("before the restart")
+	s.serve(t, before)
+	s.waitCached(t, before, 10*time.Second)
+
+	ns.Shutdown()
+	testkit.Eventually(t, 10*time.Second, "kvtracker not ready while NATS is down", func() bool {
+		return testkit.HTTPStatus(t, trackerReady) == http.StatusServiceUnavailable
+	})
+	ns2, err := natsembed.Start(natsembed.Options{Port: port})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(ns2.Shutdown)
+	back := time.Now()
+
+	// Cached while the kvtracker has not taken the worker back: the
+	// worker's replay buffer brings it in.
+	after := doc("after the restart")
+	s.serve(t, after)
+	testkit.Eventually(t, 30*time.Second, "kvtracker ready again", func() bool {
+		return testkit.HTTPStatus(t, trackerReady) == http.StatusOK
+	})
+	t.Logf("kvtracker ready %s after NATS came back", time.Since(back).Round(10*time.Millisecond))
+	s.waitCached(t, after, 10*time.Second)
+	// And what is cached from now on keeps flowing.
+	later := doc("later still")
+	s.serve(t, later)
+	s.waitCached(t, later, 10*time.Second)
+}
