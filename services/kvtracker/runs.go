@@ -309,7 +309,9 @@ func (t *Tracker) stopRun(r *run, d *deps, release bool, event string) {
 	t.metrics.cached.DeleteLabelValues(r.spec.Pool, r.spec.ID)
 	t.metrics.connected.DeleteLabelValues(r.spec.Pool, r.spec.ID)
 	t.metrics.lastEvent.DeleteLabelValues(r.spec.Pool, r.spec.ID)
-	if !release || t.skipRelease.Load() {
+	if !release || t.skipRelease.Load() || !d.nc.IsConnected() {
+		// Without NATS the release would only wait out its timeout: the
+		// lease expires on its own.
 		return
 	}
 	flush(d)
@@ -323,7 +325,7 @@ func (t *Tracker) stopRun(r *run, d *deps, release bool, event string) {
 // stopAll stops every pipeline at shutdown and releases the leases.
 func (t *Tracker) stopAll(d *deps) {
 	t.stopEvery(d, true, "released")
-	if !t.skipRelease.Load() {
+	if !t.skipRelease.Load() && d.nc.IsConnected() {
 		ctx, cancel := context.WithTimeout(context.Background(), flushTimeout)
 		defer cancel()
 		if err := d.leases.Leave(ctx); err != nil {
