@@ -1,6 +1,8 @@
 package tokenizer
 
 import (
+	"context"
+	"errors"
 	"slices"
 	"strings"
 	"testing"
@@ -92,4 +94,38 @@ func countID(ids []uint32, id uint32) int {
 		}
 	}
 	return n
+}
+
+// TestEncodeStopsWhenCanceled: under a context that is done, a hostile-size
+// text costs at most one CheckEvery slice of work before the context's
+// error comes back; a live context encodes it all, as Encode does.
+func TestEncodeStopsWhenCanceled(t *testing.T) {
+	tok := NewSimple()
+	text := strings.Repeat(SampleText+"\n", (8<<20)/len(SampleText))
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	ids, err := tok.AppendEncodeContext(ctx, nil, text)
+	if !errors.Is(err, context.Canceled) || len(ids) > CheckEvery {
+		t.Fatalf("canceled: %d ids, %v; want context.Canceled within %d bytes of work", len(ids), err, CheckEvery)
+	}
+	ids, err = tok.AppendEncodeContext(context.Background(), nil, text)
+	if err != nil || !slices.Equal(ids, tok.Encode(text)) {
+		t.Fatalf("live context: %d ids, %v; want Encode's %d", len(ids), err, len(tok.Encode(text)))
+	}
+
+	msgs := make([]Message, 100000)
+	for i := range msgs {
+		msgs[i] = Message{Role: "user", Content: SampleText}
+	}
+	c := &Chat{Messages: msgs}
+	if _, err := tok.ApplyChatTemplateContext(ctx, c, 0); !errors.Is(err, context.Canceled) {
+		t.Fatalf("render under a canceled context: %v", err)
+	}
+	if _, err := tok.ApplyChatTemplateContext(context.Background(), c, 1<<20); !errors.Is(err, ErrTooLarge) {
+		t.Fatalf("render over its cap: %v", err)
+	}
+	out, err := tok.ApplyChatTemplateContext(context.Background(), &Chat{Messages: msgs[:10]}, 1<<20)
+	if want, _ := tok.ApplyChatTemplate(&Chat{Messages: msgs[:10]}); err != nil || out != want {
+		t.Fatalf("render within its cap: %v", err)
+	}
 }

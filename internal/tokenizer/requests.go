@@ -2,6 +2,7 @@ package tokenizer
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -104,14 +105,29 @@ func ChatOf(req *openaiapi.ChatCompletionRequest) (*Chat, error) {
 
 // ChatText renders a chat request's prompt text.
 func ChatText(t Tokenizer, req *openaiapi.ChatCompletionRequest) (string, error) {
+	return ChatTextContext(context.Background(), t, req, 0)
+}
+
+// ChatTextContext is ChatText under ctx, with the rendered prompt capped at
+// maxBytes (0: no cap; see Tokenizer.ApplyChatTemplateContext). ctx's
+// error and ErrTooLarge come back as they are; what the request got wrong
+// is an *InputError.
+func ChatTextContext(ctx context.Context, t Tokenizer, req *openaiapi.ChatCompletionRequest, maxBytes int) (string, error) {
 	c, err := ChatOf(req)
 	if err != nil {
 		return "", err
 	}
-	text, err := t.ApplyChatTemplate(c)
+	return RenderChatContext(ctx, t, c, maxBytes)
+}
+
+// RenderChatContext renders c with t's template under ctx, as
+// ChatTextContext does for a request.
+func RenderChatContext(ctx context.Context, t Tokenizer, c *Chat, maxBytes int) (string, error) {
+	text, err := t.ApplyChatTemplateContext(ctx, c, maxBytes)
 	if err != nil {
 		var ie *InputError
-		if errors.As(err, &ie) {
+		if errors.As(err, &ie) || errors.Is(err, ErrTooLarge) ||
+			errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 			return "", err
 		}
 		return "", &InputError{Param: "messages", Msg: err.Error()}
@@ -127,14 +143,20 @@ func ChatPrompt(t Tokenizer, req *openaiapi.ChatCompletionRequest) ([]uint32, er
 // AppendChatPrompt is ChatPrompt appending to dst, for callers that reuse
 // a buffer (an 8k-token prompt's ids are 32 KB).
 func AppendChatPrompt(dst []uint32, t Tokenizer, req *openaiapi.ChatCompletionRequest) ([]uint32, error) {
-	text, err := ChatText(t, req)
+	return AppendChatPromptContext(context.Background(), dst, t, req, 0)
+}
+
+// AppendChatPromptContext is AppendChatPrompt under ctx, with the rendered
+// prompt capped at maxTemplateBytes (see ChatTextContext).
+func AppendChatPromptContext(ctx context.Context, dst []uint32, t Tokenizer, req *openaiapi.ChatCompletionRequest, maxTemplateBytes int) ([]uint32, error) {
+	text, err := ChatTextContext(ctx, t, req, maxTemplateBytes)
 	if err != nil {
 		return dst, err
 	}
 	if dst == nil {
-		return t.Encode(text), nil
+		dst = make([]uint32, 0, len(text)/3+8)
 	}
-	return t.AppendEncode(dst, text), nil
+	return t.AppendEncodeContext(ctx, dst, text)
 }
 
 // SpecialTokensEncoder is implemented by tokenizers whose post-processor
@@ -142,6 +164,20 @@ func AppendChatPrompt(dst []uint32, t Tokenizer, req *openaiapi.ChatCompletionRe
 // them, and a rendered chat prompt without (the template wrote them).
 type SpecialTokensEncoder interface {
 	EncodeWithSpecialTokens(text string) []uint32
+	// AppendEncodeWithSpecialTokensContext is EncodeWithSpecialTokens
+	// appending to dst under ctx, as Tokenizer.AppendEncodeContext.
+	AppendEncodeWithSpecialTokensContext(ctx context.Context, dst []uint32, text string) ([]uint32, error)
+}
+
+// CompletionPromptContext tokenizes one completions prompt text as the
+// worker does (special tokens added when the tokenizer adds them), under
+// ctx.
+func CompletionPromptContext(ctx context.Context, t Tokenizer, text string) ([]uint32, error) {
+	dst := make([]uint32, 0, len(text)/3+8)
+	if st, ok := t.(SpecialTokensEncoder); ok {
+		return st.AppendEncodeWithSpecialTokensContext(ctx, dst, text)
+	}
+	return t.AppendEncodeContext(ctx, dst, text)
 }
 
 // CompletionPrompts tokenizes a completions request: one id slice per

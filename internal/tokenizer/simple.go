@@ -2,6 +2,7 @@ package tokenizer
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -115,17 +116,36 @@ func (t *Simple) Encode(text string) []uint32 {
 
 // AppendEncode implements Tokenizer.
 func (t *Simple) AppendEncode(ids []uint32, text string) []uint32 {
+	ids, _ = t.AppendEncodeContext(context.Background(), ids, text)
+	return ids
+}
+
+// AppendEncodeContext implements Tokenizer.
+func (t *Simple) AppendEncodeContext(ctx context.Context, ids []uint32, text string) ([]uint32, error) {
+	emit := func(m bool, p string) { ids = append(ids, pieceID(m, p)) }
 	for len(text) > 0 {
 		at, sp := nextSpecial(text)
+		seg := text
+		if at >= 0 {
+			seg = text[:at]
+		}
+		// Pieces need no state from the ones before them, so a long
+		// segment is done in slices, with a look at ctx between them.
+		for i := 0; ; {
+			if err := ctx.Err(); err != nil {
+				return ids, err
+			}
+			if i = piecesFrom(seg, i, i+CheckEvery, emit); i >= len(seg) {
+				break
+			}
+		}
 		if at < 0 {
-			forEachPiece(text, func(m bool, p string) { ids = append(ids, pieceID(m, p)) })
 			break
 		}
-		forEachPiece(text[:at], func(m bool, p string) { ids = append(ids, pieceID(m, p)) })
 		ids = append(ids, specials[sp].id)
 		text = text[at+len(specials[sp].text):]
 	}
-	return ids
+	return ids, nil
 }
 
 // Decode implements Tokenizer.
@@ -156,6 +176,11 @@ func (t *Simple) Decode(ids []uint32) string {
 //
 // JSON is compacted, so only its content, not its spacing, changes tokens.
 func (t *Simple) ApplyChatTemplate(c *Chat) (string, error) {
+	return t.ApplyChatTemplateContext(context.Background(), c, 0)
+}
+
+// ApplyChatTemplateContext implements Tokenizer.
+func (t *Simple) ApplyChatTemplateContext(ctx context.Context, c *Chat, maxBytes int) (string, error) {
 	if c == nil || len(c.Messages) == 0 {
 		return "", errors.New("no messages to render")
 	}
@@ -167,7 +192,17 @@ func (t *Simple) ApplyChatTemplate(c *Chat) (string, error) {
 		}
 		b.WriteString(IMEnd + "\n")
 	}
+	checked := 0
 	for i, m := range c.Messages {
+		if b.Len()-checked >= CheckEvery {
+			if err := ctx.Err(); err != nil {
+				return "", err
+			}
+			checked = b.Len()
+		}
+		if maxBytes > 0 && b.Len() > maxBytes {
+			return "", tooLarge(maxBytes)
+		}
 		if m.Role == "" {
 			return "", errors.New("message without a role")
 		}
@@ -188,10 +223,17 @@ func (t *Simple) ApplyChatTemplate(c *Chat) (string, error) {
 		b.WriteString(IMStart)
 		b.WriteString("assistant\n")
 	}
+	if maxBytes > 0 && b.Len() > maxBytes {
+		return "", tooLarge(maxBytes)
+	}
 	if c.ContinueFinalMessage {
 		return ContinueFinal(b.String(), c.Messages)
 	}
 	return b.String(), nil
+}
+
+func tooLarge(maxBytes int) error {
+	return fmt.Errorf("%w: more than %d bytes", ErrTooLarge, maxBytes)
 }
 
 // nextSpecial finds the first special token in s. It scans s once: every
@@ -220,8 +262,16 @@ func isWordRune(r rune) bool { return unicode.IsLetter(r) || unicode.IsDigit(r) 
 // documented on Simple. marked reports a folded leading space: the piece is
 // then "▁" followed by p. p is always a substring of s (no allocation).
 func forEachPiece(s string, fn func(marked bool, p string)) {
-	i := 0
-	for i < len(s) {
+	piecesFrom(s, 0, len(s), fn)
+}
+
+// piecesFrom is forEachPiece from the piece starting at s[i], stopping at
+// the first piece that starts at or after until; it returns where that
+// piece starts (len(s) at the end). A piece depends only on the text from
+// its start on, so the pieces of s are those of piecesFrom(s, 0, k) and
+// then of piecesFrom(s, the returned index, ...).
+func piecesFrom(s string, i, until int, fn func(marked bool, p string)) int {
+	for i < len(s) && i < until {
 		r, size := utf8.DecodeRuneInString(s[i:])
 		switch {
 		case isWordRune(r):
@@ -236,6 +286,7 @@ func forEachPiece(s string, fn func(marked bool, p string)) {
 			i += size
 		}
 	}
+	return i
 }
 
 func startsWord(s string) bool {

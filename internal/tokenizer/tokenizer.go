@@ -9,7 +9,11 @@
 // with the model's Jinja chat template, for real models.
 package tokenizer
 
-import "encoding/json"
+import (
+	"context"
+	"encoding/json"
+	"errors"
+)
 
 // Tokenizer encodes text to token ids and renders chat conversations to the
 // text a model is prompted with.
@@ -19,11 +23,28 @@ type Tokenizer interface {
 	Encode(text string) []uint32
 	// AppendEncode appends the ids of text to dst, like Encode.
 	AppendEncode(dst []uint32, text string) []uint32
+	// AppendEncodeContext is AppendEncode under ctx: it checks ctx at
+	// least every CheckEvery bytes of text and returns ctx's error once
+	// ctx is done (dst then holds part of the ids).
+	AppendEncodeContext(ctx context.Context, dst []uint32, text string) ([]uint32, error)
 	// Decode turns ids back into text.
 	Decode(ids []uint32) string
 	// ApplyChatTemplate renders a conversation as the model's prompt text.
 	ApplyChatTemplate(c *Chat) (string, error)
+	// ApplyChatTemplateContext is ApplyChatTemplate under ctx (checked
+	// at bounded intervals, its error returned once ctx is done) and a
+	// cap on the prompt it renders: beyond maxBytes (0: no cap) it stops
+	// with an error wrapping ErrTooLarge.
+	ApplyChatTemplateContext(ctx context.Context, c *Chat, maxBytes int) (string, error)
 }
+
+// CheckEvery is how much text (in bytes) a tokenizer works through between
+// two looks at its context: some 100 µs of work, so a request whose caller
+// gave up stops at once, while the check costs nothing measurable.
+const CheckEvery = 64 << 10
+
+// ErrTooLarge is the error a rendering beyond its byte cap wraps.
+var ErrTooLarge = errors.New("the rendered prompt exceeds its size limit")
 
 // Chat is what a chat template is given for one request: what vLLM's
 // OpenAI server hands to the template after parsing the request.

@@ -13,6 +13,7 @@ import (
 	"github.com/switchyard-dev/switchyard/internal/fleet"
 	"github.com/switchyard-dev/switchyard/internal/lifecycle"
 	"github.com/switchyard-dev/switchyard/services/router/internal/predict"
+	"github.com/switchyard-dev/switchyard/services/router/internal/prompt"
 )
 
 // Config is the router's configuration. The zero value is not valid; start
@@ -57,6 +58,22 @@ type Config struct {
 	// MaxRecvMsgBytes bounds one gRPC request. Route carries the client's
 	// whole body, so it must exceed the gateway's --max-body-bytes.
 	MaxRecvMsgBytes int
+	// MaxMessages bounds the messages of one chat request: rendering and
+	// tokenizing a prompt costs work per message, and a request over the
+	// limit is refused (InvalidArgument; the gateway answers 400) before
+	// any of it is done. 0: no limit.
+	MaxMessages int
+	// MaxPromptBytes bounds the prompt text of one request (a chat
+	// request's message contents, reasoning, tool calls, names, tools,
+	// documents and template arguments; a completions request's prompt
+	// texts), refused likewise before it is rendered or tokenized. 0: no
+	// limit.
+	MaxPromptBytes int
+	// MaxTemplateBytes bounds a chat prompt as the model's chat template
+	// renders it (markup and tool definitions included): a render that
+	// outgrows it stops, and the request is refused likewise. 0: no
+	// limit.
+	MaxTemplateBytes int
 
 	// Redis is where the kvtracker's snapshots are read at start and on
 	// resynchronisation; an empty URL follows the KV deltas on NATS alone.
@@ -113,6 +130,11 @@ func DefaultConfig() Config {
 		ScrapeTimeout:   time.Second,
 		InflightTTL:     10 * time.Minute,
 		MaxRecvMsgBytes: 16 << 20,
+		// Far above any model's context (a million tokens is some 4 MiB
+		// of text), and what Route then costs is tens of milliseconds.
+		MaxMessages:      10000,
+		MaxPromptBytes:   4 << 20,
+		MaxTemplateBytes: 8 << 20,
 
 		Classifiers:      defaultClassifiers,
 		Tokenizers:       "*=" + tokenizerSimple,
@@ -133,6 +155,11 @@ var prior = predict.DefaultPrior()
 const defaultGCPercent = 400
 
 func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
+
+// limits are the per-request bounds on the prompt's work.
+func (c *Config) limits() prompt.Limits {
+	return prompt.Limits{MaxMessages: c.MaxMessages, MaxPromptBytes: c.MaxPromptBytes, MaxTemplateBytes: c.MaxTemplateBytes}
+}
 
 // predictPrior is the predictor's prior from the flags.
 func (c *Config) predictPrior() predict.Prior {
@@ -163,6 +190,12 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	c.Stop.RegisterFlags(fs, d.Stop)
 	fs.IntVar(&c.MaxRecvMsgBytes, "max-recv-msg-bytes", d.MaxRecvMsgBytes,
 		"largest gRPC request accepted; Route carries the client's body, so keep it above the gateway's --max-body-bytes")
+	fs.IntVar(&c.MaxMessages, "max-messages", d.MaxMessages,
+		"most messages one chat request may have; more is refused with 400 before the prompt is rendered (0: no limit)")
+	fs.IntVar(&c.MaxPromptBytes, "max-prompt-bytes", d.MaxPromptBytes,
+		"most prompt text in bytes one request may carry (chat: message contents, tool calls, tools, documents; completions: the prompt texts); more is refused with 400 (0: no limit)")
+	fs.IntVar(&c.MaxTemplateBytes, "max-template-bytes", d.MaxTemplateBytes,
+		"largest chat prompt in bytes the model's chat template may render for one request (markup and tools included); a render that outgrows it stops and the request is refused with 400 (0: no limit)")
 	c.Redis.RegisterFlags(fs, "", "the kvtracker's KV snapshots; empty follows the NATS KV deltas alone")
 	fs.StringVar(&c.Tokenizers, "tokenizers", d.Tokenizers,
 		`tokenizer per model, "model=kind,...", "*" for the others; kinds: simple (the simulator's own tokenizer), hf:DIR (Hugging Face tokenizer.json and chat template, as the worker's --tokenizer), none (approximate index on prompt text)`)
@@ -195,6 +228,21 @@ func (c *Config) Validate() error {
 	)...)
 	if c.MaxRecvMsgBytes < 1<<20 {
 		errs = append(errs, fmt.Errorf("max-recv-msg-bytes: %d is below 1 MiB", c.MaxRecvMsgBytes))
+	}
+	for _, l := range []struct {
+		name string
+		v    int
+	}{
+		{"max-messages", c.MaxMessages},
+		{"max-prompt-bytes", c.MaxPromptBytes},
+		{"max-template-bytes", c.MaxTemplateBytes},
+	} {
+		if l.v < 0 {
+			errs = append(errs, fmt.Errorf("%s: must not be negative (0 is no limit), got %d", l.name, l.v))
+		}
+	}
+	if c.MaxPromptBytes > 0 && c.MaxTemplateBytes > 0 && c.MaxTemplateBytes < c.MaxPromptBytes {
+		errs = append(errs, fmt.Errorf("max-template-bytes: %d is below max-prompt-bytes %d: a rendered prompt holds its text and markup", c.MaxTemplateBytes, c.MaxPromptBytes))
 	}
 	if c.PolicydAddr != "" {
 		if _, _, err := net.SplitHostPort(c.PolicydAddr); err != nil {

@@ -2,6 +2,7 @@ package router
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sort"
@@ -77,6 +78,10 @@ type decision struct {
 	// name the chosen target serves (the gateway writes it into the body).
 	chosen int
 	served string
+	// ctx is the caller's; Pick refuses to choose once it is done, and
+	// ctxErr then says why.
+	ctx    context.Context
+	ctxErr error
 }
 
 func (s *service) getDecision() *decision {
@@ -91,18 +96,26 @@ func (s *service) putDecision(d *decision) {
 	d.lookup.reset()
 	d.req, d.st, d.creq, d.preq = nil, nil, classify.Request{}, policy.Request{}
 	d.served = ""
+	d.ctx, d.ctxErr = nil, nil
 	s.scratch.Put(d)
 }
 
 // decide makes the decision for req into d. trace (Explain) stops before
 // the decision leaves records: nothing is held in flight, speculated,
 // published or counted.
+//
+// ctx bounds the work: reading the prompt checks it as it goes, and a
+// decision whose caller has given up leaves no records — the caller will
+// never send its completion, so an in-flight entry would count against the
+// worker (on every replica) until --inflight-ttl.
 func (s *service) decide(ctx context.Context, d *decision, req *routerv1.RouteRequest, now time.Time, trace bool) error {
-	d.req, d.st = req, s.pol.Load()
+	d.req, d.st, d.ctx = req, s.pol.Load(), ctx
 
 	// The prompt, read and tokenized exactly as the worker will: the
 	// classifiers and the cache lookup read it.
-	s.readPrompt(&d.lookup, req)
+	if err := s.readPrompt(ctx, &d.lookup, req); err != nil {
+		return err
+	}
 
 	// What the request is, as policies see it.
 	if err := s.classify(ctx, d); err != nil {
@@ -118,8 +131,12 @@ func (s *service) decide(ctx context.Context, d *decision, req *routerv1.RouteRe
 	s.lookupCached(&d.lookup, now)
 
 	// The scored table and the program's pick, committed in the table
-	// unless tracing (see decision.Pick below, which the table calls).
+	// unless tracing (see decision.Pick below, which the table calls;
+	// it picks nothing once ctx is done).
 	d.rows, d.chosen = s.table.Decide(s.tableRequest(d), d.models, now, d.rows[:0], d, !trace)
+	if d.ctxErr != nil {
+		return d.ctxErr
+	}
 	if d.chosen >= 0 {
 		d.served = d.servedModel()
 	}
@@ -132,8 +149,13 @@ func (s *service) decide(ctx context.Context, d *decision, req *routerv1.RouteRe
 	}
 
 	// The records the pick leaves: the prompt's blocks assumed cached on a
-	// worker, the decision for the other replicas.
+	// worker, the decision for the other replicas. A caller that gave up
+	// since the pick gets its in-flight entry taken back instead.
 	row := &d.rows[d.chosen]
+	if err := ctx.Err(); err != nil {
+		s.table.Complete(load.Completion{RequestID: req.GetRequestId(), EndpointID: row.EndpointID, At: now})
+		return err
+	}
 	if row.Kind != endpoints.KindProvider {
 		s.speculate(&d.lookup, row, now)
 	}
@@ -212,16 +234,26 @@ func (l *lookup) chainFor(bs int) *chain {
 // tokens, 512 KB): longer prompts allocate their own.
 const maxPooledTokens = 128 << 10
 
-// readPrompt reads (and tokenizes) the request's prompt.
-func (s *service) readPrompt(l *lookup, req *routerv1.RouteRequest) {
+// readPrompt reads (and tokenizes) the request's prompt. The error is
+// ctx's when ctx ended first, or the request over a limit; a prompt that
+// cannot be read is no error, only a request without cache-aware
+// placement.
+func (s *service) readPrompt(ctx context.Context, l *lookup, req *routerv1.RouteRequest) error {
 	if l.tokBuf == nil {
 		l.tokBuf = make([]uint32, 0, 1024)
 	}
-	p, err := prompt.Read(l.tokBuf, req.GetApi(), req.GetBody(), s.toks.For(req.GetModel()))
+	p, err := prompt.Read(ctx, l.tokBuf, req.GetApi(), req.GetBody(), s.toks.For(req.GetModel()), s.limits)
 	if p.Kind == prompt.Tokens && cap(p.Tokens) > cap(l.tokBuf) && cap(p.Tokens) <= maxPooledTokens {
 		l.tokBuf = p.Tokens[:0] // grown: keep the larger buffer
 	}
+	var limit *prompt.LimitError
 	switch {
+	case errors.As(err, &limit):
+		s.metrics.promptReads.WithLabelValues("refused").Inc()
+		return &limitError{limit}
+	case ctx.Err() != nil:
+		s.metrics.promptReads.WithLabelValues("canceled").Inc()
+		return ctx.Err()
 	case err != nil:
 		// The gateway validated the body; what is left here (an API not
 		// read yet, a multimodal part) only loses cache-aware placement.
@@ -231,6 +263,7 @@ func (s *service) readPrompt(l *lookup, req *routerv1.RouteRequest) {
 	}
 	l.prompt = p
 	l.tokens = int64(p.Len())
+	return nil
 }
 
 // classify runs the configured classifiers over the request: the tags it
@@ -425,6 +458,10 @@ func (s *service) tableRequest(d *decision) load.Request {
 // evaluated. Default routing takes the lowest score; the rotation spreads
 // near-ties.
 func (d *decision) Pick(rows []load.Backend, rotation uint64) int {
+	if err := d.ctx.Err(); err != nil {
+		d.ctxErr = err
+		return -1
+	}
 	d.bs = d.bs[:0]
 	for i := range rows {
 		b := rows[i].Policy()

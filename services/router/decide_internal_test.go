@@ -108,7 +108,7 @@ func BenchmarkReadPrompt8k(b *testing.B) {
 	d := s.getDecision()
 	for b.Loop() {
 		d.reset()
-		s.readPrompt(&d.lookup, req)
+		_ = s.readPrompt(context.Background(), &d.lookup, req)
 	}
 	b.ReportMetric(float64(d.tokens), "prompt-tokens")
 }
@@ -160,7 +160,9 @@ func TestApproxIndexSampled(t *testing.T) {
 	target := resp.GetTarget().GetId()
 	d := s.getDecision()
 	l := &d.lookup
-	s.readPrompt(l, req)
+	if err := s.readPrompt(context.Background(), l, req); err != nil {
+		t.Fatal(err)
+	}
 	usable := (len(l.prompt.Tokens) - 1) / defaultBlockSize
 	if usable%approxStride == 0 {
 		t.Fatalf("prompt of %d usable blocks: pick one that is not a multiple of %d", usable, approxStride)

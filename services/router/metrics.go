@@ -58,7 +58,7 @@ func newMetrics(table *load.Table, kv *kvblock.Index, kvStats func() (kvsync.Sta
 		}, []string{"event"}),
 		promptReads: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "switchyard_router_prompt_reads_total",
-			Help: "Prompts read from Route bodies by result: tokens (exact), text (approximate index), none (no body), error (unreadable: routed on load alone).",
+			Help: "Prompts read from Route bodies by result: tokens (exact), text (approximate index), none (no body), error (unreadable: routed on load alone), refused (over --max-messages, --max-prompt-bytes or --max-template-bytes), canceled (the caller gave up while it was read).",
 		}, []string{"result"}),
 		promptTokens: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "switchyard_router_prompt_tokens_total",

@@ -16,6 +16,7 @@ import (
 	routerv1 "github.com/switchyard-dev/switchyard/proto/switchyard/router/v1"
 	"github.com/switchyard-dev/switchyard/services/router/internal/endpoints"
 	"github.com/switchyard-dev/switchyard/services/router/internal/load"
+	"github.com/switchyard-dev/switchyard/services/router/internal/prompt"
 	"github.com/switchyard-dev/switchyard/services/router/internal/replica"
 )
 
@@ -40,6 +41,19 @@ var (
 	errEmptyRequestID = errors.New("request_id is required: in-flight tracking and completions are keyed by it")
 )
 
+// limitError is a request over one of the per-request limits, named by
+// its flag for the operator and the client alike.
+type limitError struct{ err *prompt.LimitError }
+
+func (e *limitError) Error() string {
+	flag := map[prompt.Limit]string{
+		prompt.LimitMessages:      "max-messages",
+		prompt.LimitPromptBytes:   "max-prompt-bytes",
+		prompt.LimitTemplateBytes: "max-template-bytes",
+	}[e.err.Limit]
+	return e.err.Error() + " (the router's --" + flag + ")"
+}
+
 // toStatus is the one place router errors become gRPC statuses.
 func toStatus(err error) error {
 	switch {
@@ -48,6 +62,8 @@ func toStatus(err error) error {
 	case errors.Is(err, errEmptyModel), errors.Is(err, errEmptyRequestID):
 		return status.Error(codes.InvalidArgument, err.Error())
 	case errors.Is(err, errModelTooLong):
+		return status.Error(codes.InvalidArgument, err.Error())
+	case errors.As(err, new(*limitError)):
 		return status.Error(codes.InvalidArgument, err.Error())
 	case errors.Is(err, context.Canceled):
 		return status.Error(codes.Canceled, err.Error())
@@ -104,6 +120,7 @@ type service struct {
 	classifiers []classifier
 	specTTL     time.Duration
 	approxTTL   time.Duration
+	limits      prompt.Limits
 	scratch     sync.Pool // *decision
 	// pol is the policy state decided by: policyd's snapshot, or
 	// noPolicies until one arrives and without policyd.
@@ -120,7 +137,7 @@ func newService(cfg Config, table *load.Table, m *metrics, kv, approx *kvblock.I
 	s := &service{
 		table: table, pub: noPublisher{}, metrics: m,
 		kv: kv, approx: approx, sizes: noBlockSizes{}, toks: toks, classifiers: cls,
-		specTTL: cfg.SpeculativeTTL, approxTTL: cfg.ApproxTTL,
+		specTTL: cfg.SpeculativeTTL, approxTTL: cfg.ApproxTTL, limits: cfg.limits(),
 	}
 	s.pol.Store(noPolicies())
 	return s, nil

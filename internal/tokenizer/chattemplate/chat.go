@@ -11,6 +11,7 @@
 package chattemplate
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -44,6 +45,9 @@ type Options struct {
 	Kwargs map[string]any
 	// Now is the clock of strftime_now; nil means time.Now.
 	Now func() time.Time
+	// MaxBytes caps the rendered prompt: a render that outgrows it fails
+	// with an error wrapping ErrTooLarge. 0: no cap.
+	MaxBytes int
 }
 
 // New compiles a chat template. special holds the special-token variables
@@ -179,6 +183,18 @@ func (c *Chat) SpecialTokens() map[string]any { return c.special }
 // Render renders messages (a list of message dicts, as ParseJSON returns
 // for an OpenAI messages array) into the prompt text.
 func (c *Chat) Render(messages []any, o Options) (string, error) {
+	return c.RenderContext(context.Background(), messages, o)
+}
+
+// RenderContext is Render under ctx: once ctx is done, the render stops
+// (within some microseconds of work) with ctx's error.
+func (c *Chat) RenderContext(ctx context.Context, messages []any, o Options) (string, error) {
+	s, _, err := c.renderCounted(ctx, messages, o)
+	return s, err
+}
+
+// renderCounted is RenderContext, also returning the render's steps.
+func (c *Chat) renderCounted(ctx context.Context, messages []any, o Options) (string, int64, error) {
 	vars := make(map[string]any, len(c.special)+len(o.Kwargs)+4)
 	for k, v := range c.special {
 		vars[k] = v
@@ -204,7 +220,7 @@ func (c *Chat) Render(messages []any, o Options) (string, error) {
 	if now == nil {
 		now = time.Now
 	}
-	return t.render(vars, now, renderedSize(messages))
+	return t.renderCounted(ctx, vars, now, renderedSize(messages), o.MaxBytes)
 }
 
 // renderedSize guesses a prompt's length from its messages' text contents

@@ -1,6 +1,8 @@
 package chattemplate
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -27,28 +29,45 @@ func Compile(src string) (*Template, error) {
 // may be nil, bool, int, int64, float64, string, []any, *Dict (ordered, as
 // ParseJSON returns), map[string]any (keys sorted), []string.
 func (t *Template) Render(vars map[string]any) (string, error) {
-	return t.render(vars, time.Now, 0)
+	return t.render(context.Background(), vars, time.Now, 0, 0)
 }
 
-// render is Render with a clock and the expected output size (0: unknown),
-// which saves the output buffer's regrowth on long prompts.
-func (t *Template) render(vars map[string]any, now func() time.Time, sizeHint int) (string, error) {
+// render is Render under ctx, with a clock, the expected output size (0:
+// unknown), which saves the output buffer's regrowth on long prompts, and
+// a cap on the output (0: none), beyond which it fails with ErrTooLarge.
+func (t *Template) render(ctx context.Context, vars map[string]any, now func() time.Time, sizeHint, maxBytes int) (string, error) {
+	s, _, err := t.renderCounted(ctx, vars, now, sizeHint, maxBytes)
+	return s, err
+}
+
+// renderCounted is render, also returning the steps it took (see
+// renderer.steps).
+func (t *Template) renderCounted(ctx context.Context, vars map[string]any, now func() time.Time, sizeHint, maxBytes int) (string, int64, error) {
 	root := &scope{vars: make(map[string]any, len(vars)+8), parent: globals}
 	for k, v := range vars {
 		c, err := toValue(v)
 		if err != nil {
-			return "", err
+			return "", 0, err
 		}
 		root.set(k, c)
 	}
-	r := &renderer{now: now}
 	var b strings.Builder
+	r := &renderer{now: now, ctx: ctx, maxBytes: maxBytes, out: &b}
+	if maxBytes > 0 {
+		sizeHint = min(sizeHint, maxBytes)
+	}
 	b.Grow(sizeHint)
 	if _, err := r.exec(t.body, root, &b); err != nil {
-		return "", err
+		return "", r.steps, err
 	}
-	return b.String(), nil
+	if maxBytes > 0 && b.Len() > maxBytes {
+		return "", r.steps, r.tooLarge()
+	}
+	return b.String(), r.steps, nil
 }
+
+// ErrTooLarge is what a render beyond its byte cap fails with (wrapped).
+var ErrTooLarge = errors.New("rendered template exceeds its size limit")
 
 // RenderError is a failure while rendering: a template's raise_exception,
 // or an operation Python would refuse (e.g. adding a string to a number,
@@ -134,6 +153,78 @@ func (s *scope) set(name string, v any) {
 type renderer struct {
 	now   func() time.Time
 	depth int
+	// The bounds of one render: ctx, looked at every checkSteps steps,
+	// and the output's size (out is the top-level output; every loop
+	// iteration checks its own output too), so that neither a caller that
+	// gave up nor a template that multiplies its input keeps a core.
+	ctx      context.Context
+	maxBytes int
+	out      *strings.Builder
+	// steps counts the nodes executed and expressions evaluated: the
+	// render's work, in a unit that does not depend on the machine.
+	steps int64
+}
+
+// checkSteps is how many steps a render takes between looks at its
+// context: some tens of microseconds.
+const checkSteps = 1 << 10
+
+// step counts one step, and every checkSteps steps checks the render's
+// bounds.
+func (r *renderer) step() error {
+	r.steps++
+	if r.steps%checkSteps != 0 {
+		return nil
+	}
+	if err := r.ctx.Err(); err != nil {
+		return err
+	}
+	if r.maxBytes > 0 && r.out.Len() > r.maxBytes {
+		return r.tooLarge()
+	}
+	return nil
+}
+
+func (r *renderer) tooLarge() error {
+	return fmt.Errorf("%w: more than %d bytes", ErrTooLarge, r.maxBytes)
+}
+
+// maxRepeatBytes bounds what a string or list repetition ('=' * n) may
+// build when the render has no byte cap of its own.
+const maxRepeatBytes = 64 << 20
+
+// checkRepeat refuses a repetition whose result would exceed the render's
+// byte cap (or maxRepeatBytes without one).
+func (r *renderer) checkRepeat(l, rv any) error {
+	limit := int64(maxRepeatBytes)
+	if r.maxBytes > 0 {
+		limit = int64(r.maxBytes)
+	}
+	size := func(seq, n any) (int64, bool) {
+		k, ok := integer(n)
+		if !ok {
+			return 0, false
+		}
+		switch s := seq.(type) {
+		case string:
+			return int64(len(s)), k > 0
+		case []any:
+			return int64(len(s)), k > 0
+		}
+		return 0, false
+	}
+	for _, p := range [2][2]any{{l, rv}, {rv, l}} {
+		if n, ok := size(p[0], p[1]); ok {
+			k, _ := integer(p[1])
+			if n > 0 && k > limit/n {
+				if r.maxBytes > 0 {
+					return r.tooLarge()
+				}
+				return errorf("repetition of %d × %d is too large", n, k)
+			}
+		}
+	}
+	return nil
 }
 
 type ctrl uint8
@@ -158,6 +249,9 @@ type loopInfo struct {
 
 func (r *renderer) exec(body []node, sc *scope, out *strings.Builder) (ctrl, error) {
 	for _, n := range body {
+		if err := r.step(); err != nil {
+			return 0, err
+		}
 		switch n := n.(type) {
 		case *dataNode:
 			out.WriteString(n.s)
@@ -306,6 +400,9 @@ func (r *renderer) execFor(n *forNode, sc *scope, out *strings.Builder) error {
 				*inner = scope{parent: sc}
 			}
 		}
+		if r.maxBytes > 0 && out.Len() > r.maxBytes {
+			return r.tooLarge()
+		}
 		if err := r.assign(n.target, item, inner); err != nil {
 			return err
 		}
@@ -357,6 +454,9 @@ func (r *renderer) assign(target expr, v any, sc *scope) error {
 }
 
 func (r *renderer) eval(x expr, sc *scope) (any, error) {
+	if err := r.step(); err != nil {
+		return nil, err
+	}
 	switch x := x.(type) {
 	case *constExpr:
 		return x.v, nil
@@ -641,6 +741,11 @@ func (r *renderer) evalBinary(x *binary, sc *scope) (any, error) {
 	rv, err := r.eval(x.r, sc)
 	if err != nil {
 		return nil, err
+	}
+	if x.op == "*" {
+		if err := r.checkRepeat(l, rv); err != nil {
+			return nil, err
+		}
 	}
 	return arith(x.op, l, rv)
 }

@@ -1,6 +1,7 @@
 package hf
 
 import (
+	"context"
 	"errors"
 	"fmt"
 
@@ -25,6 +26,12 @@ import (
 //   - documents as the template's documents, each an object of strings
 //     (vLLM's list[dict[str, str]]).
 func (t *Tokenizer) ApplyChatTemplate(c *tokenizer.Chat) (string, error) {
+	return t.ApplyChatTemplateContext(context.Background(), c, 0)
+}
+
+// ApplyChatTemplateContext is ApplyChatTemplate under ctx and a cap on the
+// rendered prompt (tokenizer.Tokenizer).
+func (t *Tokenizer) ApplyChatTemplateContext(ctx context.Context, c *tokenizer.Chat, maxBytes int) (string, error) {
 	if t.chat == nil {
 		return "", errors.New("tokenizer has no chat template")
 	}
@@ -39,7 +46,7 @@ func (t *Tokenizer) ApplyChatTemplate(c *tokenizer.Chat) (string, error) {
 		}
 		msgs[i] = d
 	}
-	opts := chattemplate.Options{AddGenerationPrompt: c.AddGenerationPrompt}
+	opts := chattemplate.Options{AddGenerationPrompt: c.AddGenerationPrompt, MaxBytes: maxBytes}
 	if c.Tools != nil {
 		tools, err := templateTools(c.Tools)
 		if err != nil {
@@ -69,7 +76,10 @@ func (t *Tokenizer) ApplyChatTemplate(c *tokenizer.Chat) (string, error) {
 			opts.Kwargs[name], _ = d.Get(k)
 		}
 	}
-	out, err := t.chat.Render(msgs, opts)
+	out, err := t.chat.RenderContext(ctx, msgs, opts)
+	if errors.Is(err, chattemplate.ErrTooLarge) {
+		return "", fmt.Errorf("%w: more than %d bytes", tokenizer.ErrTooLarge, maxBytes)
+	}
 	if err != nil || !c.ContinueFinalMessage {
 		return out, err
 	}

@@ -1,10 +1,14 @@
 package hf
 
 import (
+	"context"
+	"errors"
 	"math/rand/v2"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/switchyard-dev/switchyard/internal/tokenizer"
 )
 
 // findNaive is the reference matcher: at each place, every token in turn,
@@ -102,6 +106,48 @@ func TestAddedTokensHostile(t *testing.T) {
 			}
 			if got := tok.Decode(ids); got != near {
 				t.Fatal("near misses do not round-trip")
+			}
+		})
+	}
+}
+
+// TestEncodeStopsWhenCanceled: under a context that is done, the real
+// tokenizers stop within one CheckEvery slice of a hostile-size text and
+// rendering stops too; a live context gives Encode's ids.
+func TestEncodeStopsWhenCanceled(t *testing.T) {
+	for _, model := range []string{"qwen3", "llama3_1"} {
+		t.Run(model, func(t *testing.T) {
+			cold := *fixture(t, model)
+			cold.segments = nil // tokenize, do not remember
+			tok := &cold
+			text := strings.Repeat("The quick brown fox jumps over the lazy dog.\n", (8<<20)/45)
+			ctx, cancel := context.WithCancel(context.Background())
+			cancel()
+			ids, err := tok.AppendEncodeContext(ctx, nil, text)
+			if !errors.Is(err, context.Canceled) || len(ids) > tokenizer.CheckEvery {
+				t.Fatalf("canceled: %d ids, %v", len(ids), err)
+			}
+			short := text[:1<<18]
+			if ids, err := tok.AppendEncodeContext(context.Background(), nil, short); err != nil || !slices.Equal(ids, tok.Encode(short)) {
+				t.Fatalf("live context: %v", err)
+			}
+			msgs := make([]tokenizer.Message, 20000)
+			for i := range msgs {
+				msgs[i] = tokenizer.Message{Role: "user", Content: "hi"}
+			}
+			c := &tokenizer.Chat{Messages: msgs, AddGenerationPrompt: true}
+			if _, err := tok.ApplyChatTemplateContext(ctx, c, 0); !errors.Is(err, context.Canceled) {
+				t.Fatalf("render under a canceled context: %v", err)
+			}
+			if _, err := tok.ApplyChatTemplateContext(context.Background(), c, 64<<10); !errors.Is(err, tokenizer.ErrTooLarge) {
+				t.Fatalf("render over its cap: %v", err)
+			}
+			want, err := tok.ApplyChatTemplate(c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got, err := tok.ApplyChatTemplateContext(context.Background(), c, len(want)); err != nil || got != want {
+				t.Fatalf("render at exactly its cap: %v", err)
 			}
 		})
 	}

@@ -13,6 +13,7 @@
 package hf
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -90,45 +91,86 @@ func (t *Tokenizer) Encode(text string) []uint32 {
 // <|begin_of_text|> — what vLLM does for a completions prompt.
 func (t *Tokenizer) EncodeWithSpecialTokens(text string) []uint32 {
 	dst := make([]uint32, 0, len(text)/3+8+len(t.prefix)+len(t.suffix))
+	dst, _ = t.AppendEncodeWithSpecialTokensContext(context.Background(), dst, text)
+	return dst
+}
+
+// AppendEncodeWithSpecialTokensContext is EncodeWithSpecialTokens
+// appending to dst under ctx, as AppendEncodeContext.
+func (t *Tokenizer) AppendEncodeWithSpecialTokensContext(ctx context.Context, dst []uint32, text string) ([]uint32, error) {
 	dst = append(dst, t.prefix...)
-	dst = t.AppendEncode(dst, text)
-	return append(dst, t.suffix...)
+	dst, err := t.AppendEncodeContext(ctx, dst, text)
+	if err != nil {
+		return dst, err
+	}
+	return append(dst, t.suffix...), nil
 }
 
 // AppendEncode appends the ids of text to dst, like Encode.
 func (t *Tokenizer) AppendEncode(dst []uint32, text string) []uint32 {
+	dst, _ = t.AppendEncodeContext(context.Background(), dst, text)
+	return dst
+}
+
+// AppendEncodeContext is AppendEncode under ctx, which it checks every
+// tokenizer.CheckEvery bytes of text or so (a single pre-token, which BPE
+// merges in one go, may run longer).
+func (t *Tokenizer) AppendEncodeContext(ctx context.Context, dst []uint32, text string) ([]uint32, error) {
+	w := work{ctx: ctx}
 	for len(text) > 0 {
 		at, tok := t.added.find(text)
 		if at < 0 {
-			return t.appendSegment(dst, text)
+			return t.appendSegment(&w, dst, text)
 		}
-		dst = t.appendSegment(dst, text[:at])
+		var err error
+		if dst, err = t.appendSegment(&w, dst, text[:at]); err != nil {
+			return dst, err
+		}
 		dst = append(dst, tok.id)
 		text = text[at+len(tok.content):]
 	}
-	return dst
+	return dst, w.check(0)
+}
+
+// work is one encoding's look at its context: check reports ctx's error
+// once n more bytes bring the bytes since the last look to
+// tokenizer.CheckEvery.
+type work struct {
+	ctx  context.Context
+	done int
+}
+
+func (w *work) check(n int) error {
+	if w.done += n; w.done < tokenizer.CheckEvery && n > 0 {
+		return nil
+	}
+	w.done = 0
+	return w.ctx.Err()
 }
 
 // appendSegment encodes text that holds no raw-matched added token, through
 // the segment cache for long segments.
-func (t *Tokenizer) appendSegment(dst []uint32, s string) []uint32 {
+func (t *Tokenizer) appendSegment(w *work, dst []uint32, s string) ([]uint32, error) {
 	if len(s) < segCacheMin || t.segments == nil {
-		return t.encodeSegment(dst, s)
+		return t.encodeSegment(w, dst, s)
 	}
 	if out, ok := t.segments.appendGet(dst, s); ok {
-		return out
+		return out, w.check(len(s) / 16) // a copy, not a tokenization
 	}
 	n := len(dst)
-	dst = t.encodeSegment(dst, s)
+	dst, err := t.encodeSegment(w, dst, s)
+	if err != nil {
+		return dst, err
+	}
 	t.segments.put(s, dst[n:])
-	return dst
+	return dst, nil
 }
 
 // encodeSegment tokenizes one segment: normalize, split on normalized added
 // tokens, pre-tokenize, BPE.
-func (t *Tokenizer) encodeSegment(dst []uint32, s string) []uint32 {
+func (t *Tokenizer) encodeSegment(w *work, dst []uint32, s string) ([]uint32, error) {
 	if s == "" {
-		return dst
+		return dst, nil
 	}
 	for _, f := range t.normForms {
 		if !f.IsNormalString(s) {
@@ -138,16 +180,19 @@ func (t *Tokenizer) encodeSegment(dst []uint32, s string) []uint32 {
 	for len(s) > 0 {
 		at, tok := t.addedNormalized.find(s)
 		if at < 0 {
-			return t.appendWords(dst, s)
+			return t.appendWords(w, dst, s)
 		}
-		dst = t.appendWords(dst, s[:at])
+		var err error
+		if dst, err = t.appendWords(w, dst, s[:at]); err != nil {
+			return dst, err
+		}
 		dst = append(dst, tok.id)
 		s = s[at+len(tok.content):]
 	}
-	return dst
+	return dst, nil
 }
 
-func (t *Tokenizer) appendWords(dst []uint32, s string) []uint32 {
+func (t *Tokenizer) appendWords(w *work, dst []uint32, s string) ([]uint32, error) {
 	for i := 0; i < len(s); {
 		var end int
 		if t.split.gpt2 {
@@ -156,9 +201,12 @@ func (t *Tokenizer) appendWords(dst []uint32, s string) []uint32 {
 			end = t.split.next(s, i)
 		}
 		dst = t.model.encodeWord(dst, s[i:end])
+		if err := w.check(end - i); err != nil {
+			return dst, err
+		}
 		i = end
 	}
-	return dst
+	return dst, nil
 }
 
 // Decode turns ids back into text, special tokens included, as the

@@ -1,6 +1,7 @@
 package prompt
 
 import (
+	"context"
 	"strconv"
 	"strings"
 	"testing"
@@ -34,7 +35,7 @@ func BenchmarkReadChatHF(b *testing.B) {
 							[2]string{"user", "Question " + strconv.Itoa(i) + ": who signed the ledger after the storm?"})
 					}
 					body = appendBody(body[:0], msgs)
-					p, err := Read(ids, chat, body, tok)
+					p, err := Read(context.Background(), ids, chat, body, tok, Limits{})
 					if err != nil {
 						b.Fatal(err)
 					}

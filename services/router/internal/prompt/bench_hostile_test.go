@@ -1,6 +1,7 @@
 package prompt
 
 import (
+	"context"
 	"strconv"
 	"strings"
 	"testing"
@@ -41,7 +42,7 @@ func BenchmarkHostile(b *testing.B) {
 					body := c.body(n)
 					b.SetBytes(int64(len(body)))
 					for b.Loop() {
-						if _, err := Read(nil, chat, body, tok); err != nil {
+						if _, err := Read(context.Background(), nil, chat, body, tok, Limits{}); err != nil {
 							b.Fatal(err)
 						}
 					}

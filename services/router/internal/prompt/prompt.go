@@ -9,11 +9,16 @@
 // Bodies are client input. The gateway has validated them already, but the
 // router never trusts that: any body yields a Prompt or an error, never a
 // panic, and an unreadable prompt only costs the request its cache-aware
-// placement.
+// placement. What a request may cost is bounded twice: by Limits (messages,
+// prompt bytes, rendered bytes), over which the request is refused with a
+// *LimitError, and by the caller's context, which rendering and
+// tokenization check as they go — every step is linear in the prompt, so
+// the limits bound the time too.
 package prompt
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -72,14 +77,59 @@ func (p Prompt) Len() int {
 // read yet.
 var ErrUnsupportedAPI = errors.New("prompt of this api is not read by the router")
 
-// Read extracts the prompt of body for api. tok is the model's tokenizer;
-// nil asks for the prompt text. A chat prompt's token ids are appended to
-// buf[:0] (nil: a new slice), so a caller can reuse one buffer across
-// requests; the Prompt's Tokens may then alias it. An empty body is not an
-// error: the Prompt is then None. For a batch of completion prompts only
-// the first counts: each is a request of its own to the worker, and they
-// usually share their prefix anyway.
-func Read(buf []uint32, api routerv1.ApiKind, body []byte, tok tokenizer.Tokenizer) (Prompt, error) {
+// Limits bound the work one request's prompt may cost the router; 0 leaves
+// a bound off.
+type Limits struct {
+	// MaxMessages bounds a chat request's messages.
+	MaxMessages int
+	// MaxPromptBytes bounds the prompt text a request carries: a chat
+	// request's message contents, reasoning, tool calls, names, tools,
+	// documents and template arguments; a completions request's prompt
+	// texts.
+	MaxPromptBytes int
+	// MaxTemplateBytes bounds a chat prompt rendered by the model's chat
+	// template (markup included).
+	MaxTemplateBytes int
+}
+
+// Limit names one of the Limits.
+type Limit int
+
+const (
+	LimitMessages Limit = iota
+	LimitPromptBytes
+	LimitTemplateBytes
+)
+
+// LimitError is a request over one of its Limits.
+type LimitError struct {
+	Limit Limit
+	Max   int
+	// Got is the request's value, 0 when rendering stopped at the limit.
+	Got int
+}
+
+func (e *LimitError) Error() string {
+	switch e.Limit {
+	case LimitMessages:
+		return fmt.Sprintf("the request has %d messages, more than the limit of %d", e.Got, e.Max)
+	case LimitPromptBytes:
+		return fmt.Sprintf("the request's prompt text is %d bytes, more than the limit of %d", e.Got, e.Max)
+	}
+	return fmt.Sprintf("the prompt rendered by the model's chat template exceeds the limit of %d bytes", e.Max)
+}
+
+// Read extracts the prompt of body for api under ctx and lim. tok is the
+// model's tokenizer; nil asks for the prompt text. A chat prompt's token
+// ids are appended to buf[:0] (nil: a new slice), so a caller can reuse
+// one buffer across requests; the Prompt's Tokens may then alias it. An
+// empty body is not an error: the Prompt is then None. For a batch of
+// completion prompts only the first counts: each is a request of its own
+// to the worker, and they usually share their prefix anyway.
+//
+// The error is a *LimitError for a request over lim, ctx's error when ctx
+// ended first, and otherwise says why the prompt could not be read.
+func Read(ctx context.Context, buf []uint32, api routerv1.ApiKind, body []byte, tok tokenizer.Tokenizer, lim Limits) (Prompt, error) {
 	if len(bytes.TrimSpace(body)) == 0 {
 		return Prompt{}, nil
 	}
@@ -88,9 +138,9 @@ func Read(buf []uint32, api routerv1.ApiKind, body []byte, tok tokenizer.Tokeniz
 	}
 	switch api {
 	case routerv1.ApiKind_API_KIND_CHAT_COMPLETIONS:
-		return readChat(buf, body, tok)
+		return readChat(ctx, buf, body, tok, lim)
 	case routerv1.ApiKind_API_KIND_COMPLETIONS:
-		return readCompletion(body, tok)
+		return readCompletion(ctx, body, tok, lim)
 	}
 	return Prompt{}, fmt.Errorf("api %s: %w", api, ErrUnsupportedAPI)
 }
@@ -105,26 +155,53 @@ func sniff(body []byte) routerv1.ApiKind {
 	return routerv1.ApiKind_API_KIND_COMPLETIONS
 }
 
-func readChat(buf []uint32, body []byte, tok tokenizer.Tokenizer) (Prompt, error) {
+func readChat(ctx context.Context, buf []uint32, body []byte, tok tokenizer.Tokenizer, lim Limits) (Prompt, error) {
 	req, apiErr := openaiapi.ParseChatCompletionRequest(body)
 	if apiErr != nil {
 		return Prompt{}, fmt.Errorf("read chat body: %s", apiErr.Message)
 	}
-	if tok != nil {
-		if buf != nil {
-			buf = buf[:0]
-		}
-		ids, err := tokenizer.AppendChatPrompt(buf, tok, req)
-		if err != nil {
-			return Prompt{}, fmt.Errorf("tokenize chat: %w", err)
-		}
-		return Prompt{Kind: Tokens, Tokens: ids}, nil
+	if n := len(req.Messages); lim.MaxMessages > 0 && n > lim.MaxMessages {
+		return Prompt{}, &LimitError{Limit: LimitMessages, Max: lim.MaxMessages, Got: n}
 	}
-	msgs, err := tokenizer.ChatMessages(req)
+	c, err := tokenizer.ChatOf(req)
 	if err != nil {
 		return Prompt{}, fmt.Errorf("read chat messages: %w", err)
 	}
-	return Prompt{Kind: Text, Text: renderText(msgs)}, nil
+	if n := chatBytes(c); lim.MaxPromptBytes > 0 && n > lim.MaxPromptBytes {
+		return Prompt{}, &LimitError{Limit: LimitPromptBytes, Max: lim.MaxPromptBytes, Got: n}
+	}
+	if tok == nil {
+		return Prompt{Kind: Text, Text: renderText(c.Messages)}, nil
+	}
+	text, err := tokenizer.RenderChatContext(ctx, tok, c, lim.MaxTemplateBytes)
+	if errors.Is(err, tokenizer.ErrTooLarge) {
+		return Prompt{}, &LimitError{Limit: LimitTemplateBytes, Max: lim.MaxTemplateBytes}
+	}
+	if err != nil {
+		return Prompt{}, fmt.Errorf("render chat: %w", err)
+	}
+	if buf != nil {
+		buf = buf[:0]
+	} else {
+		buf = make([]uint32, 0, len(text)/3+8)
+	}
+	ids, err := tok.AppendEncodeContext(ctx, buf, text)
+	if err != nil {
+		return Prompt{}, fmt.Errorf("tokenize chat: %w", err)
+	}
+	return Prompt{Kind: Tokens, Tokens: ids}, nil
+}
+
+// chatBytes is the prompt text a chat request carries (Limits.MaxPromptBytes).
+func chatBytes(c *tokenizer.Chat) int {
+	n := len(c.Tools) + len(c.Documents) + len(c.Kwargs)
+	for _, m := range c.Messages {
+		n += len(m.Role) + len(m.Content) + len(m.ToolCalls) + len(m.ToolCallID) + len(m.Name)
+		if m.Reasoning != nil {
+			n += len(*m.Reasoning)
+		}
+	}
+	return n
 }
 
 // renderText is a stand-in for a chat template when the model's is
@@ -146,10 +223,17 @@ func renderText(msgs []tokenizer.Message) string {
 	return b.String()
 }
 
-func readCompletion(body []byte, tok tokenizer.Tokenizer) (Prompt, error) {
+func readCompletion(ctx context.Context, body []byte, tok tokenizer.Tokenizer, lim Limits) (Prompt, error) {
 	req, apiErr := openaiapi.ParseCompletionRequest(body)
 	if apiErr != nil {
 		return Prompt{}, fmt.Errorf("read completions body: %s", apiErr.Message)
+	}
+	n := 0
+	for _, t := range req.Prompt.Texts {
+		n += len(t)
+	}
+	if lim.MaxPromptBytes > 0 && n > lim.MaxPromptBytes {
+		return Prompt{}, &LimitError{Limit: LimitPromptBytes, Max: lim.MaxPromptBytes, Got: n}
 	}
 	switch {
 	case len(req.Prompt.TokenIDs) > 0:
@@ -160,13 +244,11 @@ func readCompletion(body []byte, tok tokenizer.Tokenizer) (Prompt, error) {
 	case tok == nil:
 		return Prompt{Kind: Text, Text: req.Prompt.Texts[0]}, nil
 	}
-	// The worker's own function (special tokens and all), on the first
+	// The worker's own encoding (special tokens and all), of the first
 	// prompt only.
-	first := *req
-	first.Prompt.Texts = req.Prompt.Texts[:1]
-	ids, err := tokenizer.CompletionPrompts(tok, &first)
-	if err != nil || len(ids) != 1 {
-		return Prompt{}, fmt.Errorf("tokenize completions prompt: %v", err)
+	ids, err := tokenizer.CompletionPromptContext(ctx, tok, req.Prompt.Texts[0])
+	if err != nil {
+		return Prompt{}, fmt.Errorf("tokenize completions prompt: %w", err)
 	}
-	return Prompt{Kind: Tokens, Tokens: ids[0]}, nil
+	return Prompt{Kind: Tokens, Tokens: ids}, nil
 }

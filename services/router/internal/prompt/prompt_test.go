@@ -1,6 +1,7 @@
 package prompt
 
 import (
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
@@ -81,7 +82,7 @@ func TestRead(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			p, err := Read(nil, tt.api, []byte(tt.body), tt.tok)
+			p, err := Read(context.Background(), nil, tt.api, []byte(tt.body), tt.tok, Limits{})
 			if tt.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 					t.Fatalf("err = %v, want %q", err, tt.wantErr)
@@ -113,7 +114,7 @@ func TestRead(t *testing.T) {
 			}
 		})
 	}
-	if _, err := Read(nil, anth, []byte(`{}`), tok); !errors.Is(err, ErrUnsupportedAPI) {
+	if _, err := Read(context.Background(), nil, anth, []byte(`{}`), tok, Limits{}); !errors.Is(err, ErrUnsupportedAPI) {
 		t.Fatalf("anthropic: %v", err)
 	}
 }
@@ -127,11 +128,11 @@ func TestSharedPrefixes(t *testing.T) {
 	first := `{"messages":[{"role":"system","content":"` + doc + `"},{"role":"user","content":"Summarise."}],"add_generation_prompt":false}`
 	second := `{"messages":[{"role":"system","content":"` + doc + `"},{"role":"user","content":"Summarise."},{"role":"assistant","content":"It is a valley."},{"role":"user","content":"More."}]}`
 	for _, tk := range []tokenizer.Tokenizer{tok, nil} {
-		a, err := Read(nil, chat, []byte(first), tk)
+		a, err := Read(context.Background(), nil, chat, []byte(first), tk, Limits{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		b, err := Read(nil, chat, []byte(second), tk)
+		b, err := Read(context.Background(), nil, chat, []byte(second), tk, Limits{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -164,8 +165,8 @@ func FuzzRead(f *testing.F) {
 	f.Fuzz(func(t *testing.T, api uint8, body []byte) {
 		kind := routerv1.ApiKind(api % 4)
 		for _, tk := range []tokenizer.Tokenizer{tok, nil} {
-			p, err := Read(nil, kind, body, tk)
-			q, err2 := Read(nil, kind, body, tk)
+			p, err := Read(context.Background(), nil, kind, body, tk, Limits{})
+			q, err2 := Read(context.Background(), nil, kind, body, tk, Limits{})
 			if (err == nil) != (err2 == nil) || p.Kind != q.Kind || !slices.Equal(p.Tokens, q.Tokens) || p.Text != q.Text {
 				t.Fatalf("not deterministic: %v/%v %v/%v", err, err2, p.Kind, q.Kind)
 			}
@@ -197,14 +198,14 @@ func FuzzRead(f *testing.F) {
 func BenchmarkReadChat8k(b *testing.B) {
 	tok := tokenizer.NewSimple()
 	body := []byte(`{"model":"m","messages":[{"role":"system","content":"` + strings.Repeat(tokenizer.SampleText+" ", 60) + `"},{"role":"user","content":"Summarise."}]}`)
-	p, err := Read(nil, chat, body, tok)
+	p, err := Read(context.Background(), nil, chat, body, tok, Limits{})
 	if err != nil {
 		b.Fatal(err)
 	}
 	b.ReportMetric(float64(p.Len()), "tokens")
 	b.SetBytes(int64(len(body)))
 	for b.Loop() {
-		_, _ = Read(nil, chat, body, tok)
+		_, _ = Read(context.Background(), nil, chat, body, tok, Limits{})
 	}
 }
 
@@ -238,7 +239,7 @@ func TestHuggingFaceTokenizersMatchTheWorker(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			tok := fixtureTokenizer(t, name)
 			chatBody := []byte(`{"messages":[{"role":"system","content":"Be brief."},{"role":"user","content":"Hello there, ünïcode ✓"}]}`)
-			p, err := Read(nil, chat, chatBody, tok)
+			p, err := Read(context.Background(), nil, chat, chatBody, tok, Limits{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -248,7 +249,7 @@ func TestHuggingFaceTokenizersMatchTheWorker(t *testing.T) {
 				t.Fatalf("chat ids differ from the worker's (%v)", err)
 			}
 			complBody := []byte(`{"prompt":["Once upon a time","ignored"]}`)
-			p, err = Read(nil, compl, complBody, tok)
+			p, err = Read(context.Background(), nil, compl, complBody, tok, Limits{})
 			if err != nil {
 				t.Fatal(err)
 			}
