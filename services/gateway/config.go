@@ -48,6 +48,12 @@ type Config struct {
 	// and a long prefill happens before the headers, so the default leaves
 	// a wide margin; raise it for upstreams that pause longer mid-answer.
 	StreamIdleTimeout time.Duration
+	// MaxStreamsPerClient caps the completion requests (streamed or not)
+	// one client may have in flight; the next gets 429 with Retry-After.
+	// The client is its IP address, so behind a proxy that does not keep
+	// it every client is one: set it where clients connect directly, or
+	// high enough for the proxy's share. 0 is no cap.
+	MaxStreamsPerClient int
 	// Stop: ShutdownTimeout is how long in-flight requests (streams
 	// included) may run on after shutdown starts (event flushing gets a few
 	// seconds more); DrainDelay how long the gateway stays up, not ready,
@@ -108,6 +114,8 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 		"how long to wait for a streaming response's headers before retrying elsewhere")
 	fs.DurationVar(&c.StreamIdleTimeout, "stream-idle-timeout", d.StreamIdleTimeout,
 		"end a response whose upstream sends nothing for this long after its headers (streams get an error event)")
+	fs.IntVar(&c.MaxStreamsPerClient, "max-streams-per-client", d.MaxStreamsPerClient,
+		"most completion requests (streamed or not) one client IP may have in flight; more get 429 with Retry-After (0: no cap)")
 	c.Stop.RegisterFlags(fs, d.Stop)
 	fs.StringVar(&c.PolicydAddr, "policyd-addr", "", "policyd gRPC address (host:port) for provider credentials and the tags header; empty: local workers only")
 	fs.StringVar(&c.GatewayBackend, "gateway-backend", "", "GatewayBackend this gateway serves (default: the snapshot's only or first one)")
@@ -131,6 +139,9 @@ func (c *Config) Validate() error {
 		errs = append(errs, fmt.Errorf("router-addr: %w", err))
 	}
 	errs = append(errs, c.NATS.Validate(false), c.Stop.Validate())
+	if c.MaxStreamsPerClient < 0 {
+		errs = append(errs, fmt.Errorf("max-streams-per-client %d: want 0 (no cap) or more", c.MaxStreamsPerClient))
+	}
 	if c.MaxBodyBytes <= 0 || c.MaxBodyBytes > 1<<30 {
 		errs = append(errs, fmt.Errorf("max-body-bytes %d: want 1 byte to 1 GiB", c.MaxBodyBytes))
 	}

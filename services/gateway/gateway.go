@@ -111,6 +111,8 @@ type Gateway struct {
 	// catalog follows policyd; nil without --policyd-addr (no providers).
 	catalog *catalog
 
+	// limiter caps each client's requests in flight; nil without a cap.
+	limiter *clientLimiter
 	// live is the upstream responses being relayed, by endpoint.
 	live liveSet
 	// nats and pub are set by Serve (nil without NATS), read by readiness.
@@ -139,6 +141,7 @@ func New(cfg Config, log zerolog.Logger) (*Gateway, error) {
 		router:    routerv1.NewRouterClient(conn),
 		transport: newTransport(),
 		sink:      discardSink{},
+		limiter:   newClientLimiter(cfg.MaxStreamsPerClient),
 	}
 	g.upstreams = upstream.NewSet(g.transport)
 	if g.admit, err = admission.Build(cfg.Admission); err != nil {

@@ -19,6 +19,8 @@ type metrics struct {
 	routeSeconds prometheus.Histogram
 	published    *prometheus.CounterVec // event
 	pubFailures  *prometheus.CounterVec // event, reason
+	// clientLimited counts requests refused by --max-streams-per-client.
+	clientLimited prometheus.Counter
 }
 
 // Attempt outcome label values.
@@ -75,8 +77,12 @@ func newMetrics(reg prometheus.Registerer, inflight func() float64) *metrics {
 			Name: "switchyard_gateway_event_publish_failures_total",
 			Help: "Events lost, by event (usage, route_completion) and reason (queue_full, nats, shutdown, marshal).",
 		}, []string{"event", "reason"}),
+		clientLimited: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "switchyard_gateway_client_limited_total",
+			Help: "Requests answered 429 because their client had --max-streams-per-client requests in flight.",
+		}),
 	}
-	reg.MustRegister(m.requests, m.ttft, m.e2e, m.itl, m.attempts, m.retries, m.routeSeconds, m.published, m.pubFailures,
+	reg.MustRegister(m.clientLimited, m.requests, m.ttft, m.e2e, m.itl, m.attempts, m.retries, m.routeSeconds, m.published, m.pubFailures,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "switchyard_gateway_inflight_requests",
 			Help: "Completion requests being served.",

@@ -100,6 +100,16 @@ func (g *Gateway) completions(api apibody.API, path string) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		g.inflight.Add(1)
 		defer g.inflight.Add(-1)
+		if g.limiter != nil {
+			key := clientKey(r)
+			if !g.limiter.acquire(key) {
+				g.metrics.requests.WithLabelValues(unknownModel, statusLabel(http.StatusTooManyRequests)).Inc()
+				g.metrics.clientLimited.Inc()
+				g.tooManyStreams(w)
+				return
+			}
+			defer g.limiter.release(key)
+		}
 		c := &call{g: g, api: api, path: path, start: time.Now(), id: rand.Text()}
 		lc := g.log.With().Str("request_id", c.id)
 		if cid := r.Header.Get(RequestIDHeader); saneRequestID(cid) {
