@@ -59,7 +59,8 @@ type Config struct {
 	// ReplayTimeout bounds one replay request to a worker.
 	ReplayTimeout time.Duration
 	// SilenceWarning is how long a worker's KV endpoint may refuse the
-	// tracker, or its stream carry no event, before a warning is logged.
+	// tracker, or its stream carry no event, before a warning is logged
+	// and /readyz?verbose names the worker (the optional kv-events check).
 	SilenceWarning time.Duration
 	// Stop: the shutdown timeout and drain delay.
 	lifecycle.Stop
@@ -104,7 +105,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.SnapshotInterval, "snapshot-interval", d.SnapshotInterval, "how often each worker's block set is written to Redis (also on every epoch change)")
 	fs.DurationVar(&c.SummaryInterval, "summary-interval", d.SummaryInterval, "how often each worker's summary is published to NATS and Redis")
 	fs.DurationVar(&c.ReplayTimeout, "replay-timeout", d.ReplayTimeout, "deadline of one replay request to a worker's replay endpoint")
-	fs.DurationVar(&c.SilenceWarning, "silence-warning", d.SilenceWarning, "warn when a worker's KV event endpoint refuses the tracker, or its stream carries no event, for this long")
+	fs.DurationVar(&c.SilenceWarning, "silence-warning", d.SilenceWarning, "warn, and name the worker in /readyz?verbose, when its KV event endpoint refuses the tracker or its stream carries no event for this long")
 	c.Stop.RegisterFlags(fs, d.Stop)
 }
 

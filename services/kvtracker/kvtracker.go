@@ -132,8 +132,9 @@ func (t *Tracker) BindEndpoint() string {
 
 // checks are the tracker's readiness: ready once it is connected to NATS,
 // its stream and lease bucket are there, and it takes part in the lease
-// round; the workers' streams are reported, not required (an idle worker
-// is silent too).
+// round. The workers whose KV event stream does not flow are named, not
+// required: an idle worker is silent too, and a tracker that cannot reach
+// one worker still serves the others.
 func (t *Tracker) checks() []lifecycle.Check {
 	return []lifecycle.Check{
 		{Name: "nats", Required: true, Probe: func() error {
@@ -144,6 +145,7 @@ func (t *Tracker) checks() []lifecycle.Check {
 		}},
 		{Name: "jetstream", Required: true, Probe: t.probeJetStream},
 		{Name: "leases", Required: true, Probe: t.probeLeases},
+		{Name: "kv-events", Probe: t.probeKVEvents},
 	}
 }
 

@@ -37,6 +37,7 @@ type run struct {
 	done    chan struct{}
 	in      chan kvzmq.Message // bound workers only
 	snapReq chan struct{}
+	watch   *streamWatch
 	err     error // set before done closes
 }
 
@@ -278,6 +279,7 @@ func (t *Tracker) startRun(ctx context.Context, spec fleet.Worker, key string, l
 	if bound(spec) {
 		r.in = make(chan kvzmq.Message, boundQueue)
 	}
+	r.watch = t.newWatch(spec)
 	t.mu.Lock()
 	t.runs[key] = r
 	n := len(t.runs)
@@ -359,27 +361,38 @@ func flush(d *deps) {
 	}
 }
 
+// newWatch starts watching a worker's stream from now.
+func (t *Tracker) newWatch(spec fleet.Worker) *streamWatch {
+	w := &streamWatch{
+		after:     t.cfg.SilenceWarning,
+		log:       t.log.With().Str("pool", spec.Pool).Str("worker", spec.ID).Logger(),
+		endpoint:  spec.KVEndpoint,
+		lastEvent: t.metrics.lastEvent.WithLabelValues(spec.Pool, spec.ID),
+	}
+	w.started.Store(time.Now().UnixNano())
+	w.lastEvent.Set(0)
+	if bound(spec) {
+		w.endpoint = t.BindEndpoint()
+	} else {
+		w.connected = t.metrics.connected.WithLabelValues(spec.Pool, spec.ID)
+		w.connected.Set(0)
+	}
+	return w
+}
+
 // runWorker ingests one leased worker until ctx ends or its pipeline fails.
 func (t *Tracker) runWorker(ctx context.Context, r *run, d *deps) {
 	defer close(r.done)
 	spec := r.spec
 	log := t.log.With().Str("pool", spec.Pool).Str("worker", spec.ID).Logger()
-	watch := &streamWatch{
-		after:     t.cfg.SilenceWarning,
-		log:       log,
-		lastEvent: t.metrics.lastEvent.WithLabelValues(spec.Pool, spec.ID),
-	}
-	watch.lastEvent.Set(0)
+	watch := r.watch
 	wctx, stopWatch := context.WithCancel(ctx)
 	defer stopWatch()
+	go watch.watch(wctx)
 	var src ingest.Source
 	if bound(spec) {
-		go watch.watch(wctx, t.BindEndpoint())
 		src = chanSource(r.in)
 	} else {
-		watch.connected = t.metrics.connected.WithLabelValues(spec.Pool, spec.ID)
-		watch.connected.Set(0)
-		go watch.watch(wctx, spec.KVEndpoint)
 		sub, err := kvzmq.DialSubscriber(ctx, spec.KVEndpoint, spec.Topic, kvzmq.WithLogger(log))
 		if err != nil {
 			if ctx.Err() == nil {

@@ -2,6 +2,9 @@ package kvtracker
 
 import (
 	"context"
+	"fmt"
+	"slices"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -26,60 +29,84 @@ import (
 type streamWatch struct {
 	after     time.Duration
 	log       zerolog.Logger
+	endpoint  string           // dialled, or the --bind endpoint
 	connected prometheus.Gauge // nil for workers that connect to --bind
 	lastEvent prometheus.Gauge
 
+	started   atomic.Int64 // unix nanoseconds the watch began (the lease was taken)
 	dialledAt atomic.Int64 // unix nanoseconds of the successful dial; 0 not yet
 	last      atomic.Int64 // unix nanoseconds of the last message; 0 none yet
 }
 
+// Stream states, as the watch reports them.
+const (
+	flowing     = iota
+	unreachable // the dial has not succeeded for the silence period
+	quiet       // connected (or bound), no event for the silence period
+)
+
+// status says whether the stream flows at now, and for how long it has
+// been silent.
+func (w *streamWatch) status(now time.Time) (state int, silent time.Duration) {
+	since := time.Unix(0, w.started.Load())
+	for _, t := range []int64{w.dialledAt.Load(), w.last.Load()} {
+		if t != 0 && time.Unix(0, t).After(since) {
+			since = time.Unix(0, t)
+		}
+	}
+	silent = now.Sub(since)
+	switch {
+	case silent < w.after:
+		return flowing, silent
+	case w.connected != nil && w.dialledAt.Load() == 0:
+		return unreachable, silent
+	default:
+		return quiet, silent
+	}
+}
+
+// problem describes a stream that does not flow, nil when it does: what
+// the readiness detail says of the worker.
+func (w *streamWatch) problem(now time.Time) error {
+	switch state, silent := w.status(now); state {
+	case unreachable:
+		return fmt.Errorf("kv events endpoint %s not reachable for %s", w.endpoint, silent.Round(time.Second))
+	case quiet:
+		if w.last.Load() == 0 {
+			return fmt.Errorf("no kv events yet after %s (idle, or the stream does not reach the tracker)", silent.Round(time.Second))
+		}
+		return fmt.Errorf("no kv events for %s (idle, or the stream stopped reaching the tracker)", silent.Round(time.Second))
+	}
+	return nil
+}
+
 // watch reports on one worker's stream until ctx ends.
-func (w *streamWatch) watch(ctx context.Context, endpoint string) {
-	start := time.Now()
+func (w *streamWatch) watch(ctx context.Context) {
 	tick := time.NewTicker(w.after / 4)
 	defer tick.Stop()
 	// warned is the state last warned about, so each is said once until
 	// the stream recovers or the state changes.
-	const (
-		none = iota
-		unreachable
-		quiet
-	)
-	warned := none
+	warned := flowing
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case now := <-tick.C:
-			since := start
-			for _, t := range []int64{w.dialledAt.Load(), w.last.Load()} {
-				if t != 0 && time.Unix(0, t).After(since) {
-					since = time.Unix(0, t)
-				}
-			}
-			silent := now.Sub(since)
-			state := quiet
-			if w.connected != nil && w.dialledAt.Load() == 0 {
-				state = unreachable
-			}
+			state, silent := w.status(now)
 			switch {
-			case silent < w.after:
-				warned = none
-			case warned == state:
+			case state == flowing || state == warned:
 			case state == unreachable:
-				w.log.Warn().Str("endpoint", endpoint).Dur("for", silent.Round(time.Second)).
+				w.log.Warn().Str("endpoint", w.endpoint).Dur("for", silent.Round(time.Second)).
 					Msg("kv events endpoint not reachable: nothing accepts connections there. " +
 						"A vLLM worker binds only when its kv-events-config endpoint has a wildcard host " +
 						"(tcp://*:5557); with a plain address it connects instead")
 			default:
-				w.log.Warn().Str("endpoint", endpoint).Dur("for", silent.Round(time.Second)).
+				w.log.Warn().Str("endpoint", w.endpoint).Dur("for", silent.Round(time.Second)).
 					Bool("ever", w.last.Load() != 0).
 					Msg("no kv events from worker: either it is idle, or its stream does not reach the tracker " +
 						"(check the worker's kv-events-config topic and that enable_kv_cache_events is true)")
 			}
-			if silent >= w.after {
-				warned = state
-			}
+			warned = state
 		}
 	}
 }
@@ -125,4 +152,32 @@ func (s watchedSource) ConnectionErrors() uint64 {
 		return c.ConnectionErrors()
 	}
 	return 0
+}
+
+// maxListed bounds the workers the readiness detail names.
+const maxListed = 10
+
+// probeKVEvents is the optional "kv-events" readiness check: the workers
+// this replica ingests whose stream does not flow, each with why.
+func (t *Tracker) probeKVEvents() error {
+	now := time.Now()
+	t.mu.Lock()
+	var problems []string
+	for _, r := range t.runs {
+		if err := r.watch.problem(now); err != nil {
+			problems = append(problems, r.spec.Key()+": "+err.Error())
+		}
+	}
+	n := len(t.runs)
+	t.mu.Unlock()
+	if len(problems) == 0 {
+		return nil
+	}
+	slices.Sort(problems)
+	failing, more := len(problems), ""
+	if len(problems) > maxListed {
+		more = fmt.Sprintf("; and %d more", len(problems)-maxListed)
+		problems = problems[:maxListed]
+	}
+	return fmt.Errorf("%d of %d workers ingested here not flowing: %s%s", failing, n, strings.Join(problems, "; "), more)
 }

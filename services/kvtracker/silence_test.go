@@ -3,6 +3,7 @@ package kvtracker
 import (
 	"errors"
 	"fmt"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -57,6 +58,15 @@ func TestSilentStreamWarns(t *testing.T) {
 	if got := tr.metric(t, "switchyard_kvtracker_events_total"); got != 0 {
 		t.Errorf("%v events ingested from a worker nobody could reach", got)
 	}
+	// Readiness names the worker and why, without failing the tracker: its
+	// other workers (none here) are still served.
+	base := "http://" + tr.HTTPAddr()
+	if body := readyzVerbose(t, base); !strings.Contains(body, "[-]kv-events (optional): 1 of 1 workers ingested here not flowing: "+e.pool+"/w0: kv events endpoint "+endpoint+" not reachable") {
+		t.Errorf("readyz?verbose while the endpoint is unreachable:\n%s", body)
+	}
+	if code := testkit.HTTPStatus(t, base+"/readyz"); code != http.StatusOK {
+		t.Errorf("readyz %d: one worker's stream made the tracker not ready", code)
+	}
 	time.Sleep(4 * cfg.SilenceWarning)
 	if n := strings.Count(logs.String(), unreachable); n != 1 {
 		t.Errorf("unreachable warning logged %d times during one silence, want once", n)
@@ -82,6 +92,9 @@ func TestSilentStreamWarns(t *testing.T) {
 		}
 		return nil
 	})
+	if body := readyzVerbose(t, base); !strings.Contains(body, e.pool+"/w0: no kv events yet") {
+		t.Errorf("readyz?verbose while connected and quiet:\n%s", body)
+	}
 	before := time.Now()
 	eventually(t, 10*time.Second, func() error {
 		prompt, _ := p.next()
@@ -91,6 +104,9 @@ func TestSilentStreamWarns(t *testing.T) {
 		}
 		return nil
 	})
+	if body := readyzVerbose(t, base); !strings.Contains(body, "[+]kv-events (optional) ok") {
+		t.Errorf("readyz?verbose once events flow:\n%s", body)
+	}
 	last := tr.metric(t, "switchyard_kvtracker_worker_last_event_timestamp_seconds", "worker", "w0")
 	if last < float64(before.Add(-time.Second).Unix()) {
 		t.Errorf("last event timestamp %v, want about %v", last, before.Unix())
