@@ -82,7 +82,7 @@ func TestConfigValidate(t *testing.T) {
 		{name: "limits off", edit: func(c *router.Config) { c.MaxMessages, c.MaxPromptBytes, c.MaxTemplateBytes = 0, 0, 0 }},
 		{name: "negative limits", edit: func(c *router.Config) { c.MaxMessages, c.MaxPromptBytes, c.MaxTemplateBytes = -1, -1, -1 },
 			wantErr: []string{"max-messages: must not be negative", "max-prompt-bytes: must not be negative", "max-template-bytes: must not be negative"}},
-		{name: "template limit below prompt limit", edit: func(c *router.Config) { c.MaxPromptBytes, c.MaxTemplateBytes = 2 << 20, 1 << 20 },
+		{name: "template limit below prompt limit", edit: func(c *router.Config) { c.MaxPromptBytes, c.MaxTemplateBytes = 2<<20, 1<<20 },
 			wantErr: []string{"max-template-bytes: 1048576 is below max-prompt-bytes 2097152"}},
 		{name: "classifier listed twice", edit: func(c *router.Config) { c.Classifiers = "tenant-tags,tenant-tags" },
 			wantErr: []string{`classifiers: classifier "tenant-tags" listed twice`}},
