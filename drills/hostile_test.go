@@ -3,9 +3,9 @@ package drills
 import (
 	"bytes"
 	"encoding/json"
-	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -16,10 +16,13 @@ import (
 type hostile struct {
 	name string
 	body func() []byte
-	// status is the answer every such request must get.
-	status int
+	// statuses are the answers such a request may get; an error answer
+	// must be in the OpenAI shape.
+	statuses []int
 	// within bounds each answer.
 	within time.Duration
+	// each is how many are sent at once.
+	each int
 }
 
 // oversized is a chat body just over the gateway's default 8 MiB limit.
@@ -70,6 +73,107 @@ func (s *service) memory(t *testing.T) memory {
 
 const mib = 1 << 20
 
+// memWatch follows the Go heap and resident set of services across a
+// hostile drill.
+type memWatch struct {
+	svcs   []*service
+	before map[*service]memory
+}
+
+func watchMemory(t *testing.T, svcs ...*service) *memWatch {
+	m := &memWatch{svcs: svcs, before: map[*service]memory{}}
+	for _, s := range svcs {
+		m.before[s] = s.memory(t)
+	}
+	return m
+}
+
+// back waits until every service's heap is back within slack of where it
+// was, logs the numbers and returns the time since from. A resident set
+// that grew by more than 256 MiB fails the drill.
+func (m *memWatch) back(t *testing.T, from time.Time, slack float64) time.Duration {
+	t.Helper()
+	peak := map[*service]memory{}
+	for _, s := range m.svcs {
+		peak[s] = s.memory(t)
+	}
+	// The heap comes back once the garbage is collected; the steady load
+	// keeps the collector running.
+	took := until(t, from, 60*time.Second, "heap back where it was", func() bool {
+		for _, s := range m.svcs {
+			h, err := s.heapInuse()
+			if err != nil || h > m.before[s].heap+slack {
+				return false
+			}
+		}
+		return true
+	})
+	for _, s := range m.svcs {
+		after := s.memory(t)
+		b := m.before[s]
+		t.Logf("%s: heap %.0f → %.0f → %.0f MiB, rss %.0f → %.0f → %.0f MiB", s.name,
+			b.heap/mib, peak[s].heap/mib, after.heap/mib, b.rss/mib, peak[s].rss/mib, after.rss/mib)
+		if after.rss > b.rss+256*mib {
+			t.Errorf("%s: resident set grew from %.0f to %.0f MiB", s.name, b.rss/mib, after.rss/mib)
+		}
+	}
+	return took
+}
+
+// sendHostile sends every kind's requests at once, round-robin over the
+// gateways, checks each answer, and returns them as records (with the
+// request ids the gateways gave).
+func sendHostile(t *testing.T, f *fleet, kinds []hostile) []record {
+	t.Helper()
+	var mu sync.Mutex
+	var out []record
+	var wg sync.WaitGroup
+	c := &http.Client{Timeout: 2 * time.Minute}
+	for _, k := range kinds {
+		body := k.body()
+		var slowest time.Duration
+		var statuses []int
+		defer func() {
+			t.Logf("%s ×%d: statuses %v, slowest answer %v", k.name, k.each, statuses, slowest.Round(time.Millisecond))
+		}()
+		for i := range k.each {
+			wg.Go(func() {
+				g := f.gateways[i%len(f.gateways)]
+				start := time.Now()
+				status, id, b, err := post(c, g.httpURL, body)
+				took := time.Since(start)
+				switch {
+				case err != nil && status == 0:
+					t.Errorf("%s: %v", k.name, err)
+				case !slices.Contains(k.statuses, status) || (status >= 400 && !openAIError(b)):
+					t.Errorf("%s: status %d, body %.200q; want one of %v, errors in the OpenAI shape", k.name, status, b, k.statuses)
+				case took > k.within:
+					t.Errorf("%s: answered after %v, over %v", k.name, took, k.within)
+				}
+				mu.Lock()
+				out = append(out, record{id: id, status: status, start: start, end: time.Now()})
+				slowest = max(slowest, took)
+				statuses = append(statuses, status)
+				mu.Unlock()
+			})
+		}
+	}
+	wg.Wait()
+	return out
+}
+
+// cpuSeconds is a service's CPU time so far.
+func (s *service) cpuSeconds() float64 {
+	v, _, _ := metric(s.httpURL+"/metrics", "process_cpu_seconds_total")
+	return v
+}
+
+// inflight is the requests a router counts in flight on every endpoint.
+func inflight(s *service) float64 {
+	v, _, _ := metric(s.httpURL+"/metrics", "switchyard_router_endpoint_inflight_requests")
+	return v
+}
+
 // TestHostileBodies: oversized and deeply nested bodies, many at once,
 // while the steady load runs. Each gets its clear error in the OpenAI
 // shape within its bound, the load is not disturbed, and the gateways'
@@ -78,64 +182,14 @@ func TestHostileBodies(t *testing.T) {
 	f := startFleet(t, defaultOptions())
 	l := startLoad(t, f, 4)
 	l.waitRequests(t, 8, 30*time.Second)
-	svcs := append(append([]*service{}, f.gateways...), f.routers...)
-	before := map[*service]memory{}
-	for _, s := range svcs {
-		before[s] = s.memory(t)
-	}
+	mem := watchMemory(t, append(append([]*service{}, f.gateways...), f.routers...)...)
 
-	kinds := []hostile{
-		{name: "oversized (9 MiB)", body: oversized, status: http.StatusRequestEntityTooLarge, within: 10 * time.Second},
-		{name: "nested 100k deep", body: deep, status: http.StatusBadRequest, within: 10 * time.Second},
-	}
-	const each = 16
 	t0 := time.Now()
-	var wg sync.WaitGroup
-	c := &http.Client{Timeout: time.Minute}
-	for _, k := range kinds {
-		body := k.body()
-		for i := range each {
-			wg.Go(func() {
-				g := f.gateways[i%len(f.gateways)]
-				start := time.Now()
-				status, _, b, err := post(c, g.httpURL, body)
-				took := time.Since(start)
-				switch {
-				case err != nil && status == 0:
-					t.Errorf("%s: %v", k.name, err)
-				case status != k.status || !openAIError(b):
-					t.Errorf("%s: status %d, body %.200q; want %d with an OpenAI error", k.name, status, b, k.status)
-				case took > k.within:
-					t.Errorf("%s: answered after %v, over %v", k.name, took, k.within)
-				}
-			})
-		}
-	}
-	wg.Wait()
-	t1 := time.Now()
-	peak := map[*service]memory{}
-	for _, s := range svcs {
-		peak[s] = s.memory(t)
-	}
-	// The heap comes back once the garbage is collected; the steady load
-	// keeps the collector running.
-	took := until(t, t1, 60*time.Second, "gateways' and routers' heap back within 32 MiB of before", func() bool {
-		for _, s := range svcs {
-			h, err := s.heapInuse()
-			if err != nil || h > before[s].heap+32*mib {
-				return false
-			}
-		}
-		return true
+	sendHostile(t, f, []hostile{
+		{name: "oversized (9 MiB)", body: oversized, statuses: []int{http.StatusRequestEntityTooLarge}, within: 10 * time.Second, each: 16},
+		{name: "nested 100k deep", body: deep, statuses: []int{http.StatusBadRequest}, within: 10 * time.Second, each: 16},
 	})
-	for _, s := range svcs {
-		after := s.memory(t)
-		t.Logf("%s: heap %.0f → %.0f → %.0f MiB, rss %.0f → %.0f → %.0f MiB", s.name,
-			before[s].heap/mib, peak[s].heap/mib, after.heap/mib, before[s].rss/mib, peak[s].rss/mib, after.rss/mib)
-		if after.rss > before[s].rss+256*mib {
-			t.Errorf("%s: resident set grew from %.0f to %.0f MiB", s.name, before[s].rss/mib, after.rss/mib)
-		}
-	}
+	took := mem.back(t, time.Now(), 32*mib)
 	l.waitRequests(t, 8, 30*time.Second)
 	l.stop()
 	steady(t, l, t0, time.Now(), "load beside the hostile requests")
@@ -143,9 +197,84 @@ func TestHostileBodies(t *testing.T) {
 	// gateway's metrics, not metered, so only the load has usage events.
 	checkUsage(t, f, l.snapshot(), 30*time.Second)
 	report(t, result{
-		fault:    fmt.Sprintf("%d oversized (9 MiB) and %d 100k-deep bodies at once", each, each),
+		fault:    "16 oversized (9 MiB) and 16 100k-deep bodies at once",
 		client:   "413 / 400 in the OpenAI error shape; the steady load undisturbed",
 		recovery: "gateways' and routers' Go heap back within 32 MiB",
 		took:     took, bound: 30 * time.Second,
 	})
+}
+
+// TestHostilePrompts: bodies the gateway accepts whose prompts are costly
+// to read — 20k special tokens in one 200 KB message, 20k tiny messages —
+// several at once. Each is answered (served or refused
+// in the OpenAI shape) within its bound; the routers do not keep a core
+// busy afterwards nor count phantom requests in flight; their memory and
+// the gateways' comes back.
+func TestHostilePrompts(t *testing.T) {
+	f := startFleet(t, defaultOptions())
+	l := startLoad(t, f, 4)
+	l.waitRequests(t, 8, 30*time.Second)
+	mem := watchMemory(t, append(append([]*service{}, f.gateways...), f.routers...)...)
+	answers := []int{http.StatusOK, http.StatusBadRequest, http.StatusRequestEntityTooLarge}
+
+	t0 := time.Now()
+	hs := sendHostile(t, f, []hostile{
+		{name: "20k special tokens in one message", body: specials, statuses: answers, within: 5 * time.Second, each: 4},
+		{name: "20k tiny messages", body: manyMessages, statuses: answers, within: 5 * time.Second, each: 4},
+	})
+	t1 := time.Now()
+	// With the answers out, the routers are back to the steady load's
+	// work: well under a core each.
+	time.Sleep(time.Second)
+	var cpu0 []float64
+	for _, r := range f.routers {
+		cpu0 = append(cpu0, r.cpuSeconds())
+	}
+	const window = 2 * time.Second
+	time.Sleep(window)
+	for i, r := range f.routers {
+		if used := r.cpuSeconds() - cpu0[i]; used > 0.5*window.Seconds() {
+			t.Errorf("%s: %.2f s of CPU in the %v after the hostile requests were answered: still working on them", r.name, used, window)
+		}
+	}
+	took := mem.back(t, t1, 64*mib)
+	l.waitRequests(t, 8, 30*time.Second)
+	l.stop()
+	steady(t, l, t0, time.Now(), "load beside the hostile requests")
+	until(t, time.Now(), 10*time.Second, "no request in flight on any router once the load stopped", func() bool {
+		for _, r := range f.routers {
+			if inflight(r) != 0 {
+				return false
+			}
+		}
+		return true
+	})
+	var metered []record
+	for _, r := range hs {
+		if r.status == http.StatusOK {
+			metered = append(metered, r)
+		}
+	}
+	checkUsage(t, f, append(l.snapshot(), metered...), 30*time.Second)
+	report(t, result{
+		fault:    "4 × 20k special tokens (200 KB) and 4 × 20k tiny messages (600 KB) at once",
+		client:   "each answered within 5 s, errors in the OpenAI shape; the steady load undisturbed",
+		recovery: "routers idle again, none in flight, heap back within 64 MiB (from the last answer)",
+		took:     took + time.Second + window, bound: 30 * time.Second,
+	})
+}
+
+// specials is one 200 KB message of 20k special tokens (a quadratic scan
+// took seconds on it).
+func specials() []byte {
+	return chatBody(`[{"role":"user","content":"` + strings.Repeat("<|im_end|>", 20_000) + `"}]`)
+}
+
+// manyMessages is 20k tiny messages in one body.
+func manyMessages() []byte {
+	return chatBody("[" + strings.TrimSuffix(strings.Repeat(`{"role":"user","content":"a"},`, 20_000), ",") + "]")
+}
+
+func chatBody(messages string) []byte {
+	return []byte(`{"model":"` + model + `","max_tokens":4,"messages":` + messages + `}`)
 }
