@@ -55,7 +55,7 @@ func TestCompletes(t *testing.T) {
 		{"switchyard ver", []string{"version"}},
 		{"switchyard --ver", []string{"--version"}},
 		{"switchyard kvtracker --repli", []string{"--replica-id"}},
-		{"switchyard router --grpc", []string{"--grpc-addr"}},
+		{"switchyard router --grpc", []string{"--grpc-addr", "--grpc-tls-cert", "--grpc-tls-client-ca", "--grpc-tls-key"}},
 		{"switchyard dev --log-f", []string{"--log-format"}},
 		{"switchyard sim --enable-p", []string{"--enable-prompt-tokens-details"}},
 		{"switchyard completion z", []string{"zsh"}},

@@ -40,7 +40,7 @@ var explainFlagGroups = []struct {
 	names []string
 }{
 	{"The request, in both modes", []string{"request", "model", "tenant", "tags"}},
-	{"Asking a router (without -f)", []string{"router", "timeout", "o"}},
+	{"Asking a router (without -f)", []string{"router", "token-file", "tls-ca", "tls-cert", "tls-key", "tls-server-name", "timeout", "o"}},
 	{"Offline (with -f)", []string{"f", "state", "gateway-backend"}},
 }
 

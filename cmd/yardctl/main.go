@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/switchyard-dev/switchyard/internal/flagenv"
+	"github.com/switchyard-dev/switchyard/internal/lifecycle"
 	routerv1 "github.com/switchyard-dev/switchyard/proto/switchyard/router/v1"
 )
 
@@ -105,10 +106,20 @@ type routerFlags struct {
 	routerURL string
 	timeout   time.Duration
 	output    outputFormat
+	// tokenFile holds the router's operator token (its
+	// --operator-token-file), sent as a bearer token; tls is for an
+	// https:// router URL.
+	tokenFile string
+	tls       lifecycle.GRPCClient
 }
 
 func (r *routerFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&r.routerURL, "router", "http://127.0.0.1:9091", "router REST base URL (its --http-addr)")
+	fs.StringVar(&r.tokenFile, "token-file", "", "file holding the router's operator token (its --operator-token-file), sent as a bearer token; env SWITCHYARD_TOKEN_FILE")
+	fs.StringVar(&r.tls.CA, "tls-ca", "", "PEM CA verifying an https:// router (empty: the system's)")
+	fs.StringVar(&r.tls.Cert, "tls-cert", "", "PEM client certificate for an https:// router that asks for one (with --tls-key)")
+	fs.StringVar(&r.tls.Key, "tls-key", "", "PEM key of --tls-cert")
+	fs.StringVar(&r.tls.ServerName, "tls-server-name", "", "name the router's certificate must carry (default: the URL's host)")
 	fs.DurationVar(&r.timeout, "timeout", 5*time.Second, "request timeout")
 	r.output = outputTable
 	fs.Var(&r.output, "o", "output `format`: table for people, json (the router's answer) for machines")
@@ -146,7 +157,7 @@ func runEndpoints(ctx context.Context, args []string, _ io.Reader, stdout, stder
 	if *model != "" {
 		u += "?model=" + url.QueryEscape(*model)
 	}
-	raw, err := call(ctx, rf.timeout, http.MethodGet, u, nil)
+	raw, err := rf.call(ctx, http.MethodGet, u, nil)
 	if err != nil {
 		return err
 	}
@@ -193,7 +204,7 @@ func runExplain(ctx context.Context, ef *explainFlags, stdin io.Reader, stdout i
 			return err
 		}
 	}
-	raw, err := call(ctx, ef.router.timeout, http.MethodPost, u, payload)
+	raw, err := ef.router.call(ctx, http.MethodPost, u, payload)
 	if err != nil {
 		return err
 	}
@@ -226,8 +237,8 @@ func requestBody(b []byte, model string) ([]byte, error) {
 
 // call does one REST call and returns the JSON answer; an error status
 // becomes an error with the router's message.
-func call(ctx context.Context, timeout time.Duration, method, u string, body []byte) ([]byte, error) {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
+func (r *routerFlags) call(ctx context.Context, method, u string, body []byte) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, r.timeout)
 	defer cancel()
 	var rd io.Reader
 	if body != nil {
@@ -238,7 +249,22 @@ func call(ctx context.Context, timeout time.Duration, method, u string, body []b
 		return nil, err
 	}
 	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
+	if r.tokenFile != "" {
+		tok, err := lifecycle.ReadToken(r.tokenFile)
+		if err != nil {
+			return nil, fmt.Errorf("--token-file: %w", err)
+		}
+		req.Header.Set("Authorization", "Bearer "+tok)
+	}
+	client := http.DefaultClient
+	if r.tls.Secure() {
+		tc, err := r.tls.TLSConfig("")
+		if err != nil {
+			return nil, err
+		}
+		client = &http.Client{Transport: &http.Transport{TLSClientConfig: tc, Proxy: http.ProxyFromEnvironment}}
+	}
+	resp, err := client.Do(req)
 	if err != nil {
 		return nil, err
 	}
@@ -248,7 +274,11 @@ func call(ctx context.Context, timeout time.Duration, method, u string, body []b
 		return nil, fmt.Errorf("read response: %w", err)
 	}
 	if resp.StatusCode/100 != 2 {
-		return nil, fmt.Errorf("%s %s: %s: %s", method, u, resp.Status, errorMessage(raw))
+		msg := errorMessage(raw)
+		if resp.StatusCode == http.StatusUnauthorized && r.tokenFile == "" {
+			msg += " (give the router's operator token with --token-file)"
+		}
+		return nil, fmt.Errorf("%s %s: %s: %s", method, u, resp.Status, msg)
 	}
 	return raw, nil
 }

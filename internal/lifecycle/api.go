@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/rs/zerolog"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/reflection"
@@ -32,6 +34,9 @@ type APIConfig struct {
 	HTTPAddr string
 	// GRPCOptions are passed to grpc.NewServer.
 	GRPCOptions []grpc.ServerOption
+	// GRPCTLS, when enabled, serves gRPC over TLS (mutual with a client
+	// CA).
+	GRPCTLS ServerTLS
 	// Register registers the service's gRPC services and returns their
 	// names, for which health reports the service's readiness.
 	Register func(*grpc.Server) []string
@@ -96,7 +101,15 @@ func NewAPI(cfg APIConfig) (_ *API, err error) {
 	}
 	a := &API{Mux: http.NewServeMux(), ready: ready, stopped: make(chan struct{})}
 	if cfg.GRPCAddr != "" {
-		a.GRPC = grpc.NewServer(cfg.GRPCOptions...)
+		opts := cfg.GRPCOptions
+		tc, err := cfg.GRPCTLS.Config()
+		if err != nil {
+			return nil, err
+		}
+		if tc != nil {
+			opts = append(slices.Clip(opts), grpc.Creds(credentials.NewTLS(tc)))
+		}
+		a.GRPC = grpc.NewServer(opts...)
 		a.health = health.NewServer()
 		healthpb.RegisterHealthServer(a.GRPC, a.health)
 		reflection.Register(a.GRPC)

@@ -18,6 +18,9 @@ type Listen struct {
 	// HTTPAddr is the HTTP listen address (REST, /metrics, /healthz,
 	// /readyz).
 	HTTPAddr string
+	// GRPCTLS is the gRPC listener's TLS (--grpc-tls-cert, --grpc-tls-key)
+	// and, with a client CA (--grpc-tls-client-ca), mutual TLS.
+	GRPCTLS ServerTLS
 }
 
 // RegisterFlags registers --grpc-addr and --http-addr with d's values as
@@ -25,6 +28,7 @@ type Listen struct {
 func (l *Listen) RegisterFlags(fs *flag.FlagSet, d Listen, httpServes string) {
 	fs.StringVar(&l.GRPCAddr, "grpc-addr", d.GRPCAddr, "gRPC listen address; :PORT for every interface")
 	fs.StringVar(&l.HTTPAddr, "http-addr", d.HTTPAddr, "HTTP listen address ("+httpServes+"); :PORT for every interface")
+	l.GRPCTLS.registerFlags(fs)
 }
 
 // Validate checks both addresses.
@@ -36,6 +40,7 @@ func (l Listen) Validate() error {
 	if err := configcheck.ListenAddr(l.HTTPAddr); err != nil {
 		errs = append(errs, fmt.Errorf("http-addr: %w", err))
 	}
+	errs = append(errs, l.GRPCTLS.validate()...)
 	return errors.Join(errs...)
 }
 

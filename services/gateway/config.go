@@ -69,6 +69,12 @@ type Config struct {
 	// policy snapshot for providers' credentials (it can then forward to
 	// provider targets) and the GatewayBackend's tags header.
 	PolicydAddr string
+	// Router and Policyd are how the router replicas and policyd are
+	// dialled: TLS, mutual with a client certificate
+	// (--router-tls-ca, -cert, -key, -server-name; --policyd-tls-*), and
+	// for the routers the operator token (--router-token-file), which
+	// ListEndpoints needs once a router has --operator-token-file.
+	Router, Policyd lifecycle.GRPCClient
 	// GatewayBackend names the GatewayBackend this gateway serves; empty
 	// takes the snapshot's only (or first) one.
 	GatewayBackend string
@@ -118,6 +124,8 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 		"most completion requests (streamed or not) one client IP may have in flight; more get 429 with Retry-After (0: no cap)")
 	c.Stop.RegisterFlags(fs, d.Stop)
 	fs.StringVar(&c.PolicydAddr, "policyd-addr", "", "policyd gRPC address (host:port) for provider credentials and the tags header; empty: local workers only")
+	c.Router.RegisterFlags(fs, "router", "the routers", "their --operator-token-file: ListEndpoints, for /v1/models and worker health, needs it once set")
+	c.Policyd.RegisterFlags(fs, "policyd", "policyd", "")
 	fs.StringVar(&c.GatewayBackend, "gateway-backend", "", "GatewayBackend this gateway serves (default: the snapshot's only or first one)")
 	fs.StringVar(&c.ProviderSecretsDir, "provider-secrets-dir", d.ProviderSecretsDir, "where the Secrets named by providers' credentials.secretRef are mounted (<dir>/<secret>/<key>)")
 	fs.StringVar(&c.Admission, "admission", d.Admission, "admission steps every request goes through, in order, comma-separated (who is calling, whether they may); known: "+strings.Join(admission.Steps.Names(), ", "))
@@ -138,7 +146,7 @@ func (c *Config) Validate() error {
 	} else if _, err := routerAddrs(c.RouterAddr); err != nil {
 		errs = append(errs, fmt.Errorf("router-addr: %w", err))
 	}
-	errs = append(errs, c.NATS.Validate(false), c.Stop.Validate())
+	errs = append(errs, c.NATS.Validate(false), c.Stop.Validate(), c.Router.Validate("router"), c.Policyd.Validate("policyd"))
 	if c.MaxStreamsPerClient < 0 {
 		errs = append(errs, fmt.Errorf("max-streams-per-client %d: want 0 (no cap) or more", c.MaxStreamsPerClient))
 	}

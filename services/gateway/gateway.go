@@ -130,7 +130,11 @@ func New(cfg Config, log zerolog.Logger) (*Gateway, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("gateway config: %w", err)
 	}
-	conn, err := dialRouter(cfg.RouterAddr)
+	creds, err := cfg.Router.DialOptions("router")
+	if err != nil {
+		return nil, fmt.Errorf("gateway config: %w", err)
+	}
+	conn, err := dialRouter(cfg.RouterAddr, creds...)
 	if err != nil {
 		return nil, fmt.Errorf("router client %s: %w", cfg.RouterAddr, err)
 	}

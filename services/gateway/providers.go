@@ -10,7 +10,6 @@ import (
 
 	"github.com/rs/zerolog"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/switchyard-dev/switchyard/internal/policy"
 	"github.com/switchyard-dev/switchyard/internal/policy/watch"
@@ -35,7 +34,11 @@ type catalog struct {
 }
 
 func newCatalog(cfg Config, log zerolog.Logger) (*catalog, error) {
-	conn, err := grpc.NewClient(cfg.PolicydAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	opts, err := cfg.Policyd.DialOptions("policyd")
+	if err != nil {
+		return nil, fmt.Errorf("gateway config: %w", err)
+	}
+	conn, err := grpc.NewClient(cfg.PolicydAddr, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("policyd client %s: %w", cfg.PolicydAddr, err)
 	}

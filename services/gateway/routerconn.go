@@ -78,10 +78,10 @@ func routerAddrs(addr string) ([]string, error) {
 	return out, nil
 }
 
-// dialRouter makes the router client (it connects lazily).
-func dialRouter(addr string) (*grpc.ClientConn, error) {
+// dialRouter makes the router client (it connects lazily); creds are the
+// transport and token options (lifecycle.GRPCClient.DialOptions).
+func dialRouter(addr string, creds ...grpc.DialOption) (*grpc.ClientConn, error) {
 	opts := []grpc.DialOption{
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithDefaultServiceConfig(routerServiceConfig),
 		grpc.WithConnectParams(grpc.ConnectParams{
 			Backoff: backoff.Config{
@@ -99,6 +99,10 @@ func dialRouter(addr string) (*grpc.ClientConn, error) {
 	addrs, err := routerAddrs(addr)
 	if err != nil {
 		return nil, err
+	}
+	opts = append(opts, creds...)
+	if len(creds) == 0 {
+		opts = append(opts, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	}
 	target := addr
 	if addrs != nil {

@@ -36,6 +36,9 @@ type Config struct {
 	// InferenceWorkerSet with a KV event endpoint join the static ones,
 	// and a worker leaving the catalog is released.
 	PolicydAddr string
+	// Policyd is how policyd is dialled: TLS, mutual with a client
+	// certificate (--policyd-tls-ca, -cert, -key, -server-name).
+	Policyd lifecycle.GRPCClient
 	// Defaults for workers that leave these out.
 	Pool      string
 	Model     string
@@ -93,6 +96,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.WorkersFile, "workers-file", "", "YAML file listing workers (the router's --endpoints-file format): "+fleet.YAMLKeys)
 	fs.StringVar(&c.Workers, "workers", "", `workers as id=kv_endpoint[|replay_endpoint],... e.g. "w0=tcp://10.0.0.5:5557|tcp://10.0.0.5:5558"; "id=" is a worker connecting to --bind with topic id; the router's --endpoints syntax: `+fleet.ShorthandSyntax)
 	fs.StringVar(&c.PolicydAddr, "policyd-addr", "", "policyd gRPC address (host:port): follow its InferenceWorkerSets' workers (those with a KV event endpoint), as the router does")
+	c.Policyd.RegisterFlags(fs, "policyd", "policyd", "")
 	fs.StringVar(&c.Pool, "pool", d.Pool, "pool of workers that name none")
 	fs.StringVar(&c.Model, "model", "", "model of workers that name none")
 	fs.StringVar(&c.Topic, "topic", "", "kv events topic of workers that name none (vLLM's kv-events-config topic)")
@@ -125,6 +129,7 @@ func (c *Config) Validate() error {
 		configcheck.Duration{Name: "replay-timeout", Value: c.ReplayTimeout},
 		configcheck.Duration{Name: "silence-warning", Value: c.SilenceWarning},
 	)...)
+	errs = append(errs, c.Policyd.Validate("policyd"))
 	if c.PolicydAddr != "" {
 		if _, _, err := net.SplitHostPort(c.PolicydAddr); err != nil {
 			errs = append(errs, fmt.Errorf("policyd-addr: %q: want host:port: %w", c.PolicydAddr, err))

@@ -25,7 +25,6 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/rs/zerolog"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/switchyard-dev/switchyard/internal/bus"
 	"github.com/switchyard-dev/switchyard/internal/fleet"
@@ -105,7 +104,11 @@ func New(cfg Config, log zerolog.Logger) (*Tracker, error) {
 	if cfg.PolicydAddr != "" {
 		// grpc.NewClient does not dial: policyd may start after the
 		// tracker, and the watcher keeps retrying.
-		t.policyConn, err = grpc.NewClient(cfg.PolicydAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		opts, err := cfg.Policyd.DialOptions("policyd")
+		if err != nil {
+			return nil, fmt.Errorf("kvtracker config: %w", err)
+		}
+		t.policyConn, err = grpc.NewClient(cfg.PolicydAddr, opts...)
 		if err != nil {
 			_ = t.api.Close()
 			if t.bound != nil {

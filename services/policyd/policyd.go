@@ -79,6 +79,7 @@ func newServer(cfg Config, src Source, log zerolog.Logger) (*Server, error) {
 		GRPCAddr:    cfg.GRPCAddr,
 		HTTPAddr:    cfg.HTTPAddr,
 		GRPCOptions: []grpc.ServerOption{grpc.MaxRecvMsgSize(maxValidateBytes + 1<<20)},
+		GRPCTLS:     cfg.GRPCTLS,
 		Register: func(g *grpc.Server) []string {
 			policyv1.RegisterPolicyServiceServer(g, s.svc)
 			return []string{policyv1.PolicyService_ServiceDesc.ServiceName}

@@ -43,6 +43,9 @@ type Config struct {
 	// policyd's snapshot: its worker sets and providers join the static
 	// endpoints, and its policies decide.
 	PolicydAddr string
+	// Policyd is how policyd is dialled: TLS, mutual with a client
+	// certificate (--policyd-tls-ca, -cert, -key, -server-name).
+	Policyd lifecycle.GRPCClient
 	// GatewayBackend names the GatewayBackend whose policies apply; empty
 	// takes the snapshot's only (or first) one.
 	GatewayBackend string
@@ -110,6 +113,18 @@ type Config struct {
 	// Off by default: a profile shows the process's internals to whoever
 	// can reach the port.
 	Pprof bool
+	// OperatorTokenFile is a file holding the bearer token of the operator
+	// role, which Explain and ListEndpoints (gRPC and REST) require once
+	// it or OperatorIdentities is set (see operator.go: without either,
+	// Explain is served only on a loopback listen address, ListEndpoints
+	// to anyone). Gateways need the role for ListEndpoints: give them the
+	// token (--router-token-file) or an operator identity. At least 16
+	// bytes; read at start.
+	OperatorTokenFile string
+	// OperatorIdentities lists, comma-separated, the client certificate
+	// names (common name, DNS or URI name) that have the operator role
+	// over mutual TLS on the gRPC port (--grpc-tls-client-ca).
+	OperatorIdentities string
 	// Priors of the TTFT predictor, before any completion was observed.
 	PrefillRatePrior float64
 	QueueCostPrior   time.Duration
@@ -180,6 +195,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.Endpoints, "endpoints", "", "static workers as id=url,id=url (models discovered from each worker's /v1/models); the kvtracker's --workers syntax: "+fleet.ShorthandSyntax)
 	fs.StringVar(&c.EndpointsFile, "endpoints-file", "", "YAML file listing static workers (the kvtracker's --workers-file format): "+fleet.YAMLKeys)
 	fs.StringVar(&c.PolicydAddr, "policyd-addr", "", "policyd gRPC address (host:port); empty routes without policies on the static endpoints")
+	c.Policyd.RegisterFlags(fs, "policyd", "policyd", "")
 	fs.StringVar(&c.GatewayBackend, "gateway-backend", "", "GatewayBackend whose policies apply (default: the snapshot's only or first one)")
 	fs.StringVar(&c.Classifiers, "classifiers", d.Classifiers,
 		"classifiers deriving each request's tags for policies, in order (of "+strings.Join(classifierRegistry.Names(), ", ")+
@@ -209,6 +225,10 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.IntVar(&c.GCPercent, "gc-percent", d.GCPercent,
 		"Go GC target (GOGC) of the router process: each request's garbage dies with it, and the requests that overlap a collection make Route's tail; higher means fewer collections for more heap (up to 1+N/100 times the live heap); 0 keeps Go's 100; a GOGC environment variable wins")
 	fs.BoolVar(&c.Pprof, "pprof", false, "serve Go's CPU, heap and goroutine profiles under /debug/pprof/ on the HTTP port (go tool pprof http://HOST/debug/pprof/profile)")
+	fs.StringVar(&c.OperatorTokenFile, "operator-token-file", "",
+		"file holding the operator bearer token; set (or --operator-identities), Explain and ListEndpoints need it; unset, Explain is served on a loopback listen address only")
+	fs.StringVar(&c.OperatorIdentities, "operator-identities", "",
+		"client certificate names (CN, DNS or URI SAN), comma-separated, with the operator role over mutual TLS (--grpc-tls-client-ca)")
 	fs.Float64Var(&c.PrefillRatePrior, "prefill-rate-prior", d.PrefillRatePrior, "prefill tokens per second assumed for a worker before its TTFTs are learned")
 	fs.DurationVar(&c.QueueCostPrior, "queue-cost-prior", d.QueueCostPrior, "TTFT cost of each request queued or running ahead, before it is learned")
 	fs.DurationVar(&c.BaseTTFTPrior, "ttft-base-prior", d.BaseTTFTPrior, "fixed part of a TTFT (one engine step, network), before it is learned")
@@ -244,6 +264,15 @@ func (c *Config) Validate() error {
 	if c.MaxPromptBytes > 0 && c.MaxTemplateBytes > 0 && c.MaxTemplateBytes < c.MaxPromptBytes {
 		errs = append(errs, fmt.Errorf("max-template-bytes: %d is below max-prompt-bytes %d: a rendered prompt holds its text and markup", c.MaxTemplateBytes, c.MaxPromptBytes))
 	}
+	if c.OperatorTokenFile != "" {
+		if _, err := lifecycle.ReadToken(c.OperatorTokenFile); err != nil {
+			errs = append(errs, fmt.Errorf("operator-token-file: %w", err))
+		}
+	}
+	if c.OperatorIdentities != "" && c.GRPCTLS.ClientCA == "" {
+		errs = append(errs, errors.New("operator-identities: certificate identities need mutual TLS: set --grpc-tls-client-ca (with --grpc-tls-cert and --grpc-tls-key)"))
+	}
+	errs = append(errs, c.Policyd.Validate("policyd"))
 	if c.PolicydAddr != "" {
 		if _, _, err := net.SplitHostPort(c.PolicydAddr); err != nil {
 			errs = append(errs, fmt.Errorf("policyd-addr: %q: want host:port: %w", c.PolicydAddr, err))

@@ -34,7 +34,6 @@ import (
 	"github.com/rs/zerolog"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/connectivity"
-	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/switchyard-dev/switchyard/internal/fleet"
 	"github.com/switchyard-dev/switchyard/internal/kvblock"
@@ -114,7 +113,11 @@ func New(cfg Config, log zerolog.Logger) (*Server, error) {
 	if cfg.PolicydAddr != "" {
 		// grpc.NewClient does not dial: policyd may start after the router,
 		// and the watcher keeps retrying.
-		conn, err := grpc.NewClient(cfg.PolicydAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		opts, err := cfg.Policyd.DialOptions("policyd")
+		if err != nil {
+			return nil, fmt.Errorf("router config: %w", err)
+		}
+		conn, err := grpc.NewClient(cfg.PolicydAddr, opts...)
 		if err != nil {
 			return nil, fmt.Errorf("policyd client %s: %w", cfg.PolicydAddr, err)
 		}
@@ -123,14 +126,25 @@ func New(cfg Config, log zerolog.Logger) (*Server, error) {
 			func(st *policyState) { s.svc.pol.Store(st) })
 	}
 
+	auth, err := newOperatorAuth(&cfg)
+	if err != nil {
+		return nil, fmt.Errorf("router config: operator-token-file: %w", err)
+	}
+	if auth.exposed() {
+		log.Warn().Str("grpc_addr", cfg.GRPCAddr).Str("http_addr", cfg.HTTPAddr).
+			Msg("Explain is refused beyond loopback: set --operator-token-file or --operator-identities to serve it to operators")
+	}
+
 	// Route's stack grows deep (JSON, template, tokenizer); workers that
 	// live across calls keep theirs grown instead of copying a fresh
 	// goroutine's stack up on every call. Calls beyond the workers get a
 	// goroutine of their own, as without the option.
 	s.api, err = lifecycle.NewAPI(lifecycle.APIConfig{
-		GRPCAddr:    cfg.GRPCAddr,
-		HTTPAddr:    cfg.HTTPAddr,
-		GRPCOptions: []grpc.ServerOption{grpc.MaxRecvMsgSize(cfg.MaxRecvMsgBytes), grpc.NumStreamWorkers(uint32(goruntime.GOMAXPROCS(0)))},
+		GRPCAddr: cfg.GRPCAddr,
+		HTTPAddr: cfg.HTTPAddr,
+		GRPCOptions: []grpc.ServerOption{grpc.MaxRecvMsgSize(cfg.MaxRecvMsgBytes), grpc.NumStreamWorkers(uint32(goruntime.GOMAXPROCS(0))),
+			grpc.ChainUnaryInterceptor(auth.unary)},
+		GRPCTLS: cfg.GRPCTLS,
 		Register: func(g *grpc.Server) []string {
 			routerv1.RegisterRouterServer(g, s.svc)
 			return []string{routerv1.Router_ServiceDesc.ServiceName}
@@ -153,7 +167,9 @@ func New(cfg Config, log zerolog.Logger) (*Server, error) {
 	}
 	// Explain also takes a client's chat or completions body as it is, which
 	// the gateway's RouteRequest mapping cannot express.
-	s.api.Mux.Handle("POST /v1/route:explain", http.MaxBytesHandler(&explainHandler{svc: s.svc, gw: s.api.REST, m: lifecycle.RESTMarshaler}, maxRESTBody))
+	s.api.Mux.Handle("POST /v1/route:explain", auth.rest(s.api.REST, "Explain", true,
+		http.MaxBytesHandler(&explainHandler{svc: s.svc, gw: s.api.REST, m: lifecycle.RESTMarshaler}, maxRESTBody)))
+	s.api.Mux.Handle("GET /v1/endpoints", auth.rest(s.api.REST, "ListEndpoints", false, s.api.REST))
 	if cfg.Pprof {
 		s.api.Mux.HandleFunc("/debug/pprof/", pprof.Index)
 		s.api.Mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
