@@ -34,7 +34,7 @@ func FuzzNextSpecial(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		at, which := nextSpecial(s)
+		at, which, _ := nextSpecial(s)
 		wantAt, wantWhich := nextSpecialNaive(s)
 		if at != wantAt || which != wantWhich {
 			t.Fatalf("nextSpecial(%q) = %d, %d; want %d, %d", s, at, which, wantAt, wantWhich)

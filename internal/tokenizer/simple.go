@@ -122,9 +122,18 @@ func (t *Simple) AppendEncode(ids []uint32, text string) []uint32 {
 
 // AppendEncodeContext implements Tokenizer.
 func (t *Simple) AppendEncodeContext(ctx context.Context, ids []uint32, text string) ([]uint32, error) {
+	var work int
+	return t.appendEncode(ctx, ids, text, &work)
+}
+
+// appendEncode is AppendEncodeContext, adding to *work the bytes it reads:
+// those the special-token search goes through and compares, and those
+// cut into pieces. Tests hold it to a constant times the text's length.
+func (t *Simple) appendEncode(ctx context.Context, ids []uint32, text string, work *int) ([]uint32, error) {
 	emit := func(m bool, p string) { ids = append(ids, pieceID(m, p)) }
 	for len(text) > 0 {
-		at, sp := nextSpecial(text)
+		at, sp, scanned := nextSpecial(text)
+		*work += scanned
 		seg := text
 		if at >= 0 {
 			seg = text[:at]
@@ -135,7 +144,9 @@ func (t *Simple) AppendEncodeContext(ctx context.Context, ids []uint32, text str
 			if err := ctx.Err(); err != nil {
 				return ids, err
 			}
-			if i = piecesFrom(seg, i, i+CheckEvery, emit); i >= len(seg) {
+			next := piecesFrom(seg, i, i+CheckEvery, emit)
+			*work += next - i
+			if i = next; i >= len(seg) {
 				break
 			}
 		}
@@ -240,20 +251,22 @@ func tooLarge(maxBytes int) error {
 // special token starts with '<', so only the places holding one are
 // compared. (Searching s for each token in turn, from each match on, was
 // quadratic: text full of one token rescanned the rest for the others.)
-func nextSpecial(s string) (at, which int) {
+func nextSpecial(s string) (at, which, scanned int) {
 	for i := 0; i < len(s); i++ {
 		j := strings.IndexByte(s[i:], '<')
 		if j < 0 {
-			break
+			return -1, -1, scanned + len(s) - i
 		}
 		i += j
+		scanned += j + 1
 		for k, sp := range specials {
+			scanned += min(len(sp.text), len(s)-i)
 			if strings.HasPrefix(s[i:], sp.text) {
-				return i, k
+				return i, k, scanned
 			}
 		}
 	}
-	return -1, -1
+	return -1, -1, scanned
 }
 
 func isWordRune(r rune) bool { return unicode.IsLetter(r) || unicode.IsDigit(r) }

@@ -185,6 +185,23 @@ func (r *renderer) step() error {
 	return nil
 }
 
+// bulk counts the work of an expression whose value it made (a string
+// built, a list copied) in steps: one per list item, one per 16 bytes.
+// A template that rebuilds the conversation for every message (a running
+// concatenation, a slice of the messages in a loop) then takes steps
+// quadratic in the messages, as it takes time.
+func (r *renderer) bulk(v any, err error) (any, error) {
+	switch v := v.(type) {
+	case string:
+		r.steps += int64(len(v)) >> 4
+	case []any:
+		r.steps += int64(len(v))
+	case tuple:
+		r.steps += int64(len(v))
+	}
+	return v, err
+}
+
 func (r *renderer) tooLarge() error {
 	return fmt.Errorf("%w: more than %d bytes", ErrTooLarge, r.maxBytes)
 }
@@ -482,15 +499,15 @@ func (r *renderer) eval(x expr, sc *scope) (any, error) {
 		}
 		return getItem(obj, key)
 	case *slice:
-		return r.evalSlice(x, sc)
+		return r.bulk(r.evalSlice(x, sc))
 	case *call:
-		return r.evalCall(x, sc)
+		return r.bulk(r.evalCall(x, sc))
 	case *filterExpr:
 		v, err := r.eval(x.node, sc)
 		if err != nil {
 			return nil, err
 		}
-		return r.applyFilter(x, v, sc)
+		return r.bulk(r.applyFilter(x, v, sc))
 	case *testExpr:
 		v, err := r.eval(x.node, sc)
 		if err != nil {
@@ -506,7 +523,7 @@ func (r *renderer) eval(x expr, sc *scope) (any, error) {
 		}
 		return ok != x.negate, nil
 	case *binary:
-		return r.evalBinary(x, sc)
+		return r.bulk(r.evalBinary(x, sc))
 	case *unary:
 		v, err := r.eval(x.x, sc)
 		if err != nil {
@@ -595,7 +612,7 @@ func (r *renderer) eval(x expr, sc *scope) (any, error) {
 			}
 			b.WriteString(str(v))
 		}
-		return b.String(), nil
+		return r.bulk(b.String(), nil)
 	}
 	return nil, errorf("internal: unknown expression %T", x)
 }

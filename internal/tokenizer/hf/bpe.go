@@ -70,8 +70,11 @@ const maxCachedWord = 512
 // wordCacheBytes bounds the word cache: some 100k distinct words.
 const wordCacheBytes = 4 << 20
 
-// encodeWord appends the ids of one pre-token (raw bytes, non-empty).
-func (m *bpe) encodeWord(dst []uint32, w string) []uint32 {
+// encodeWord appends the ids of one pre-token (raw bytes, non-empty) and
+// adds its work to *ops: the bytes it hashes or looks up, and the merge
+// queue's operations when it merges.
+func (m *bpe) encodeWord(dst []uint32, w string, ops *int) []uint32 {
+	*ops += len(w)
 	if len(w) == 1 {
 		return append(dst, m.byteID[w[0]])
 	}
@@ -86,7 +89,7 @@ func (m *bpe) encodeWord(dst []uint32, w string) []uint32 {
 		}
 	}
 	start := len(dst)
-	dst = m.mergeWord(dst, w)
+	dst = m.mergeWord(dst, w, ops)
 	if len(w) <= maxCachedWord {
 		m.cache.put(w, dst[start:])
 	}
@@ -180,7 +183,7 @@ type bpeWork struct {
 // mergeWord runs BPE over the bytes of w: repeatedly merge the adjacent pair
 // with the lowest rank, the leftmost first among equals — the order Hugging
 // Face's implementation uses, which decides the result when merges overlap.
-func (m *bpe) mergeWord(dst []uint32, w string) []uint32 {
+func (m *bpe) mergeWord(dst []uint32, w string, ops *int) []uint32 {
 	work, _ := m.scratch.Get().(*bpeWork)
 	if work == nil {
 		work = &bpeWork{}
@@ -204,7 +207,9 @@ func (m *bpe) mergeWord(dst []uint32, w string) []uint32 {
 		}
 	}
 	q.heapify()
+	*ops += n + len(*q)
 	for len(*q) > 0 {
+		*ops++
 		c := q.pop()
 		left := &syms[c.pos]
 		if left.gone || left.next < 0 {
@@ -223,11 +228,13 @@ func (m *bpe) mergeWord(dst []uint32, w string) []uint32 {
 		}
 		if left.prev >= 0 {
 			if mg, ok := m.merges[pairKey(syms[left.prev].id, left.id)]; ok {
+				*ops++
 				q.push(candidate{rank: mg.rank, id: mg.id, pos: left.prev})
 			}
 		}
 		if left.next >= 0 {
 			if mg, ok := m.merges[pairKey(left.id, syms[left.next].id)]; ok {
+				*ops++
 				q.push(candidate{rank: mg.rank, id: mg.id, pos: c.pos})
 			}
 		}

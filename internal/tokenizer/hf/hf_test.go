@@ -284,9 +284,9 @@ func TestSplit(t *testing.T) {
 		for i := 0; i < len(tc.text); {
 			var end int
 			if sp.gpt2 {
-				end = sp.nextGPT2(tc.text, i)
+				end, _ = sp.nextGPT2(tc.text, i)
 			} else {
-				end = sp.next(tc.text, i)
+				end, _ = sp.next(tc.text, i)
 			}
 			got = append(got, tc.text[i:end])
 			i = end

@@ -87,32 +87,39 @@ func (m *matcher) next(at int32, c byte) int32 {
 	return nd.kids[c-nd.lo]
 }
 
-// find returns the first added token in s and where it starts, or at < 0.
-func (m *matcher) find(s string) (at int, tok addedToken) {
+// find returns the first added token in s and where it starts, or at < 0,
+// and the bytes it read (skipped over or walked in the trie).
+func (m *matcher) find(s string) (at int, tok addedToken, read int) {
 	if m == nil {
-		return -1, addedToken{}
+		return -1, addedToken{}, 0
 	}
 	for i := 0; i < len(s); i++ {
 		if m.single >= 0 {
 			j := strings.IndexByte(s[i:], byte(m.single))
 			if j < 0 {
-				return -1, addedToken{}
+				return -1, addedToken{}, read + len(s) - i
 			}
 			i += j
+			read += j
 		} else if !m.first[s[i]] {
+			read++
 			continue
 		}
-		if k := m.longestAt(s[i:]); k >= 0 {
-			return i, m.tokens[k]
+		k, walked := m.longestAt(s[i:])
+		read += walked
+		if k >= 0 {
+			return i, m.tokens[k], read
 		}
 	}
-	return -1, addedToken{}
+	return -1, addedToken{}, read
 }
 
-// longestAt returns the index of the longest token s starts with, or -1.
-func (m *matcher) longestAt(s string) int32 {
+// longestAt returns the index of the longest token s starts with, or -1,
+// and the bytes it walked.
+func (m *matcher) longestAt(s string) (int32, int) {
 	best, at := int32(-1), int32(0)
-	for j := 0; j < len(s); j++ {
+	j := 0
+	for ; j < len(s); j++ {
 		if at = m.next(at, s[j]); at == 0 {
 			break
 		}
@@ -120,5 +127,5 @@ func (m *matcher) longestAt(s string) int32 {
 			best = k
 		}
 	}
-	return best
+	return best, j + 1
 }

@@ -41,7 +41,7 @@ func FuzzMatcher(f *testing.F) {
 	}
 	m := newMatcher(matcherTokens)
 	f.Fuzz(func(t *testing.T, s string) {
-		at, tok := m.find(s)
+		at, tok, _ := m.find(s)
 		wantAt, want := findNaive(matcherTokens, s)
 		if at != wantAt || tok != want {
 			t.Fatalf("find(%q) = %d %v, want %d %v", s, at, tok, wantAt, want)
@@ -67,12 +67,12 @@ func TestMatcherRandom(t *testing.T) {
 			b.WriteString(frags[rng.IntN(len(frags))])
 		}
 		s := b.String()
-		at, tok := m.find(s)
+		at, tok, _ := m.find(s)
 		wantAt, want := findNaive(matcherTokens, s)
 		if at != wantAt || tok != want {
 			t.Fatalf("find(%q) = %d %v, want %d %v", s, at, tok, wantAt, want)
 		}
-		at, tok = single.find(s)
+		at, tok, _ = single.find(s)
 		wantAt, want = findNaive(matcherTokens[:6], s)
 		if at != wantAt || tok != want {
 			t.Fatalf("single-byte matcher: find(%q) = %d %v, want %d %v", s, at, tok, wantAt, want)

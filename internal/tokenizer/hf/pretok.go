@@ -149,9 +149,15 @@ func contraction(s string, i int, foldCase bool) int {
 }
 
 // next matches the cl100k-family pattern at s[i:] and returns the end of the
-// match. Alternatives are tried in pattern order, as a backtracking engine
-// does.
-func (sp splitter) next(s string, i int) int {
+// match, and how far it read: a whitespace run is read to its end to find
+// its last newline, though the match may stop before. Alternatives are
+// tried in pattern order, as a backtracking engine does.
+func (sp splitter) next(s string, i int) (end, far int) {
+	end = sp.match(s, i, &far)
+	return end, max(end, far)
+}
+
+func (sp splitter) match(s string, i int, far *int) int {
 	c, n := classAt(s, i)
 	// (?i:'s|'t|'re|'ve|'m|'ll|'d)
 	if s[i] == '\'' {
@@ -207,6 +213,7 @@ func (sp splitter) next(s string, i int) int {
 		}
 		end += n2
 	}
+	*far = end
 	if lastNL >= 0 {
 		return lastNL + 1
 	}
@@ -227,8 +234,13 @@ func spaceRun(s string, i, end int) int {
 	return end
 }
 
-// nextGPT2 matches patternGPT2 at s[i:].
-func (sp splitter) nextGPT2(s string, i int) int {
+// nextGPT2 matches patternGPT2 at s[i:], returning what next does.
+func (sp splitter) nextGPT2(s string, i int) (end, far int) {
+	end = sp.matchGPT2(s, i, &far)
+	return end, max(end, far)
+}
+
+func (sp splitter) matchGPT2(s string, i int, far *int) int {
 	if s[i] == '\'' {
 		if m := contraction(s, i, false); m > 0 {
 			return i + m
@@ -255,5 +267,6 @@ func (sp splitter) nextGPT2(s string, i int) int {
 		}
 		end += n
 	}
+	*far = end
 	return spaceRun(s, i, end)
 }

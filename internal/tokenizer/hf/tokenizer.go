@@ -117,13 +117,18 @@ func (t *Tokenizer) AppendEncode(dst []uint32, text string) []uint32 {
 // merges in one go, may run longer).
 func (t *Tokenizer) AppendEncodeContext(ctx context.Context, dst []uint32, text string) ([]uint32, error) {
 	w := work{ctx: ctx}
+	return t.appendEncode(&w, dst, text)
+}
+
+func (t *Tokenizer) appendEncode(w *work, dst []uint32, text string) ([]uint32, error) {
 	for len(text) > 0 {
-		at, tok := t.added.find(text)
+		at, tok, read := t.added.find(text)
+		w.steps += read
 		if at < 0 {
-			return t.appendSegment(&w, dst, text)
+			return t.appendSegment(w, dst, text)
 		}
 		var err error
-		if dst, err = t.appendSegment(&w, dst, text[:at]); err != nil {
+		if dst, err = t.appendSegment(w, dst, text[:at]); err != nil {
 			return dst, err
 		}
 		dst = append(dst, tok.id)
@@ -134,10 +139,14 @@ func (t *Tokenizer) AppendEncodeContext(ctx context.Context, dst []uint32, text 
 
 // work is one encoding's look at its context: check reports ctx's error
 // once n more bytes bring the bytes since the last look to
-// tokenizer.CheckEvery.
+// tokenizer.CheckEvery. steps counts the encoding's work in a unit that
+// does not depend on the machine — bytes read by each scan, hashed, or
+// normalized, and BPE queue operations — so that tests can hold it to a
+// constant times the text's length.
 type work struct {
-	ctx  context.Context
-	done int
+	ctx   context.Context
+	done  int
+	steps int
 }
 
 func (w *work) check(n int) error {
@@ -154,6 +163,7 @@ func (t *Tokenizer) appendSegment(w *work, dst []uint32, s string) ([]uint32, er
 	if len(s) < segCacheMin || t.segments == nil {
 		return t.encodeSegment(w, dst, s)
 	}
+	w.steps += len(s) // hashed, compared
 	if out, ok := t.segments.appendGet(dst, s); ok {
 		return out, w.check(len(s) / 16) // a copy, not a tokenization
 	}
@@ -173,12 +183,14 @@ func (t *Tokenizer) encodeSegment(w *work, dst []uint32, s string) ([]uint32, er
 		return dst, nil
 	}
 	for _, f := range t.normForms {
+		w.steps += len(s)
 		if !f.IsNormalString(s) {
 			s = f.String(s)
 		}
 	}
 	for len(s) > 0 {
-		at, tok := t.addedNormalized.find(s)
+		at, tok, read := t.addedNormalized.find(s)
+		w.steps += read
 		if at < 0 {
 			return t.appendWords(w, dst, s)
 		}
@@ -194,13 +206,14 @@ func (t *Tokenizer) encodeSegment(w *work, dst []uint32, s string) ([]uint32, er
 
 func (t *Tokenizer) appendWords(w *work, dst []uint32, s string) ([]uint32, error) {
 	for i := 0; i < len(s); {
-		var end int
+		var end, far int
 		if t.split.gpt2 {
-			end = t.split.nextGPT2(s, i)
+			end, far = t.split.nextGPT2(s, i)
 		} else {
-			end = t.split.next(s, i)
+			end, far = t.split.next(s, i)
 		}
-		dst = t.model.encodeWord(dst, s[i:end])
+		w.steps += far - i
+		dst = t.model.encodeWord(dst, s[i:end], &w.steps)
 		if err := w.check(end - i); err != nil {
 			return dst, err
 		}
