@@ -129,3 +129,29 @@ func TestEncodeStopsWhenCanceled(t *testing.T) {
 		t.Fatalf("render within its cap: %v", err)
 	}
 }
+
+// FuzzLastIndex: lastIndex agrees with strings.LastIndex, on patterns
+// long enough for its own hash (the fuzzer's sub is repeated past 64
+// bytes) and texts that hold it or near misses of it.
+func FuzzLastIndex(f *testing.F) {
+	f.Add("ab", "abababa", uint8(3))
+	f.Add("x", "yyyy", uint8(0))
+	f.Add("abc", "", uint8(1))
+	f.Fuzz(func(t *testing.T, sub, filler string, k uint8) {
+		if sub == "" {
+			return
+		}
+		long := repeatTo(sub, 65+int(k))
+		for _, s := range []string{
+			filler + long + filler,
+			long[1:] + filler + long[:len(long)-1],
+			strings.Repeat(filler+long, int(k%4)+1) + filler,
+			long,
+			long[:len(long)-1],
+		} {
+			if got, want := lastIndex(s, long), strings.LastIndex(s, long); got != want {
+				t.Fatalf("lastIndex = %d, strings.LastIndex = %d", got, want)
+			}
+		}
+	})
+}

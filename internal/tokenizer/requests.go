@@ -3,6 +3,9 @@ package tokenizer
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"math/bits"
 	"errors"
 	"fmt"
 	"strings"
@@ -209,7 +212,7 @@ func ContinueFinal(rendered string, msgs []Message) (string, error) {
 	}
 	final := msgs[len(msgs)-1].Content
 	stripped := strings.TrimFunc(final, pyIsSpace)
-	at := strings.LastIndex(rendered, stripped)
+	at := lastIndex(rendered, stripped)
 	if at < 0 {
 		return "", &InputError{Param: "continue_final_message",
 			Msg: "the final message does not appear in the prompt the chat template renders, so it cannot be continued"}
@@ -218,6 +221,72 @@ func ContinueFinal(rendered string, msgs []Message) (string, error) {
 		return rendered[:at+len(final)], nil
 	}
 	return rendered[:at+len(stripped)], nil
+}
+
+// lastIndex is strings.LastIndex in time linear in len(s)+len(sub), for a
+// client's text searched in a prompt built from the client's text.
+// strings.LastIndex rolls a fixed, public hash and compares the text at
+// every position whose hash matches: a client who builds windows that
+// collide with the final message and differ only at their ends makes it
+// compare the whole message at nearly every position, O(len(s)·len(sub)).
+// Here the rolling hash is modulo the prime 2^61-1 with a base drawn at
+// random per process, which no client can build collisions for.
+func lastIndex(s, sub string) int {
+	n, m := len(s), len(sub)
+	if m <= 64 || m > n {
+		// Short patterns cost strings.LastIndex at most 64 compares per
+		// position whatever the text.
+		return strings.LastIndex(s, sub)
+	}
+	base := hashBase
+	pow := uint64(1) // base^(m-1)
+	for range m - 1 {
+		pow = mulMod(pow, base)
+	}
+	var hs, hw uint64
+	for i := 0; i < m; i++ { // the hash reads from the window's end
+		hs = addMod(mulMod(hs, base), uint64(sub[m-1-i])+1)
+		hw = addMod(mulMod(hw, base), uint64(s[n-1-i])+1)
+	}
+	for i := n - m; ; i-- {
+		if hw == hs && s[i:i+m] == sub {
+			return i
+		}
+		if i == 0 {
+			return -1
+		}
+		// Slide left: drop s[i+m-1], take s[i-1].
+		hw = addMod(hw, mersenne61-mulMod(uint64(s[i+m-1])+1, pow))
+		hw = addMod(mulMod(hw, base), uint64(s[i-1])+1)
+	}
+}
+
+const mersenne61 = 1<<61 - 1
+
+// hashBase is lastIndex's base, secret to the process.
+var hashBase = func() uint64 {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return 256 + binary.LittleEndian.Uint64(b[:])%(mersenne61-512)
+}()
+
+func mulMod(a, b uint64) uint64 {
+	hi, lo := bits.Mul64(a, b)
+	// a·b = hi·2^64 + lo; 2^64 ≡ 2^3 (mod 2^61-1).
+	r := (lo & mersenne61) + (lo >> 61) + (hi << 3)
+	r = (r & mersenne61) + (r >> 61)
+	if r >= mersenne61 {
+		r -= mersenne61
+	}
+	return r
+}
+
+func addMod(a, b uint64) uint64 {
+	r := a + b
+	if r >= mersenne61 {
+		r -= mersenne61
+	}
+	return r
 }
 
 // pyIsSpace is Python's str.isspace, what strip() removes: Unicode
