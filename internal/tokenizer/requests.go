@@ -5,9 +5,9 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/binary"
-	"math/bits"
 	"errors"
 	"fmt"
+	"math/bits"
 	"strings"
 	"unicode"
 
