@@ -241,6 +241,9 @@ type service struct {
 	metricsURL string
 	// grpcAddr is a router's gRPC address.
 	grpcAddr string
+	// pprof says whether it serves Go's profiles (and so collects its
+	// garbage when asked).
+	pprof bool
 }
 
 // worker is one simulated vLLM worker (`switchyard sim --workers 1`), its
@@ -347,12 +350,15 @@ func startFleet(t *testing.T, o options) *fleet {
 
 	for i := range 2 {
 		g, h := testkit.FreePort(t), testkit.FreePort(t)
-		r := &service{grpcAddr: fmt.Sprintf("127.0.0.1:%d", g), httpURL: fmt.Sprintf("http://127.0.0.1:%d", h)}
+		r := &service{grpcAddr: fmt.Sprintf("127.0.0.1:%d", g), httpURL: fmt.Sprintf("http://127.0.0.1:%d", h), pprof: true}
 		r.proc = f.add(fmt.Sprintf("router-%d", i), bins.switchyard, append([]string{"router",
 			"--endpoints", strings.Join(endpoints, ","),
 			"--grpc-addr", r.grpcAddr, "--http-addr", r.httpURL[len("http://"):],
 			"--nats-url", f.natsURL, "--redis-url", f.redisURL,
 			"--router-id", fmt.Sprintf("drill-router-%d", i), "--scrape-interval", "250ms", "--log-format", "json",
+			// A drill asks for a garbage collection (/debug/pprof/heap?gc=1)
+			// before it reads what the heap holds.
+			"--pprof",
 		}, o.routerArgs...))
 		f.routers = append(f.routers, r)
 	}
@@ -546,6 +552,12 @@ func metric(url, name string, labels ...string) (v float64, ok bool, err error) 
 		v, ok = v+x, true
 	}
 	return v, ok, sc.Err()
+}
+
+// collect makes a service that serves Go's profiles collect its garbage
+// now (a no-op for one that does not).
+func (s *service) collect() {
+	_, _ = get(s.httpURL + "/debug/pprof/heap?gc=1")
 }
 
 // heapInuse is a service's Go heap in use, from its /metrics.

@@ -22,7 +22,9 @@ func outages() []time.Duration {
 // TestNATSRestart: NATS is SIGKILLed under load and comes back on the
 // same port and store after an outage. Clients are served throughout;
 // afterwards every request has exactly one usage event (the events of the
-// outage delivered late, none twice) and usage flows again.
+// outage delivered late, none twice), usage flows again, and the
+// kvtracker (whose KV stream and lease bucket were lost with NATS's
+// memory) ingests again, the routers' index following.
 func TestNATSRestart(t *testing.T) {
 	for _, down := range outages() {
 		t.Run(down.String(), func(t *testing.T) {
@@ -35,8 +37,9 @@ func TestNATSRestart(t *testing.T) {
 			time.Sleep(down)
 			t1 := time.Now()
 			f.restart(f.nats, "")
-			took := until(t, t1, 30*time.Second, "usage flows and every service is ready", func() bool {
-				return f.ready() && f.usageAfter(l, t1)
+			deltas := f.routerDeltas()
+			took := until(t, t1, 30*time.Second, "usage flows, the tracker ingests, the index follows, every service is ready", func() bool {
+				return f.ready() && f.usageAfter(l, t1) && f.trackerIngests(0) && f.indexFollows(deltas)
 			})
 			l.waitRequests(t, 12, 30*time.Second)
 			l.stop()
@@ -45,7 +48,7 @@ func TestNATSRestart(t *testing.T) {
 			report(t, result{
 				fault:    fmt.Sprintf("NATS SIGKILLed for %s, restarted on its port and store", fmtDur(down)),
 				client:   "every stream served",
-				recovery: "usage events flow again, every /readyz 200",
+				recovery: "usage events flow, KV deltas published and applied by both routers, every /readyz 200",
 				took:     took, bound: 10 * time.Second,
 			})
 		})
