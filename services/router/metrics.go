@@ -95,6 +95,10 @@ var (
 		"Prefill rate learned from the endpoint's observed TTFTs (the prior until completions arrive).", []string{"endpoint"}, nil)
 	queueCostDesc = prometheus.NewDesc("switchyard_router_endpoint_queue_cost_seconds",
 		"TTFT cost of each request queued or running ahead, learned from observed TTFTs.", []string{"endpoint"}, nil)
+	notLearnedDesc = prometheus.NewDesc("switchyard_router_endpoint_ttft_not_learned_total",
+		"Completions whose TTFT the endpoint's predictor did not learn from when they arrived: outliers (a stalled or catching-up worker), requests in flight while a scrape failed.", []string{"endpoint"}, nil)
+	probesDesc = prometheus.NewDesc("switchyard_router_endpoint_probes_total",
+		"Requests this replica gave the endpoint as probes: it was idle and had learned nothing for a while.", []string{"endpoint"}, nil)
 )
 
 // tableCollector reads gauges from the table at scrape time, so Route does
@@ -112,6 +116,8 @@ func (c *tableCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- pendingDesc
 	ch <- rateDesc
 	ch <- queueCostDesc
+	ch <- notLearnedDesc
+	ch <- probesDesc
 }
 
 func (c *tableCollector) Collect(ch chan<- prometheus.Metric) {
@@ -128,6 +134,8 @@ func (c *tableCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(pendingDesc, prometheus.GaugeValue, float64(s.PendingTokens), s.ID)
 		ch <- prometheus.MustNewConstMetric(rateDesc, prometheus.GaugeValue, s.PrefillRate, s.ID)
 		ch <- prometheus.MustNewConstMetric(queueCostDesc, prometheus.GaugeValue, s.PerQueued, s.ID)
+		ch <- prometheus.MustNewConstMetric(notLearnedDesc, prometheus.CounterValue, float64(s.NotLearned), s.ID)
+		ch <- prometheus.MustNewConstMetric(probesDesc, prometheus.CounterValue, float64(s.Probes), s.ID)
 	}
 }
 

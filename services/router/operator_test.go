@@ -171,3 +171,34 @@ func TestOperatorConfig(t *testing.T) {
 		t.Fatalf("missing token file: %v", err)
 	}
 }
+
+// TestExplainShowsNoOtherRequest: what Explain returns is about the request
+// it is given and the workers' state; another tenant's request in flight
+// (its id, tenant, prompt) appears nowhere in it, over gRPC or REST.
+func TestExplainShowsNoOtherRequest(t *testing.T) {
+	w := newFakeWorker(t, "m")
+	tr := startRouter(t, nil, w)
+	const secret = "zebra-quartz-private-contract-clause"
+	other := &routerv1.RouteRequest{RequestId: "req-of-tenant-b-7731", Tenant: "tenant-b", Model: "m", Api: routerv1.ApiKind_API_KIND_CHAT_COMPLETIONS,
+		Body: []byte(`{"model":"m","messages":[{"role":"user","content":"` + secret + `"}]}`)}
+	if _, err := tr.client.Route(context.Background(), other); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := tr.client.Explain(context.Background(), &routerv1.RouteRequest{Tenant: "tenant-a", Model: "m", Api: routerv1.ApiKind_API_KIND_CHAT_COMPLETIONS,
+		Body: []byte(`{"model":"m","messages":[{"role":"user","content":"hello"}]}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, body, _ := rest(t, http.MethodPost, "http://"+tr.srv.HTTPAddr()+"/v1/route:explain?tenant=tenant-a", "", explainBody)
+	_, list, _ := rest(t, http.MethodGet, "http://"+tr.srv.HTTPAddr()+"/v1/endpoints", "", "")
+	for _, answer := range []string{resp.String(), body, list} {
+		for _, leak := range []string{"req-of-tenant-b", "tenant-b", secret} {
+			if strings.Contains(answer, leak) {
+				t.Errorf("an answer shows %q of another request:\n%s", leak, answer)
+			}
+		}
+	}
+	if resp.GetCandidates()[0].GetInFlight() != 1 {
+		t.Errorf("the other request should count as load, nothing more: %v", resp.GetCandidates()[0])
+	}
+}

@@ -154,6 +154,7 @@ func (t *Table) Decide(req Request, models []string, now time.Time, dst []Backen
 		if b.Estimate.Probe {
 			m = t.fleetOnly(ep, b.Model)
 			ep.probeAt = now
+			ep.probes++
 		}
 		ep.record(req.ID, b.Model, now, uncachedWith(&m, prompt, b.CachedTokens), b.Estimate)
 	}

@@ -50,6 +50,9 @@ func TestInFlightAcrossAFailedScrapeIsNotLearned(t *testing.T) {
 	if v := view(tb, "e0"); v.Learned != 0 || v.Rejected != 1 || v.PrefillRate != predict.DefaultPrior().PrefillRate {
 		t.Fatalf("learned from a request in flight across a failed scrape: %+v", v)
 	}
+	if st := tb.AppendStats(nil); st[0].NotLearned != 1 {
+		t.Fatalf("stats: %+v, want one completion not learned", st[0])
+	}
 	later := time.Now().Add(time.Millisecond)
 	routeReq(tb, Request{Model: "m", ID: "after", PromptTokens: 1000}, later)
 	tb.Complete(Completion{RequestID: "after", EndpointID: "e0", At: later, Success: true, TTFTSeconds: 0.3, PromptTokens: 1000})
@@ -107,6 +110,9 @@ func TestDivergedEndpointReturnsToTheFleet(t *testing.T) {
 	}
 	if r := probe.reason(); r[:6] != "probe:" {
 		t.Fatalf("reason %q should say it is a probe", r)
+	}
+	if st := tb.AppendStats(nil); st[1].Probes != 1 {
+		t.Fatalf("stats: %+v, want one probe", st[1])
 	}
 	// One probe at a time per endpoint (e0, idle as long, may be next).
 	if again := decide(tb, Request{Model: "m", ID: "x", PromptTokens: 3000}, at, false); again.rows[1].Estimate.Probe {

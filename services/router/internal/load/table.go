@@ -410,6 +410,7 @@ type endpoint struct {
 	lastFailure time.Time
 	probeAt     time.Time
 	disturbed   int // completions withheld from learning: in flight across a failed scrape
+	probes      int
 }
 
 type entry struct {
@@ -971,6 +972,11 @@ type Stats struct {
 	PendingTokens int64
 	PrefillRate   float64
 	PerQueued     float64
+	// NotLearned counts completions the endpoint's predictor did not learn
+	// from when they arrived (outliers, requests in flight across a failed
+	// scrape); Probes, the requests it was given as probes.
+	NotLearned int64
+	Probes     int64
 }
 
 // AppendStats appends one Stats per endpoint to dst.
@@ -979,7 +985,8 @@ func (t *Table) AppendStats(dst []Stats) []Stats {
 	defer t.mu.Unlock()
 	for _, ep := range t.order {
 		dst = append(dst, Stats{ID: ep.spec.ID, Healthy: ep.healthy, InFlight: int64(len(ep.entries)),
-			PendingTokens: ep.pendingTokens, PrefillRate: ep.model.PrefillRate(), PerQueued: ep.model.PerQueued()})
+			PendingTokens: ep.pendingTokens, PrefillRate: ep.model.PrefillRate(), PerQueued: ep.model.PerQueued(),
+			NotLearned: int64(ep.model.Outliers() + ep.disturbed), Probes: int64(ep.probes)})
 	}
 	return dst
 }

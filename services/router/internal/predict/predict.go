@@ -176,6 +176,7 @@ type Model struct {
 	run      int
 	share    float64
 	rejected int
+	outliers int // every observation ever rejected, restarts or not
 	// recent holds the last RegimeRun outliers, learned if the model
 	// starts over; next is where the following one goes.
 	recent [RegimeRun]observation
@@ -307,6 +308,7 @@ func (m *Model) ObserveNear(f Features, ttft float64, ref *Model) Outcome {
 		}
 		if !fleetLike {
 			m.rejected++
+			m.outliers++
 			return Outlier
 		}
 	}
@@ -396,8 +398,13 @@ func (m *Model) AvgUncached() float64 { return m.avg }
 // Samples is how many completions the model learned from.
 func (m *Model) Samples() int { return m.samples }
 
-// Rejected is how many observations were rejected as outliers.
+// Rejected is how many observations were rejected as outliers and not
+// learned since (a restart learns the last RegimeRun of them).
 func (m *Model) Rejected() int { return m.rejected }
+
+// Outliers counts every observation rejected when it arrived, whether a
+// restart learned it later or not: a counter for metrics.
+func (m *Model) Outliers() int { return m.outliers }
 
 func valid(v float64) bool { return v >= 0 && v <= maxFeature }
 
