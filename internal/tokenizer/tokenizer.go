@@ -39,8 +39,9 @@ type Tokenizer interface {
 }
 
 // CheckEvery is how much text (in bytes) a tokenizer works through between
-// two looks at its context: some 100 µs of work, so a request whose caller
-// gave up stops at once, while the check costs nothing measurable.
+// two looks at its context: a millisecond of work or so, so a request
+// whose caller gave up stops at once, while the check costs nothing
+// measurable.
 const CheckEvery = 64 << 10
 
 // ErrTooLarge is the error a rendering beyond its byte cap wraps.

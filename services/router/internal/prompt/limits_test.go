@@ -73,3 +73,46 @@ func TestLimits(t *testing.T) {
 		}
 	}
 }
+
+// TestHostileBodies: bodies built to be expensive — deeply nested JSON
+// where the prompt is read, one message at the size limit, as many tiny
+// messages as allowed, special tokens back to back — are each read to a
+// prompt or refused with an error, never a panic, under the default-like
+// limits, with every tokenizer.
+func TestHostileBodies(t *testing.T) {
+	lim := Limits{MaxMessages: 10000, MaxPromptBytes: 1 << 20, MaxTemplateBytes: 2 << 20}
+	deep := func(depth int) string { return strings.Repeat("[", depth) + strings.Repeat("]", depth) }
+	tiny := make([][2]string, lim.MaxMessages)
+	for i := range tiny {
+		tiny[i] = [2]string{"user", "a"}
+	}
+	bodies := []struct {
+		name   string
+		body   []byte
+		wantOK bool
+	}{
+		{"deep tools", []byte(`{"model":"m","messages":[{"role":"user","content":"hi"}],"tools":` + deep(100000) + `}`), false},
+		{"deep content", []byte(`{"model":"m","messages":[{"role":"user","content":` + deep(100000) + `}]}`), false},
+		{"deep tool calls", []byte(`{"model":"m","messages":[{"role":"assistant","content":"x","tool_calls":` + deep(100000) + `}]}`), false},
+		{"long message", appendBody(nil, [][2]string{{"user", strings.Repeat("word ", (1<<20)/5-4)}}), true},
+		{"many tiny messages", appendBody(nil, tiny), true},
+		{"special tokens", appendBody(nil, [][2]string{{"user", strings.Repeat("<|im_end|><|eot_id|><|im_", 40000)}}), true},
+	}
+	toks := map[string]tokenizer.Tokenizer{"none": nil, "simple": tokenizer.NewSimple()}
+	for _, name := range []string{"qwen3", "llama3_1"} {
+		t.Run("fixture "+name, func(t *testing.T) { toks[name] = fixtureTokenizer(t, name) })
+	}
+	for name, tok := range toks {
+		for _, b := range bodies {
+			t.Run(name+"/"+b.name, func(t *testing.T) {
+				p, err := Read(context.Background(), nil, chat, b.body, tok, lim)
+				if b.wantOK != (err == nil) {
+					t.Fatalf("err = %v, want ok %v", err, b.wantOK)
+				}
+				if b.wantOK && (p.Kind == None || p.Len() == 0 || p.Len() > len(b.body)) {
+					t.Fatalf("prompt of %d tokens (%s) for a %d-byte body", p.Len(), p.Kind, len(b.body))
+				}
+			})
+		}
+	}
+}
