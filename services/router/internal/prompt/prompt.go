@@ -163,15 +163,25 @@ func readChat(ctx context.Context, buf []uint32, body []byte, tok tokenizer.Toke
 	if n := len(req.Messages); lim.MaxMessages > 0 && n > lim.MaxMessages {
 		return Prompt{}, &LimitError{Limit: LimitMessages, Max: lim.MaxMessages, Got: n}
 	}
+	if tok == nil {
+		// No template: the messages alone (what a template would refuse,
+		// such as a per-request template, is no matter here).
+		msgs, err := tokenizer.ChatMessages(req)
+		if err != nil {
+			return Prompt{}, fmt.Errorf("read chat messages: %w", err)
+		}
+		c := &tokenizer.Chat{Messages: msgs, Tools: req.Tools, Documents: req.Documents, Kwargs: req.ChatTemplateKwargs}
+		if n := chatBytes(c); lim.MaxPromptBytes > 0 && n > lim.MaxPromptBytes {
+			return Prompt{}, &LimitError{Limit: LimitPromptBytes, Max: lim.MaxPromptBytes, Got: n}
+		}
+		return Prompt{Kind: Text, Text: renderText(msgs)}, nil
+	}
 	c, err := tokenizer.ChatOf(req)
 	if err != nil {
 		return Prompt{}, fmt.Errorf("read chat messages: %w", err)
 	}
 	if n := chatBytes(c); lim.MaxPromptBytes > 0 && n > lim.MaxPromptBytes {
 		return Prompt{}, &LimitError{Limit: LimitPromptBytes, Max: lim.MaxPromptBytes, Got: n}
-	}
-	if tok == nil {
-		return Prompt{Kind: Text, Text: renderText(c.Messages)}, nil
 	}
 	text, err := tokenizer.RenderChatContext(ctx, tok, c, lim.MaxTemplateBytes)
 	if errors.Is(err, tokenizer.ErrTooLarge) {
