@@ -217,15 +217,6 @@ func (p *Publisher) published(it item) {
 	p.held.Add(-1)
 }
 
-func (p *Publisher) isAborted() bool {
-	select {
-	case <-p.abort:
-		return true
-	default:
-		return false
-	}
-}
-
 func (p *Publisher) sendLoop() {
 	defer close(p.sendDone)
 	defer close(p.acks)
