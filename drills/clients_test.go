@@ -1,0 +1,201 @@
+package drills
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/switchyard-dev/switchyard/internal/bus"
+)
+
+// slowConn is a client connection that trickles its request; closed is
+// when the gateway closed it (zero while open).
+type slowConn struct {
+	c      net.Conn
+	mu     sync.Mutex
+	closed time.Time
+}
+
+func (s *slowConn) closedAt() time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.closed
+}
+
+// trickle opens a connection to addr, writes head at once, then one byte
+// of rest every interval until the gateway closes the connection or
+// stop is closed. It notes when the gateway closed it.
+func trickle(t *testing.T, addr, head, rest string, interval time.Duration, stop <-chan struct{}, wg *sync.WaitGroup) *slowConn {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	must(t, err)
+	s := &slowConn{c: c}
+	_, err = io.WriteString(c, head)
+	must(t, err)
+	wg.Go(func() {
+		// The gateway's answer, or its close, ends the read.
+		_, _ = io.Copy(io.Discard, c)
+		s.mu.Lock()
+		s.closed = time.Now()
+		s.mu.Unlock()
+	})
+	wg.Go(func() {
+		defer c.Close()
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			case <-time.After(interval):
+			}
+			if !s.closedAt().IsZero() {
+				return
+			}
+			if _, err := io.WriteString(c, rest[i%len(rest):i%len(rest)+1]); err != nil {
+				return
+			}
+		}
+	})
+	return s
+}
+
+// TestSlowClients: 100 clients trickle their request headers a byte a
+// second (slowloris) while the steady load runs. The load is not
+// disturbed and the gateways close every slow connection by their header
+// timeout (10 s); with -drills.long, 32 clients also trickle a body and
+// are cut by the body read timeout (1 min).
+func TestSlowClients(t *testing.T) {
+	f := startFleet(t, defaultOptions())
+	l := startLoad(t, f, 4)
+	l.waitRequests(t, 8, 30*time.Second)
+	mem := watchMemory(t, f.gateways...)
+
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	t.Cleanup(func() { close(stop); wg.Wait() })
+	var conns []*slowConn
+	t0 := time.Now()
+	for i := range 100 {
+		addr := strings.TrimPrefix(f.gateways[i%len(f.gateways)].httpURL, "http://")
+		conns = append(conns, trickle(t, addr, "POST /v1/chat/completions HTTP/1.1\r\nHost: gateway\r\n",
+			"X-Slow: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\r\n", time.Second, stop, &wg))
+	}
+	bound := 15 * time.Second
+	what := "100 clients sending request headers a byte a second"
+	if *flagLong {
+		body := `{"model":"` + model + `","messages":[{"role":"user","content":"` + strings.Repeat("a", 4096) + `"}]}`
+		for i := range 32 {
+			addr := strings.TrimPrefix(f.gateways[i%len(f.gateways)].httpURL, "http://")
+			head := fmt.Sprintf("POST /v1/chat/completions HTTP/1.1\r\nHost: gateway\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n", len(body))
+			conns = append(conns, trickle(t, addr, head, body, time.Second, stop, &wg))
+		}
+		bound = 75 * time.Second
+		what += ", 32 a body a byte a second"
+	}
+	took := until(t, t0, bound+5*time.Second, "the gateways close every slow connection", func() bool {
+		for _, c := range conns {
+			if c.closedAt().IsZero() {
+				return false
+			}
+		}
+		return true
+	})
+	mem.back(t, time.Now(), 32*mib)
+	l.waitRequests(t, 8, 30*time.Second)
+	l.stop()
+	steady(t, l, t0, time.Now(), "load beside the slow clients")
+	checkUsage(t, f, l.snapshot(), 30*time.Second)
+	report(t, result{
+		fault:    what,
+		client:   "the steady load undisturbed",
+		recovery: "every slow connection closed by the gateways (from the first byte)",
+		took:     took, bound: bound,
+	})
+}
+
+// smallWindow dials with a 4 KiB receive buffer, so a client that stops
+// reading pushes back on the gateway soon.
+var smallWindow = &net.Dialer{Control: func(_, _ string, c syscall.RawConn) error {
+	var serr error
+	err := c.Control(func(fd uintptr) {
+		serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4096)
+	})
+	return errors.Join(err, serr)
+}}
+
+// TestNonReadingClients: 32 clients start long streams and never read
+// them while the steady load runs, then go away. The load is not
+// disturbed, the gateways' memory stays bounded, and once the clients
+// are gone their streams stop on the workers and are metered as closed
+// by the client.
+func TestNonReadingClients(t *testing.T) {
+	f := startFleet(t, defaultOptions())
+	l := startLoad(t, f, 4)
+	l.waitRequests(t, 8, 30*time.Second)
+	mem := watchMemory(t, f.gateways...)
+
+	const n = 32
+	c := &http.Client{Transport: &http.Transport{DialContext: smallWindow.DialContext, MaxConnsPerHost: 0, DisableKeepAlives: true}}
+	body := `{"model":"` + model + `","stream":true,"max_tokens":4000,"messages":[{"role":"user","content":"Tell me everything."}]}`
+	var resps []*http.Response
+	var ids []record
+	t0 := time.Now()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	for i := range n {
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, f.gateways[i%len(f.gateways)].httpURL+"/v1/chat/completions", strings.NewReader(body))
+		must(t, err)
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := c.Do(req)
+		must(t, err)
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("non-reading stream %d: status %s", i, resp.Status)
+		}
+		resps = append(resps, resp)
+		ids = append(ids, record{id: resp.Header.Get("X-Request-Id"), start: time.Now(), outcome: cut})
+	}
+	// Hold them unread while the load goes on.
+	l.waitRequests(t, 12, 60*time.Second)
+	for _, g := range f.gateways {
+		h, err := g.heapInuse()
+		must(t, err)
+		if h > mem.before[g].heap+64*mib {
+			t.Errorf("%s: heap %.0f MiB with %d unread streams (%.0f MiB before)", g.name, h/mib, n, mem.before[g].heap/mib)
+		}
+	}
+	t1 := time.Now()
+	cancel()
+	for _, r := range resps {
+		r.Body.Close()
+	}
+	took := until(t, t1, 30*time.Second, "the abandoned streams stop on the workers", func() bool {
+		var running float64
+		for _, w := range f.workers {
+			running += w.running()
+		}
+		return running <= 4
+	})
+	mem.back(t, time.Now(), 32*mib)
+	l.waitRequests(t, 8, 30*time.Second)
+	l.stop()
+	steady(t, l, t0, time.Now(), "load beside the non-reading clients")
+	usage := checkUsage(t, f, append(l.snapshot(), ids...), 30*time.Second)
+	for _, r := range ids {
+		if ev := usage[r.id]; ev != nil && ev.GetOutcome() != bus.UsageOutcomeClientClosed {
+			t.Errorf("abandoned stream %s: usage outcome %q, want %q", r.id, ev.GetOutcome(), bus.UsageOutcomeClientClosed)
+		}
+	}
+	report(t, result{
+		fault:    fmt.Sprintf("%d streams of 4000 tokens never read (4 KiB receive window), then abandoned", n),
+		client:   "the steady load undisturbed; the gateways' heap within 64 MiB meanwhile",
+		recovery: "the abandoned streams stopped on the workers, metered as closed by the client",
+		took:     took, bound: 5 * time.Second,
+	})
+}
