@@ -15,6 +15,8 @@ import (
 
 	"github.com/switchyard-dev/switchyard/internal/bus"
 	"github.com/switchyard-dev/switchyard/internal/openaiapi"
+	"github.com/switchyard-dev/switchyard/internal/sim"
+	routerv1 "github.com/switchyard-dev/switchyard/proto/switchyard/router/v1"
 )
 
 // streamWithSDK streams a chat completion through the gateway with the
@@ -162,5 +164,38 @@ func TestStreamOutcomeOK(t *testing.T) {
 	}
 	if ev := e.usageEvent(t, id); ev.GetOutcome() != bus.UsageOutcomeOK {
 		t.Errorf("usage outcome %q", ev.GetOutcome())
+	}
+}
+
+// TestSimulatorKilledMidStream: a real simulated worker whose connections
+// all drop mid-stream (as when its process is killed) reaches the official
+// client as the gateway's error event after the text it had received.
+func TestSimulatorKilledMidStream(t *testing.T) {
+	worker := startSimWorker(t) // time scale 20: 256 tokens take about half a second
+	p := newTCPProxy(t, strings.TrimPrefix(worker, "http://"))
+	e := newEnv(t, envOpts{})
+	e.router.setTargets(sim.DefaultServedModelName, &routerv1.Target{
+		Id: "sim-0", Url: "http://" + p.addr, Kind: routerv1.TargetKind_TARGET_KIND_LOCAL, Type: "vLLM",
+	})
+	client := openai.NewClient(option.WithBaseURL(e.url+"/v1"), option.WithAPIKey("unused"), option.WithMaxRetries(0))
+	var hdr *http.Response
+	stream := client.Chat.Completions.NewStreaming(t.Context(), openai.ChatCompletionNewParams{
+		Model:     sim.DefaultServedModelName,
+		Messages:  []openai.ChatCompletionMessageParamUnion{openai.UserMessage("tell me a long story")},
+		MaxTokens: openai.Int(4000),
+	}, option.WithResponseInto(&hdr))
+	chunks := 0
+	for stream.Next() {
+		if chunks++; chunks == 3 {
+			p.kill()
+		}
+	}
+	err := stream.Err()
+	_ = stream.Close()
+	if chunks < 3 || err == nil || !strings.Contains(err.Error(), "upstream_broken") {
+		t.Fatalf("after %d chunks: %v, want the upstream_broken error event", chunks, err)
+	}
+	if ev := e.usageEvent(t, hdr.Header.Get(RequestIDHeader)); ev.GetOutcome() != bus.UsageOutcomeUpstreamBroken || ev.GetCompletionTokens() < 2 {
+		t.Errorf("usage outcome %q, %d completion tokens", ev.GetOutcome(), ev.GetCompletionTokens())
 	}
 }
