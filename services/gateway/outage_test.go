@@ -35,6 +35,15 @@ func TestStartsDuringNATSOutage(t *testing.T) {
 	if !strings.Contains(verbose, "[+]router ok") || !strings.Contains(verbose, "[-]nats") || !strings.Contains(verbose, "[-]usage-stream") {
 		t.Errorf("/readyz?verbose does not say NATS is missing:\n%s", verbose)
 	}
+	deps := grepLines(scrape(t, e.metricsURL), "switchyard_dependency_up{")
+	for _, want := range []string{`check="nats"`, `check="usage-stream"`, `check="router"`} {
+		if !strings.Contains(deps, want) {
+			t.Errorf("switchyard_dependency_up lacks %s:\n%s", want, deps)
+		}
+	}
+	if !strings.Contains(grepLines(deps, `check="nats"`), "} 0") || !strings.Contains(grepLines(deps, `check="router"`), "} 1") {
+		t.Errorf("switchyard_dependency_up with NATS down:\n%s", deps)
+	}
 	send := func() string {
 		t.Helper()
 		resp := e.post(t, "/v1/chat/completions", `{"model":"test-model","messages":[{"role":"user","content":"hi"}],"max_tokens":2}`, nil)
