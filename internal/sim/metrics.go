@@ -2,6 +2,7 @@ package sim
 
 import (
 	"strconv"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -106,6 +107,15 @@ func newMetrics(model string, ci cacheInfo, stats func() engine.Stats) *metrics 
 	})
 	info.Set(1)
 	reg.MustRegister(info)
+	// Each simulated worker is a process of its own to its clients (several
+	// share this one): its start is when the worker was made, so a worker
+	// restarted in place shows a new start like a restarted vLLM.
+	start := prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: vllm.MetricProcessStartTime,
+		Help: "Start time of the process since unix epoch in seconds.",
+	})
+	start.Set(float64(time.Now().UnixNano()) / 1e9)
+	reg.MustRegister(start)
 	return m
 }
 

@@ -411,6 +411,15 @@ func TestMetrics(t *testing.T) {
 		info.Metric[0].GetGauge().GetValue() != 1 {
 		t.Errorf("cache_config_info labels %v (want num_gpu_blocks %s)", l, want)
 	}
+	// Like vLLM's process collector: the worker's start, which a restart
+	// in place renews.
+	start := fams[vllm.MetricProcessStartTime]
+	if start == nil || len(start.Metric) != 1 || len(start.Metric[0].Label) != 0 {
+		t.Fatalf("%s: %v", vllm.MetricProcessStartTime, start)
+	}
+	if v := start.Metric[0].GetGauge().GetValue(); v < float64(time.Now().Add(-time.Minute).Unix()) || v > float64(time.Now().Unix()+1) {
+		t.Errorf("%s = %v, not the worker's start", vllm.MetricProcessStartTime, v)
+	}
 }
 
 func TestCompletions(t *testing.T) {

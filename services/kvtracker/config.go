@@ -65,6 +65,13 @@ type Config struct {
 	// tracker, or its stream carry no event, before a warning is logged
 	// and /readyz?verbose names the worker (the optional kv-events check).
 	SilenceWarning time.Duration
+	// RestartCheckInterval is how often the metrics of a worker with an API
+	// URL are read for its process start time (process_start_time_seconds),
+	// and read again at once when its KV event connection drops: a new
+	// start is a restarted worker, whose blocks are dropped before its
+	// first event. 0 turns it off (a restart then shows at the worker's
+	// first event, as for workers without a URL).
+	RestartCheckInterval time.Duration
 	// Stop: the shutdown timeout and drain delay.
 	lifecycle.Stop
 }
@@ -75,17 +82,18 @@ type Config struct {
 func DefaultConfig() Config {
 	host, _ := os.Hostname()
 	return Config{
-		Pool:             fleet.DefaultPool,
-		BlockSize:        fleet.DefaultBlockSize,
-		NATS:             lifecycle.NATS{URL: "nats://127.0.0.1:4222"},
-		Redis:            lifecycle.Redis{URL: "redis://127.0.0.1:6379"},
-		ReplicaID:        host,
-		HTTPAddr:         "127.0.0.1:9095",
-		SnapshotInterval: 10 * time.Second,
-		SummaryInterval:  5 * time.Second,
-		ReplayTimeout:    10 * time.Second,
-		SilenceWarning:   time.Minute,
-		Stop:             lifecycle.DefaultStop,
+		Pool:                 fleet.DefaultPool,
+		BlockSize:            fleet.DefaultBlockSize,
+		NATS:                 lifecycle.NATS{URL: "nats://127.0.0.1:4222"},
+		Redis:                lifecycle.Redis{URL: "redis://127.0.0.1:6379"},
+		ReplicaID:            host,
+		HTTPAddr:             "127.0.0.1:9095",
+		SnapshotInterval:     10 * time.Second,
+		SummaryInterval:      5 * time.Second,
+		ReplayTimeout:        10 * time.Second,
+		SilenceWarning:       time.Minute,
+		RestartCheckInterval: 2 * time.Second,
+		Stop:                 lifecycle.DefaultStop,
 	}
 }
 
@@ -110,6 +118,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.SummaryInterval, "summary-interval", d.SummaryInterval, "how often each worker's summary is published to NATS and Redis")
 	fs.DurationVar(&c.ReplayTimeout, "replay-timeout", d.ReplayTimeout, "deadline of one replay request to a worker's replay endpoint")
 	fs.DurationVar(&c.SilenceWarning, "silence-warning", d.SilenceWarning, "warn, and name the worker in /readyz?verbose, when its KV event endpoint refuses the tracker or its stream carries no event for this long")
+	fs.DurationVar(&c.RestartCheckInterval, "restart-check-interval", d.RestartCheckInterval, "how often a worker's metrics (on its API URL) are read for its process start time, and at once when its KV event connection drops: a restarted worker's blocks are dropped before its first event; 0 turns it off")
 	c.Stop.RegisterFlags(fs, d.Stop)
 }
 
@@ -130,6 +139,9 @@ func (c *Config) Validate() error {
 		configcheck.Duration{Name: "silence-warning", Value: c.SilenceWarning},
 	)...)
 	errs = append(errs, c.Policyd.Validate("policyd"))
+	if c.RestartCheckInterval < 0 {
+		errs = append(errs, fmt.Errorf("restart-check-interval: %s: want 0 (off) or more", c.RestartCheckInterval))
+	}
 	if c.PolicydAddr != "" {
 		if _, _, err := net.SplitHostPort(c.PolicydAddr); err != nil {
 			errs = append(errs, fmt.Errorf("policyd-addr: %q: want host:port: %w", c.PolicydAddr, err))

@@ -16,6 +16,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -50,6 +51,8 @@ type Tracker struct {
 	policyConn *grpc.ClientConn
 	metrics    *metrics
 	api        *lifecycle.API
+	// httpClient reads the workers' metrics for their start time.
+	httpClient *http.Client
 	bound      *kvzmq.Subscriber // nil without --bind
 
 	serving atomic.Bool // first lease round done
@@ -85,8 +88,10 @@ func New(cfg Config, log zerolog.Logger) (*Tracker, error) {
 		source:    fleet.Static(static),
 		metrics:   newMetrics(),
 		leaseTick: time.Second,
-		wanted:    map[string]fleet.Worker{},
-		runs:      map[string]*run{},
+		// Workers are in-cluster: never through a proxy from the environment.
+		httpClient: &http.Client{Transport: &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 1, IdleConnTimeout: time.Minute}},
+		wanted:     map[string]fleet.Worker{},
+		runs:       map[string]*run{},
 	}
 	t.routing.Store(&routing{})
 	if t.api, err = lifecycle.NewAPI(lifecycle.APIConfig{HTTPAddr: cfg.HTTPAddr, Metrics: t.metrics.reg, Checks: t.checks()}); err != nil {

@@ -20,6 +20,7 @@ type metrics struct {
 	runErrors    prometheus.Counter
 	connected    *prometheus.GaugeVec
 	lastEvent    *prometheus.GaugeVec
+	startTime    *prometheus.GaugeVec
 }
 
 // newMetrics builds a registry per tracker, so several trackers (tests,
@@ -69,8 +70,12 @@ func newMetrics() *metrics {
 			Name: "switchyard_kvtracker_worker_last_event_timestamp_seconds",
 			Help: "Unix time of the last KV event message from each worker this replica ingests; 0 when none arrived yet. time() minus it is the stream's silence.",
 		}, []string{"pool", "worker"}),
+		startTime: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "switchyard_kvtracker_worker_start_time_seconds",
+			Help: "Process start time each worker ingested here reports on its metrics (process_start_time_seconds); a change is a restart, whose blocks are dropped at once. Absent for workers without an API URL.",
+		}, []string{"pool", "worker"}),
 	}
-	reg.MustRegister(m.leasesHeld, m.workers, m.leaseEvents, m.snapshots, m.summaries, m.cached, m.boundDropped, m.runErrors, m.connected, m.lastEvent,
+	reg.MustRegister(m.leasesHeld, m.workers, m.leaseEvents, m.snapshots, m.summaries, m.cached, m.boundDropped, m.runErrors, m.connected, m.lastEvent, m.startTime,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)

@@ -311,6 +311,7 @@ func (t *Tracker) stopRun(r *run, d *deps, release bool, event string) {
 	t.metrics.cached.DeleteLabelValues(r.spec.Pool, r.spec.ID)
 	t.metrics.connected.DeleteLabelValues(r.spec.Pool, r.spec.ID)
 	t.metrics.lastEvent.DeleteLabelValues(r.spec.Pool, r.spec.ID)
+	t.metrics.startTime.DeleteLabelValues(r.spec.Pool, r.spec.ID)
 	if !release || t.skipRelease.Load() || !d.nc.IsConnected() {
 		// Without NATS the release would only wait out its timeout: the
 		// lease expires on its own.
@@ -434,6 +435,18 @@ func (t *Tracker) runWorker(ctx context.Context, r *run, d *deps) {
 	pctx, stopPublishing := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	wg.Go(func() { t.publishLoop(pctx, r, w, d, log) })
+	if spec.URL != "" && t.cfg.RestartCheckInterval > 0 {
+		path := spec.MetricsPath
+		if path == "" {
+			path = fleet.DefaultMetricsPath
+		}
+		rw := &restartWatch{url: spec.URL + path, client: t.httpClient, interval: t.cfg.RestartCheckInterval, w: w, log: log,
+			started: t.metrics.startTime.WithLabelValues(spec.Pool, spec.ID)}
+		if !bound(spec) {
+			rw.conns, _ = src.(ingest.Reconnecting)
+		}
+		wg.Go(func() { rw.run(pctx) })
+	}
 	err := w.Run(ctx, src)
 	stopPublishing()
 	wg.Wait()

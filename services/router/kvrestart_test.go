@@ -3,6 +3,7 @@ package router_test
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
 	"math/rand/v2"
 	"net/http"
@@ -39,7 +40,7 @@ func startKVStack(t *testing.T, natsURL string, fleet *sim.Fleet) *kvStack {
 	log := zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.WarnLevel)
 	w := fleet.Workers()[0]
 	kc := kvtracker.DefaultConfig()
-	kc.Workers = kvStackID + "=" + w.KVEndpoint + "|" + w.ReplayEndpoint
+	kc.Workers = kvStackID + "=" + w.URL + "|" + w.KVEndpoint + "|" + w.ReplayEndpoint
 	kc.NATS.URL, kc.Redis.URL = natsURL, redisRaw
 	kc.Pool = "kvrestart-" + strconv.FormatUint(rand.Uint64(), 36)
 	kc.Model = sim.DefaultServedModelName
@@ -138,4 +139,44 @@ func TestKVIndexAfterNATSRestart(t *testing.T) {
 	later := doc("later still")
 	s.serve(t, later)
 	s.waitCached(t, later, 10*time.Second)
+}
+
+// TestKVIndexAfterWorkerRestart: the worker restarts on the same ports and
+// stays idle. Its cache is empty; the router's index drops what it held
+// there before any request or event (the kvtracker reads the new process
+// start time from the worker's metrics), so no request is sent there for a
+// prefix it no longer caches.
+func TestKVIndexAfterWorkerRestart(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end to end; skipped in -short")
+	}
+	ns, _ := startNATS(t)
+	port, kvPort, replayPort := testkit.FreePort(t), testkit.FreePort(t), testkit.FreePort(t)
+	simCfg := func(sc *sim.Config) {
+		sc.Workers, sc.TimeScale, sc.DefaultMaxTokens = 1, 50, 1
+		sc.Port = port
+		// A wildcard host: vLLM (and the simulator) bind only then.
+		sc.KVEventsConfig = fmt.Sprintf(`{"enable_kv_cache_events":true,"publisher":"zmq","endpoint":"tcp://*:%d","replay_endpoint":"tcp://*:%d","topic":"kv"}`,
+			kvPort, replayPort)
+	}
+	fleet := startSim(t, zerolog.Nop(), simCfg)
+	s := startKVStack(t, ns.URL(), fleet)
+
+	before := doc("before the worker restarts")
+	s.serve(t, before)
+	s.waitCached(t, before, 10*time.Second)
+
+	if err := fleet.Close(); err != nil {
+		t.Fatal(err)
+	}
+	restarted := startSim(t, zerolog.Nop(), simCfg)
+	if restarted.Workers()[0].URL != s.worker.URL {
+		t.Fatalf("restarted at %s, not %s", restarted.Workers()[0].URL, s.worker.URL)
+	}
+	back := time.Now()
+	testkit.Eventually(t, 10*time.Second, "the restarted worker's blocks dropped from the index", func() bool { return s.cached(t, before) == 0 })
+	t.Logf("dropped %s after the worker came back", time.Since(back).Round(time.Millisecond))
+	after := doc("after the worker restarted")
+	s.serve(t, after)
+	s.waitCached(t, after, 10*time.Second)
 }

@@ -32,10 +32,14 @@ const (
 	// sequence showing it (its new numbering already passed the old), so
 	// the state is rebuilt from its replay buffer.
 	ResetReconnectGap
+	// ResetProcessRestart: the worker's process start time changed (its
+	// metrics said so) before its new process published anything, so its
+	// cache is empty: dropped at once rather than at its first event.
+	ResetProcessRestart
 	numResetReasons
 )
 
-var resetReasonNames = [numResetReasons]string{"start", "restart", "gap_not_covered", "replay_failed", "no_replay", "inconsistent", "reconnect_gap"}
+var resetReasonNames = [numResetReasons]string{"start", "restart", "gap_not_covered", "replay_failed", "no_replay", "inconsistent", "reconnect_gap", "process_restart"}
 
 func (r ResetReason) String() string { return resetReasonNames[r] }
 
@@ -83,7 +87,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	}, []string{"outcome"})
 	resets := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "switchyard_kvtracker_resets_total",
-		Help: "Worker states cleared and restarted in a new epoch, by reason: restart, gap_not_covered, replay_failed, no_replay, inconsistent, reconnect_gap.",
+		Help: "Worker states cleared and restarted in a new epoch, by reason: restart, gap_not_covered, replay_failed, no_replay, inconsistent, reconnect_gap, process_restart.",
 	}, []string{"reason"})
 	counter := func(name, help string) prometheus.Counter {
 		return prometheus.NewCounter(prometheus.CounterOpts{Name: name, Help: help})

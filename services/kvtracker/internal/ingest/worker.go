@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"math"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -101,6 +102,14 @@ type Worker struct {
 	rebuild      bool // an inconsistency asks for a rebuild
 	reconnected  bool // the source lost its connection since the last message
 
+	// restarts counts the resets for a worker restart, seen in any way;
+	// restartSeen is a restart signalled by ProcessRestarted (with the
+	// count its caller saw), pending until Run takes it.
+	restarts    atomic.Uint64
+	restartSeen atomic.Pointer[uint64]
+	// interrupt ends the receive Run waits in, for a signalled restart.
+	interrupt atomic.Pointer[context.CancelFunc]
+
 	// mu guards what Snapshot and Summary read.
 	mu           sync.Mutex
 	set          *blockset.Set
@@ -161,12 +170,37 @@ func (w *Worker) Run(ctx context.Context, src Source) error {
 	if conns != nil {
 		lost = conns.ConnectionErrors()
 	}
+	// Receives wait on rctx, which ProcessRestarted cancels: an idle
+	// worker's restart is handled at once, not at its next message.
+	recvCtx := func() context.Context {
+		rctx, stop := context.WithCancel(ctx)
+		w.interrupt.Store(&stop)
+		if w.restartSeen.Load() != nil {
+			stop() // signalled before this receive could be interrupted
+		}
+		return rctx
+	}
+	defer func() {
+		if stop := w.interrupt.Swap(nil); stop != nil {
+			(*stop)()
+		}
+	}()
+	rctx := recvCtx()
 	for {
-		m, err := src.Recv(ctx)
+		m, err := src.Recv(rctx)
 		if conns != nil {
 			if n := conns.ConnectionErrors(); n != lost {
 				lost, w.reconnected = n, true
 			}
+		}
+		if seen := w.restartSeen.Swap(nil); seen != nil {
+			if err := w.processRestarted(ctx, *seen); err != nil {
+				return err
+			}
+		}
+		if err != nil && rctx.Err() != nil && ctx.Err() == nil {
+			rctx = recvCtx()
+			continue
 		}
 		if err != nil {
 			if ctx.Err() != nil {
@@ -184,13 +218,45 @@ func (w *Worker) Run(ctx context.Context, src Source) error {
 	}
 }
 
+// Restarts counts the worker restarts the pipeline has acted on (the
+// sequence going backwards, a gap across a reconnect, ProcessRestarted).
+func (w *Worker) Restarts() uint64 { return w.restarts.Load() }
+
+// ProcessRestarted tells the pipeline that the worker's process restarted
+// (its start time changed): its cache is empty, so its blocks are dropped
+// now, in a new epoch, without waiting for its first event. seen is what
+// Restarts returned when the caller last knew the old process: if the
+// pipeline acted on a restart since (the new process's first event came
+// first), this one is not acted on twice. Safe from any goroutine.
+func (w *Worker) ProcessRestarted(seen uint64) {
+	w.restartSeen.Store(&seen)
+	if stop := w.interrupt.Load(); stop != nil {
+		(*stop)()
+	}
+}
+
+// processRestarted acts on a signalled restart: a new epoch, rebuilt from
+// whatever the new process's replay buffer already holds.
+func (w *Worker) processRestarted(ctx context.Context, seen uint64) error {
+	if w.restarts.Load() != seen {
+		return nil
+	}
+	w.warn.Warn().Msg("worker process restarted (its start time changed): dropping its blocks")
+	return w.startOver(ctx, ResetProcessRestart)
+}
+
 // Start opens a new epoch: a cleared delta, then everything the worker's
 // replay buffer holds, so joining a running worker recovers as much of
 // its cache as the buffer allows.
-func (w *Worker) Start(ctx context.Context) error {
-	if err := w.reset(0, ResetStart); err != nil {
+func (w *Worker) Start(ctx context.Context) error { return w.startOver(ctx, ResetStart) }
+
+// startOver opens a new epoch and replays the worker's buffer from its
+// start into it.
+func (w *Worker) startOver(ctx context.Context, why ResetReason) error {
+	if err := w.reset(0, why); err != nil {
 		return err
 	}
+	w.haveLive = false // numbering starts over with the replay
 	if w.opt.Replay == nil {
 		return nil
 	}
@@ -375,6 +441,10 @@ func (w *Worker) reset(engineSeq uint64, why ResetReason) error {
 	epoch := w.epoch
 	w.mu.Unlock()
 	w.fresh, w.complete, w.haveExpected, w.rebuild = true, false, false, false
+	switch why {
+	case ResetRestart, ResetReconnectGap, ResetProcessRestart:
+		w.restarts.Add(1)
+	}
 	if why != ResetStart {
 		w.opt.Metrics.resets[why].Inc()
 		w.warn.Warn().Str("reason", why.String()).Uint64("epoch", epoch).Msg("kv state reset")

@@ -364,6 +364,76 @@ func TestReconnectGapRebuilds(t *testing.T) {
 	}
 }
 
+// TestProcessRestartedDropsAtOnce: the worker restarted and is idle (its
+// new process has published nothing). Told so, the pipeline drops the old
+// process's blocks at once in a new epoch, and the new process's first
+// batch then needs no second reset. A restart the pipeline already acted
+// on (the sequence went backwards first) is not acted on twice.
+func TestProcessRestartedDropsAtOnce(t *testing.T) {
+	old := &engine{keep: 100}
+	var cur atomic.Pointer[engine]
+	cur.Store(old)
+	rec := &recorder{}
+	w, m := newWorker(t, rec, func(ctx context.Context, start uint64, fn func(uint64, []byte) error) error {
+		return cur.Load().replay(ctx, start, fn)
+	})
+	src := &fakeSource{msgs: make(chan kvzmq.Message, 100)}
+	for seq := range 3 {
+		src.msgs <- kvzmq.Message{Seq: uint64(seq), Payload: old.store(t, 2)}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx, src) }()
+	waitFor := func(what string, cond func() bool) {
+		t.Helper()
+		deadline := time.Now().Add(5 * time.Second)
+		for !cond() {
+			if time.Now().After(deadline) {
+				t.Fatalf("timed out waiting for %s", what)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	waitFor("the old process's batches", func() bool { return testutil.ToFloat64(m.deltas) >= 4 })
+
+	// Batches are made before their engine is the one replays read.
+	next := &engine{keep: 100, next: 1000, tok: 50000}
+	cur.Store(&engine{keep: 100})
+	w.ProcessRestarted(w.Restarts())
+	waitFor("the restart acted on", func() bool { return testutil.ToFloat64(m.resets[ResetProcessRestart]) == 1 })
+	b0, b1 := next.store(t, 1), next.store(t, 1)
+	cur.Store(next)
+	src.msgs <- kvzmq.Message{Seq: 0, Payload: b0}
+	src.msgs <- kvzmq.Message{Seq: 1, Payload: b1}
+	waitFor("the new process's batches", func() bool { return testutil.ToFloat64(m.deltas) >= 7 })
+
+	// A third process, whose first batch arrives before the signal does.
+	seen := w.Restarts()
+	third := &engine{keep: 100, next: 5000, tok: 90000}
+	c0, c1 := third.store(t, 1), third.store(t, 1)
+	third.batches = third.batches[:1] // c1 not published yet
+	cur.Store(third)
+	src.msgs <- kvzmq.Message{Seq: 0, Payload: c0}
+	waitFor("the sequence going back", func() bool { return testutil.ToFloat64(m.resets[ResetRestart]) == 1 })
+	w.ProcessRestarted(seen)
+	src.msgs <- kvzmq.Message{Seq: 1, Payload: c1}
+	waitFor("the third process's batches", func() bool { return testutil.ToFloat64(m.deltas) >= 10 })
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if got := testutil.ToFloat64(m.resets[ResetProcessRestart]); got != 1 {
+		t.Errorf("process restart resets %v, want 1 (the third process's was already handled)", got)
+	}
+	epochs, set := rec.view(t)
+	if len(epochs) != 3 || !equalSets(set, setOf(third.chains...)) {
+		t.Errorf("%d epochs, %d blocks; want 3 epochs and the third process's %d blocks", len(epochs), len(set), len(setOf(third.chains...)))
+	}
+	if w.Restarts() != 2 {
+		t.Errorf("Restarts() = %d, want 2", w.Restarts())
+	}
+}
+
 func TestDuplicatesMalformedAndRebuild(t *testing.T) {
 	e := &engine{keep: 100}
 	rec := &recorder{}
