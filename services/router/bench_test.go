@@ -2,12 +2,16 @@ package router_test
 
 import (
 	"context"
+	"encoding/json"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/switchyard-dev/switchyard/internal/tokenizer"
 	routerv1 "github.com/switchyard-dev/switchyard/proto/switchyard/router/v1"
+	"github.com/switchyard-dev/switchyard/services/router"
 )
 
 // BenchmarkRoute measures Route end to end over real gRPC on loopback, 16
@@ -82,4 +86,37 @@ func BenchmarkRoute8k(b *testing.B) {
 	}
 	b.StopTimer()
 	reportPercentiles(b, lat)
+}
+
+// BenchmarkRouteHostile is Route end to end over real gRPC with the bodies
+// that used to pin a core: one 200 KB message of 20,000 <|im_end|>, and
+// 20,000 one-character messages (680 KB), with the simple tokenizer. The
+// limits are off, so the whole prompt is read.
+func BenchmarkRouteHostile(b *testing.B) {
+	msgs := make([]map[string]string, 20000)
+	for i := range msgs {
+		msgs[i] = map[string]string{"role": "user", "content": "a"}
+	}
+	tiny, _ := json.Marshal(map[string]any{"model": "m", "messages": msgs})
+	bodies := map[string][]byte{
+		"specials": chatBody(strings.Repeat(tokenizer.IMEnd, 20000), "q"),
+		"tiny":     tiny,
+	}
+	w := newFakeWorker(b, "m")
+	tr := startRouter(b, func(c *router.Config) {
+		slowScrapes(c)
+		c.MaxMessages, c.MaxPromptBytes, c.MaxTemplateBytes = 0, 0, 0
+	}, w)
+	for _, name := range []string{"specials", "tiny"} {
+		b.Run(name, func(b *testing.B) {
+			req := &routerv1.RouteRequest{Tenant: "bench", Model: "m", Api: routerv1.ApiKind_API_KIND_CHAT_COMPLETIONS, Body: bodies[name]}
+			b.SetBytes(int64(len(req.Body)))
+			for i := 0; b.Loop(); i++ {
+				req.RequestId = "hostile-" + strconv.Itoa(i)
+				if resp, err := tr.client.Route(context.Background(), req); err != nil || resp.GetTarget() == nil {
+					b.Fatalf("route: %v %v", resp, err)
+				}
+			}
+		})
+	}
 }
