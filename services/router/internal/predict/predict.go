@@ -159,6 +159,8 @@ type Features struct {
 
 // Model is one worker's predictor. The zero value is not usable; start
 // from New. A Model is a value without locks: its owner serialises access.
+// Copies (Blend's result) are for predicting: they share the original's
+// outlier buffer, so observe only the original.
 type Model struct {
 	prior   [3]float64
 	ridge   [3]float64
@@ -178,8 +180,10 @@ type Model struct {
 	rejected int
 	outliers int // every observation ever rejected, restarts or not
 	// recent holds the last RegimeRun outliers, learned if the model
-	// starts over; next is where the following one goes.
-	recent [RegimeRun]observation
+	// starts over; next is where the following one goes. Allocated at the
+	// first outlier: a Model is copied on every prediction (Blend), and
+	// most never see one.
+	recent *[RegimeRun]observation
 	nrec   int
 	next   int
 }
@@ -296,6 +300,9 @@ func (m *Model) ObserveNear(f Features, ttft float64, ref *Model) Outcome {
 		m.run += dir
 		m.share += (1 - m.share) / OutlierWindow
 		fleetLike := ref != nil && ref.warm >= WarmupSamples && ref.outlier(f, ttft) == 0
+		if m.recent == nil {
+			m.recent = new([RegimeRun]observation)
+		}
 		m.recent[m.next] = observation{f: f, y: ttft, rejected: !fleetLike}
 		m.next = (m.next + 1) % RegimeRun
 		m.nrec = min(m.nrec+1, RegimeRun)
