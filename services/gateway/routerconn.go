@@ -7,12 +7,12 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/credentials/insecure"
 	_ "google.golang.org/grpc/health" // client-side health checking, named in routerServiceConfig
 	"google.golang.org/grpc/resolver"
 	"google.golang.org/grpc/resolver/manual"
 
+	"github.com/switchyard-dev/switchyard/internal/lifecycle"
 	routerv1 "github.com/switchyard-dev/switchyard/proto/switchyard/router/v1"
 )
 
@@ -36,9 +36,8 @@ import (
 // or one gRPC target (host:port, or dns:///name:port for a Kubernetes
 // headless Service, re-resolved when a connection fails).
 const (
-	routerMaxBackoff     = time.Second
-	routerConnectTimeout = 2 * time.Second
-	routerListScheme     = "switchyard-routers"
+	routerMaxBackoff = time.Second // lifecycle.RedialParams
+	routerListScheme = "switchyard-routers"
 )
 
 // routerServiceConfig: round_robin over healthy replicas; Route and
@@ -83,15 +82,7 @@ func routerAddrs(addr string) ([]string, error) {
 func dialRouter(addr string, creds ...grpc.DialOption) (*grpc.ClientConn, error) {
 	opts := []grpc.DialOption{
 		grpc.WithDefaultServiceConfig(routerServiceConfig),
-		grpc.WithConnectParams(grpc.ConnectParams{
-			Backoff: backoff.Config{
-				BaseDelay:  100 * time.Millisecond,
-				Multiplier: 1.6,
-				Jitter:     0.2,
-				MaxDelay:   routerMaxBackoff,
-			},
-			MinConnectTimeout: routerConnectTimeout,
-		}),
+		grpc.WithConnectParams(lifecycle.RedialParams),
 		// Readiness reports the channel state; an idle channel would flap
 		// it between requests.
 		grpc.WithIdleTimeout(0),
