@@ -55,6 +55,8 @@ func TestConfigValidate(t *testing.T) {
 		{"bad http addr", func(c *Config) { c.HTTPAddr = "nope" }, "http-addr"},
 		{"zero interval", func(c *Config) { c.SnapshotInterval = 0 }, "snapshot-interval"},
 		{"negative timeout", func(c *Config) { c.ReplayTimeout = -time.Second }, "replay-timeout"},
+		{"restart check off", func(c *Config) { c.RestartCheckInterval = 0 }, ""},
+		{"negative restart check", func(c *Config) { c.RestartCheckInterval = -time.Second }, "restart-check-interval"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

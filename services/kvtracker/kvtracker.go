@@ -44,6 +44,8 @@ const setupTimeout = 10 * time.Second
 type Tracker struct {
 	cfg Config
 	log zerolog.Logger
+	// pubWarn is sampled: while the stream is missing every delta fails.
+	pubWarn zerolog.Logger
 	// source supplies the fleet: the static workers (fleet.Static), or
 	// with policyd those followed by its catalog.
 	source fleet.Source
@@ -85,6 +87,7 @@ func New(cfg Config, log zerolog.Logger) (*Tracker, error) {
 	t := &Tracker{
 		cfg:       cfg,
 		log:       log,
+		pubWarn:   log.Sample(&zerolog.BurstSampler{Burst: 5, Period: 10 * time.Second}),
 		source:    fleet.Static(static),
 		metrics:   newMetrics(),
 		leaseTick: time.Second,

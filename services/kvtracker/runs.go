@@ -506,7 +506,7 @@ func (t *Tracker) onAsyncPublishError(subject string, err error) {
 	for _, r := range t.runs {
 		if bus.KVDeltaSubject(r.spec.Pool, r.spec.ID) == subject {
 			r.requestSnapshot()
-			t.log.Warn().Err(err).Str("worker", r.key).Msg("kv delta not stored")
+			t.pubWarn.Warn().Err(err).Str("worker", r.key).Msg("kv delta not stored")
 			return
 		}
 	}
