@@ -7,6 +7,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math/rand/v2"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -17,8 +19,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/switchyard-dev/switchyard/internal/testkit"
 )
 
 var (
@@ -259,6 +259,10 @@ type options struct {
 	// gatewayRouters lists, per gateway, the routers it is given (indexes
 	// into the fleet's two).
 	gatewayRouters [][]int
+	// natsDown starts every service while NATS is not there (it is
+	// started later with fleet.restart); startFleet then waits for the
+	// routers' and gateways' readiness and the kvtracker's liveness.
+	natsDown bool
 	// trackerArgs, routerArgs, gatewayArgs, simArgs are extra flags.
 	trackerArgs, routerArgs, gatewayArgs, simArgs []string
 }
@@ -309,12 +313,12 @@ func startFleet(t *testing.T, o options) *fleet {
 	f := &fleet{t: t, dir: dir, model: model}
 	t.Cleanup(f.shutdown)
 
-	natsPort := testkit.FreePort(t)
+	natsPort := freePort(t)
 	f.natsURL = fmt.Sprintf("nats://127.0.0.1:%d", natsPort)
 	f.nats = f.add("nats", bins.natsd, []string{"--port", strconv.Itoa(natsPort), "--store", filepath.Join(t.TempDir(), "jetstream")})
 	f.nats.ready = func(line string) bool { return strings.HasPrefix(line, "ready ") }
 
-	redisPort := testkit.FreePort(t)
+	redisPort := freePort(t)
 	f.redisURL = fmt.Sprintf("redis://127.0.0.1:%d", redisPort)
 	f.redis = f.add("redis", redisBin, []string{"--port", strconv.Itoa(redisPort), "--bind", "127.0.0.1",
 		"--save", "", "--appendonly", "no", "--dir", t.TempDir(), "--loglevel", "notice"})
@@ -322,7 +326,7 @@ func startFleet(t *testing.T, o options) *fleet {
 
 	var trackerWorkers, endpoints []string
 	for i := range o.workers {
-		port, kv, replay := testkit.FreePort(t), testkit.FreePort(t), testkit.FreePort(t)
+		port, kv, replay := freePort(t), freePort(t), freePort(t)
 		w := &worker{
 			id:     fmt.Sprintf("sim-%d", i),
 			url:    fmt.Sprintf("http://127.0.0.1:%d", port),
@@ -339,7 +343,7 @@ func startFleet(t *testing.T, o options) *fleet {
 		endpoints = append(endpoints, w.id+"="+w.url+"|"+w.kv+"|"+w.replay)
 	}
 
-	tport := testkit.FreePort(t)
+	tport := freePort(t)
 	f.tracker = &service{httpURL: fmt.Sprintf("http://127.0.0.1:%d", tport)}
 	f.tracker.proc = f.add("kvtracker", bins.switchyard, append([]string{"kvtracker",
 		"--workers", strings.Join(trackerWorkers, ","), "--model", model,
@@ -349,7 +353,7 @@ func startFleet(t *testing.T, o options) *fleet {
 	}, o.trackerArgs...))
 
 	for i := range 2 {
-		g, h := testkit.FreePort(t), testkit.FreePort(t)
+		g, h := freePort(t), freePort(t)
 		r := &service{grpcAddr: fmt.Sprintf("127.0.0.1:%d", g), httpURL: fmt.Sprintf("http://127.0.0.1:%d", h), pprof: true}
 		r.proc = f.add(fmt.Sprintf("router-%d", i), bins.switchyard, append([]string{"router",
 			"--endpoints", strings.Join(endpoints, ","),
@@ -367,7 +371,7 @@ func startFleet(t *testing.T, o options) *fleet {
 		for _, r := range rs {
 			addrs = append(addrs, f.routers[r].grpcAddr)
 		}
-		p, m := testkit.FreePort(t), testkit.FreePort(t)
+		p, m := freePort(t), freePort(t)
 		g := &service{httpURL: fmt.Sprintf("http://127.0.0.1:%d", p), metricsURL: fmt.Sprintf("http://127.0.0.1:%d/metrics", m)}
 		g.proc = f.add(fmt.Sprintf("gateway-%d", i), bins.switchyard, append([]string{"gateway",
 			"--addr", g.httpURL[len("http://"):], "--metrics-addr", g.metricsURL[len("http://") : len(g.metricsURL)-len("/metrics")],
@@ -379,7 +383,11 @@ func startFleet(t *testing.T, o options) *fleet {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	for _, p := range []*proc{f.nats, f.redis} {
+	deps := []*proc{f.nats, f.redis}
+	if o.natsDown {
+		deps = deps[1:]
+	}
+	for _, p := range deps {
 		f.must(p.start())
 		f.must(waitLine(ctx, p))
 	}
@@ -394,9 +402,48 @@ func startFleet(t *testing.T, o options) *fleet {
 		f.must(s.start())
 	}
 	for _, s := range f.services() {
-		f.must(waitHTTP(ctx, s.proc, s.httpURL+"/readyz"))
+		probe := "/readyz"
+		if o.natsDown && s == f.tracker {
+			// It cannot hold leases without NATS: alive is all it can be.
+			probe = "/healthz"
+		}
+		f.must(waitHTTP(ctx, s.proc, s.httpURL+probe))
 	}
 	return f
+}
+
+// ports hands out the fleet's ports, each once per test binary.
+var ports struct {
+	sync.Mutex
+	used map[int]bool
+}
+
+// freePort is a loopback port nothing listens on now, below Linux's
+// ephemeral range (32768 and up), so that no outgoing connection takes
+// it before the process meant to listen there starts — or restarts,
+// after a kill, on the same port. It is never handed out twice.
+func freePort(t *testing.T) int {
+	t.Helper()
+	ports.Lock()
+	defer ports.Unlock()
+	if ports.used == nil {
+		ports.used = map[int]bool{}
+	}
+	for range 1000 {
+		p := 20000 + rand.IntN(12000)
+		if ports.used[p] {
+			continue
+		}
+		ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(p)))
+		if err != nil {
+			continue
+		}
+		ln.Close()
+		ports.used[p] = true
+		return p
+	}
+	t.Fatal("no free loopback port in 20000-31999")
+	return 0
 }
 
 func findRedis(t *testing.T) string {

@@ -115,3 +115,32 @@ func TestKVTrackerRestart(t *testing.T) {
 		took:     took, bound: 15 * time.Second,
 	})
 }
+
+// TestStartWithoutNATS: every service starts while NATS is down. The
+// gateways serve (routing needs no NATS); when NATS comes up, the usage
+// events of the requests served meanwhile are delivered, each once, the
+// kvtracker leases and ingests, and the routers' index follows.
+func TestStartWithoutNATS(t *testing.T) {
+	o := defaultOptions()
+	o.natsDown = true
+	f := startFleet(t, o)
+	l := startLoad(t, f, 6)
+	t0 := time.Now()
+	l.waitRequests(t, 12, 30*time.Second)
+	t1 := time.Now()
+	f.restart(f.nats, "")
+	deltas := f.routerDeltas()
+	took := until(t, t1, 30*time.Second, "usage flows, the tracker ingests, the index follows, every service is ready", func() bool {
+		return f.ready() && f.usageAfter(l, t1) && f.trackerIngests(0) && f.indexFollows(deltas)
+	})
+	l.waitRequests(t, 12, 30*time.Second)
+	l.stop()
+	steady(t, l, t0, time.Now(), "before and after NATS came up")
+	checkUsage(t, f, l.snapshot(), 60*time.Second)
+	report(t, result{
+		fault:    "every service started with NATS down; NATS started once 12 requests were served",
+		client:   "every stream served",
+		recovery: "usage events flow (those from before delivered), KV deltas published and applied by both routers, every /readyz 200",
+		took:     took, bound: 15 * time.Second,
+	})
+}
