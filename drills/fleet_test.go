@@ -324,7 +324,7 @@ func startFleet(t *testing.T, o options) *fleet {
 		"--save", "", "--appendonly", "no", "--dir", t.TempDir(), "--loglevel", "notice"})
 	f.redis.ready = func(line string) bool { return strings.Contains(line, "Ready to accept connections") }
 
-	var trackerWorkers, endpoints []string
+	var endpoints []string
 	for i := range o.workers {
 		port, kv, replay := freePort(t), freePort(t), freePort(t)
 		w := &worker{
@@ -339,14 +339,15 @@ func startFleet(t *testing.T, o options) *fleet {
 		}, o.simArgs...)
 		w.proc = f.add(w.id, bins.switchyard, args)
 		f.workers = append(f.workers, w)
-		trackerWorkers = append(trackerWorkers, w.id+"="+w.kv+"|"+w.replay)
 		endpoints = append(endpoints, w.id+"="+w.url+"|"+w.kv+"|"+w.replay)
 	}
 
 	tport := freePort(t)
 	f.tracker = &service{httpURL: fmt.Sprintf("http://127.0.0.1:%d", tport)}
 	f.tracker.proc = f.add("kvtracker", bins.switchyard, append([]string{"kvtracker",
-		"--workers", strings.Join(trackerWorkers, ","), "--model", model,
+		// The routers' description of the workers: the API URL lets the
+		// tracker notice a restarted worker by its process start time.
+		"--workers", strings.Join(endpoints, ","), "--model", model,
 		"--nats-url", f.natsURL, "--redis-url", f.redisURL,
 		"--http-addr", f.tracker.httpURL[len("http://"):], "--replica-id", "drill-kvtracker",
 		"--snapshot-interval", "1s", "--log-format", "json",

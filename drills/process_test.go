@@ -2,6 +2,7 @@ package drills
 
 import (
 	"fmt"
+	"slices"
 	"syscall"
 	"testing"
 	"time"
@@ -22,6 +23,27 @@ func (f *fleet) healthyOnRouters(w *worker, want bool) bool {
 	for _, r := range f.routers {
 		v, ok, err := metric(r.httpURL+"/metrics", "switchyard_router_endpoint_healthy", `endpoint="`+w.id+`"`)
 		if err != nil || !ok || (v > 0) != want {
+			return false
+		}
+	}
+	return true
+}
+
+// epochChanges is, per router, the worker state restarts it applied.
+func (f *fleet) epochChanges() []float64 {
+	var out []float64
+	for _, r := range f.routers {
+		v, _, _ := metric(r.httpURL+"/metrics", "switchyard_router_kv_sync_events_total", `event="epoch_change"`)
+		out = append(out, v)
+	}
+	return out
+}
+
+// epochChangesSince says whether every router applied a worker state
+// restart since before was taken.
+func (f *fleet) epochChangesSince(before []float64) bool {
+	for i, v := range f.epochChanges() {
+		if v <= before[i] {
 			return false
 		}
 	}
@@ -113,7 +135,8 @@ func brokenStreams(t *testing.T, l *load, f *fleet, t0 time.Time, outcomes ...st
 // Its streams end with an error event (never a bare close) and usage
 // events whose outcome says so; every request started after the kill is
 // served whole (retried before its first byte); the worker, started
-// again, is back in both routers' rotation within the bound.
+// again, is back in both routers' rotation, its old blocks dropped from
+// their index, within the bound.
 func TestWorkerKilledMidStream(t *testing.T) {
 	f := startFleet(t, defaultOptions())
 	l := startLoad(t, f, 8)
@@ -125,17 +148,21 @@ func TestWorkerKilledMidStream(t *testing.T) {
 	must(t, victim.kill())
 	until(t, t0, 10*time.Second, "both routers mark the dead worker unhealthy", func() bool { return f.healthyOnRouters(victim, false) })
 	time.Sleep(outage)
+	epochs := f.epochChanges()
 	t1 := time.Now()
 	f.restart(victim.proc, victim.url+"/health")
 	took := until(t, t1, 30*time.Second, "both routers see the restarted worker healthy", func() bool { return f.healthyOnRouters(victim, true) })
+	// Its blocks died with it: the routers drop them before it publishes
+	// any event (its process start time changed).
+	dropped := until(t, t1, 30*time.Second, "both routers drop the restarted worker's blocks", func() bool { return f.epochChangesSince(epochs) })
 	l.waitRequests(t, 16, 30*time.Second)
 	l.stop()
 	broken := brokenStreams(t, l, f, t0, bus.UsageOutcomeUpstreamBroken)
 	report(t, result{
 		fault:    "a worker SIGKILLed mid-stream, restarted after " + fmtDur(outage),
 		client:   fmt.Sprintf("its %d streams end with an OpenAI error event; every later request served", len(broken)),
-		recovery: "both routers see the restarted worker healthy (from its restart command)",
-		took:     took, bound: 10 * time.Second,
+		recovery: "both routers see the restarted worker healthy and have dropped its old blocks (from its restart command)",
+		took:     max(took, dropped), bound: 10 * time.Second,
 	})
 }
 
@@ -167,6 +194,19 @@ func TestWorkerFrozenMidStream(t *testing.T) {
 		ended = max(ended, r.end.Sub(t0))
 	}
 	t.Logf("thawed worker healthy again after %v", rejoin.Round(time.Millisecond))
+	// Identical workers: the rates learned from their TTFTs, frozen one
+	// included, stay of one order.
+	for _, r := range f.routers {
+		var rates []float64
+		for _, w := range f.workers {
+			v, _, _ := metric(r.httpURL+"/metrics", "switchyard_router_endpoint_prefill_rate_tokens_per_second", `endpoint="`+w.id+`"`)
+			rates = append(rates, v)
+		}
+		t.Logf("%s: learned prefill rates %.0f tokens/s", r.name, rates)
+		if lo, hi := slices.Min(rates), slices.Max(rates); lo <= 0 || hi > 10*lo {
+			t.Errorf("%s: prefill rates of identical workers diverged after the freeze: %.0f tokens/s", r.name, rates)
+		}
+	}
 	report(t, result{
 		fault:    "a worker SIGSTOPped mid-stream for " + fmtDur(frozen) + ", then SIGCONT",
 		client:   fmt.Sprintf("its %d silent streams end with an OpenAI error event; every later request served", len(broken)),
