@@ -398,14 +398,17 @@ type relist struct {
 	sec int64
 }
 
-// Forget drops everything about worker, confirmed and speculative, and frees
-// its slot for another worker.
-func (x *Index) Forget(worker string) {
-	s := x.slot(worker)
-	if s < 0 {
-		return
+// DropSpeculative drops worker's speculative blocks and keeps its confirmed
+// ones: the guesses about a worker that restarted (its cache is empty) no
+// longer hold, while its confirmed blocks follow the kvtracker's epochs. It
+// scans every speculative entry: workers restart rarely.
+func (x *Index) DropSpeculative(worker string) {
+	if s := x.slot(worker); s >= 0 {
+		x.unspeculateSlot(s)
 	}
-	x.Clear(worker)
+}
+
+func (x *Index) unspeculateSlot(s int) {
 	for i := range x.shards {
 		sh := &x.shards[i]
 		sh.mu.Lock()
@@ -414,6 +417,17 @@ func (x *Index) Forget(worker string) {
 		}
 		sh.mu.Unlock()
 	}
+}
+
+// Forget drops everything about worker, confirmed and speculative, and frees
+// its slot for another worker.
+func (x *Index) Forget(worker string) {
+	s := x.slot(worker)
+	if s < 0 {
+		return
+	}
+	x.Clear(worker)
+	x.unspeculateSlot(s)
 	x.regMu.Lock()
 	delete(x.slots, worker)
 	x.info[s] = nil

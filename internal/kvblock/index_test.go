@@ -683,3 +683,24 @@ func TestSweepGivesBackMemory(t *testing.T) {
 		t.Fatalf("%d KB still held after every hold expired (%d KB during the burst)", kept>>10, held>>10)
 	}
 }
+
+// TestDropSpeculative: a restarted worker's guesses go, its confirmed blocks
+// (the kvtracker's to change) and other workers' guesses stay.
+func TestDropSpeculative(t *testing.T) {
+	x := NewIndex()
+	p := prompt(11, 6)
+	x.Store("a", p[:2])
+	x.Speculate("a", p, now0.Add(time.Minute))
+	x.Speculate("b", p[:4], now0.Add(time.Minute))
+	if got := x.Prefixes(p, []string{"a", "b"}, now0, nil); !slices.Equal(got, []int{6, 4}) {
+		t.Fatalf("before: %v", got)
+	}
+	x.DropSpeculative("a")
+	x.DropSpeculative("never-seen")
+	if got := x.Prefixes(p, []string{"a", "b"}, now0, nil); !slices.Equal(got, []int{2, 4}) {
+		t.Fatalf("after dropping a's guesses: %v, want a's 2 confirmed and b's 4 guessed", got)
+	}
+	if x.Sweep(now0.Add(2*time.Minute)) != 4 {
+		t.Error("sweep after the drop")
+	}
+}

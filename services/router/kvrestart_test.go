@@ -2,6 +2,7 @@ package router_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -16,6 +17,7 @@ import (
 	"github.com/switchyard-dev/switchyard/internal/natsembed"
 	"github.com/switchyard-dev/switchyard/internal/sim"
 	"github.com/switchyard-dev/switchyard/internal/testkit"
+	routerv1 "github.com/switchyard-dev/switchyard/proto/switchyard/router/v1"
 	"github.com/switchyard-dev/switchyard/services/kvtracker"
 	"github.com/switchyard-dev/switchyard/services/router"
 )
@@ -179,4 +181,36 @@ func TestKVIndexAfterWorkerRestart(t *testing.T) {
 	after := doc("after the worker restarted")
 	s.serve(t, after)
 	s.waitCached(t, after, 10*time.Second)
+}
+
+// TestGuessesDroppedAfterWorkerRestart: for a worker without KV events the
+// router guesses what it caches from its own decisions (the approximate
+// index). When the worker restarts (its metrics show a new process start
+// time), those guesses go at once: its cache is empty.
+func TestGuessesDroppedAfterWorkerRestart(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end to end; skipped in -short")
+	}
+	port := testkit.FreePort(t)
+	simCfg := func(sc *sim.Config) { sc.Workers, sc.TimeScale, sc.DefaultMaxTokens, sc.Port = 1, 50, 1, port }
+	fleet := startSim(t, zerolog.Nop(), simCfg)
+	model := sim.DefaultServedModelName
+	tr := startRouter(t, func(c *router.Config) { c.Endpoints = kvStackID + "=" + fleet.Workers()[0].URL })
+	system := doc("guessed")
+	resp, err := tr.client.Route(context.Background(), &routerv1.RouteRequest{RequestId: "r1", Tenant: "t", Model: model,
+		Api: routerv1.ApiKind_API_KIND_CHAT_COMPLETIONS, Body: chatBodyFor(model, system, "question")})
+	if err != nil || resp.GetTarget() == nil {
+		t.Fatalf("route: %v %v", resp, err)
+	}
+	guessed := func() int64 {
+		return cachedOn(tr.explainModel(t, model, chatBodyFor(model, system, "probe")), kvStackID)
+	}
+	if guessed() <= 0 {
+		t.Fatal("no guess after routing the prompt")
+	}
+	if err := fleet.Close(); err != nil {
+		t.Fatal(err)
+	}
+	startSim(t, zerolog.Nop(), simCfg)
+	testkit.Eventually(t, 10*time.Second, "the restarted worker's guesses dropped", func() bool { return guessed() == 0 })
 }

@@ -334,7 +334,7 @@ func (s *Server) Serve(ctx context.Context) error {
 	mgr := scrape.NewManager(scrape.Config{
 		Interval: s.cfg.ScrapeInterval,
 		Timeout:  s.cfg.ScrapeTimeout,
-		Sink:     s.table,
+		Sink:     newRestartSink(s.table, s.kv, s.approx, s.log),
 		OnError:  func(id string) { s.metrics.scrapeErrors.WithLabelValues(id).Inc() },
 		Log:      s.log,
 	})

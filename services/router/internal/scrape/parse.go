@@ -32,6 +32,9 @@ type Metrics struct {
 	NumGPUBlocks int
 	// Engines is how many distinct engine label values were seen.
 	Engines int
+	// StartTime is the worker process's start (process_start_time_seconds,
+	// Unix seconds); 0 when not exported. A new value is a restart.
+	StartTime float64
 }
 
 // ParseMetrics parses Prometheus text exposition as vLLM serves it. The
@@ -95,6 +98,11 @@ func ParseMetrics(r io.Reader) (Metrics, error) {
 					m.NumGPUBlocks = n
 				}
 			}
+		}
+	}
+	if fam := families[vllm.MetricProcessStartTime]; fam != nil && len(fam.GetMetric()) > 0 {
+		if v, ok := sampleValue(fam.GetMetric()[0]); ok && v > 0 && !math.IsInf(v, 0) {
+			m.StartTime = v
 		}
 	}
 	m.Engines = len(engines)
