@@ -72,11 +72,17 @@ var loadPrompts = []string{
 
 func startLoad(t *testing.T, f *fleet, clients int) *load {
 	t.Helper()
-	l := &load{prompts: loadPrompts, maxTok: 48}
+	return startLoadOf(t, f, clients, 48)
+}
+
+// startLoadOf is startLoad with answers of maxTok tokens.
+func startLoadOf(t *testing.T, f *fleet, clients int, maxTok int64) *load {
+	t.Helper()
+	l := &load{prompts: loadPrompts, maxTok: maxTok}
 	for _, g := range f.gateways {
 		l.clients = append(l.clients, openai.NewClient(
 			option.WithBaseURL(g.httpURL+"/v1"), option.WithAPIKey("unused"), option.WithMaxRetries(0),
-			option.WithRequestTimeout(60*time.Second)))
+			option.WithRequestTimeout(5*time.Minute)))
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	l.cancel = cancel

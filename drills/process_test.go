@@ -86,11 +86,27 @@ func TestRouterKilled(t *testing.T) {
 	})
 }
 
-// stallVictim waits until worker w is generating at least two streams,
-// so that the fault lands mid-stream.
-func stallVictim(t *testing.T, w *worker) {
+// midStream starts clients long streams (2000 tokens, about a minute)
+// beside the steady load, waits until they stream, and returns them with
+// the worker generating the most streams: a fault on it lands mid-stream
+// for sure. The long streams still running at the end of the drill are
+// cut by their stop (outcome cut), not counted as failures.
+func midStream(t *testing.T, f *fleet, clients int) (*load, *worker) {
 	t.Helper()
-	until(t, time.Now(), 30*time.Second, w.id+" has streams in flight", func() bool { return w.running() >= 2 })
+	long := startLoadOf(t, f, clients, 2000)
+	var victim *worker
+	until(t, time.Now(), 30*time.Second, "a worker generates two long streams or more", func() bool {
+		best := 0.0
+		for _, w := range f.workers {
+			if r := w.running(); r > best {
+				best, victim = r, w
+			}
+		}
+		return best >= 2
+	})
+	// Past their first tokens: a stream broken now has reached its client.
+	time.Sleep(time.Second)
+	return long, victim
 }
 
 // brokenStreams checks the requests the fault broke: each started before
@@ -98,9 +114,8 @@ func stallVictim(t *testing.T, w *worker) {
 // a bare close), and its usage event says why (outcomes). Every request
 // that started after the fault was served whole. It returns the broken
 // ones.
-func brokenStreams(t *testing.T, l *load, f *fleet, t0 time.Time, outcomes ...string) []record {
+func brokenStreams(t *testing.T, rs []record, f *fleet, t0 time.Time, outcomes ...string) []record {
 	t.Helper()
-	rs := l.snapshot()
 	var broken []record
 	for _, r := range failures(rs) {
 		switch {
@@ -141,8 +156,7 @@ func TestWorkerKilledMidStream(t *testing.T) {
 	f := startFleet(t, defaultOptions())
 	l := startLoad(t, f, 8)
 	l.waitRequests(t, 16, 30*time.Second)
-	victim := f.workers[1]
-	stallVictim(t, victim)
+	long, victim := midStream(t, f, 6)
 
 	t0 := time.Now()
 	must(t, victim.kill())
@@ -157,7 +171,8 @@ func TestWorkerKilledMidStream(t *testing.T) {
 	dropped := until(t, t1, 30*time.Second, "both routers drop the restarted worker's blocks", func() bool { return f.epochChangesSince(epochs) })
 	l.waitRequests(t, 16, 30*time.Second)
 	l.stop()
-	broken := brokenStreams(t, l, f, t0, bus.UsageOutcomeUpstreamBroken)
+	long.stop()
+	broken := brokenStreams(t, append(l.snapshot(), long.snapshot()...), f, t0, bus.UsageOutcomeUpstreamBroken)
 	report(t, result{
 		fault:    "a worker SIGKILLed mid-stream, restarted after " + fmtDur(outage),
 		client:   fmt.Sprintf("its %d streams end with an OpenAI error event; every later request served", len(broken)),
@@ -175,8 +190,7 @@ func TestWorkerFrozenMidStream(t *testing.T) {
 	f := startFleet(t, defaultOptions())
 	l := startLoad(t, f, 8)
 	l.waitRequests(t, 16, 30*time.Second)
-	victim := f.workers[1]
-	stallVictim(t, victim)
+	long, victim := midStream(t, f, 6)
 
 	const frozen = 10 * time.Second
 	t0 := time.Now()
@@ -188,7 +202,8 @@ func TestWorkerFrozenMidStream(t *testing.T) {
 	rejoin := until(t, t1, 30*time.Second, "both routers see the thawed worker healthy", func() bool { return f.healthyOnRouters(victim, true) })
 	l.waitRequests(t, 16, 30*time.Second)
 	l.stop()
-	broken := brokenStreams(t, l, f, t0, bus.UsageOutcomeEndpointUnhealthy, bus.UsageOutcomeUpstreamStalled)
+	long.stop()
+	broken := brokenStreams(t, append(l.snapshot(), long.snapshot()...), f, t0, bus.UsageOutcomeEndpointUnhealthy, bus.UsageOutcomeUpstreamStalled)
 	var ended time.Duration
 	for _, r := range broken {
 		ended = max(ended, r.end.Sub(t0))
