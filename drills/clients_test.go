@@ -198,3 +198,101 @@ func TestNonReadingClients(t *testing.T) {
 		took:     took, bound: 5 * time.Second,
 	})
 }
+
+// fromIP dials from another loopback address: another client, to the
+// gateway's per-client limits.
+func fromIP(ip string) *net.Dialer {
+	return &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(ip)}}
+}
+
+// TestGreedyClient: with --max-streams-per-client 16, one client (its
+// own address) asks for 200 long streams at once while the steady load
+// runs. Each gateway serves it 16 and refuses the rest with a 429 in the
+// OpenAI shape; the steady load's first tokens stay fast; once the greedy
+// client goes, its streams stop on the workers.
+func TestGreedyClient(t *testing.T) {
+	o := defaultOptions()
+	o.gatewayArgs = []string{"--max-streams-per-client", "16"}
+	f := startFleet(t, o)
+	l := startLoad(t, f, 4)
+	l.waitRequests(t, 8, 30*time.Second)
+
+	c := &http.Client{Transport: &http.Transport{DialContext: fromIP("127.0.0.2").DialContext, MaxConnsPerHost: 0, DisableKeepAlives: true}}
+	body := `{"model":"` + model + `","stream":true,"max_tokens":2000,"messages":[{"role":"user","content":"Tell me everything."}]}`
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var mu sync.Mutex
+	var accepted []*http.Response
+	var ids []record
+	refused := map[int]int{}
+	var wg sync.WaitGroup
+	t0 := time.Now()
+	for i := range 200 {
+		wg.Go(func() {
+			g := f.gateways[i%len(f.gateways)]
+			req, err := http.NewRequestWithContext(ctx, http.MethodPost, g.httpURL+"/v1/chat/completions", strings.NewReader(body))
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			req.Header.Set("Content-Type", "application/json")
+			resp, err := c.Do(req)
+			if err != nil {
+				t.Errorf("greedy stream %d: %v", i, err)
+				return
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if resp.StatusCode == http.StatusOK {
+				accepted = append(accepted, resp)
+				ids = append(ids, record{id: resp.Header.Get("X-Request-Id"), start: time.Now(), outcome: cut})
+				return
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			refused[resp.StatusCode]++
+			if resp.StatusCode != http.StatusTooManyRequests || !openAIError(b) || resp.Header.Get("Retry-After") == "" {
+				t.Errorf("greedy stream %d: status %d, Retry-After %q, body %.200q; want 429 with Retry-After and an OpenAI error", i, resp.StatusCode, resp.Header.Get("Retry-After"), b)
+			}
+		})
+	}
+	wg.Wait()
+	if want := 16 * len(f.gateways); len(accepted) != want {
+		t.Errorf("greedy client: %d streams served, want %d (16 per gateway); refused %v", len(accepted), want, refused)
+	}
+	// Its streams go on while the load's requests are measured.
+	t1 := time.Now()
+	l.waitRequests(t, 12, 60*time.Second)
+	var slowest time.Duration
+	for _, r := range between(l.snapshot(), t1, time.Now()) {
+		if !r.firstToken.IsZero() {
+			slowest = max(slowest, r.firstToken.Sub(r.start))
+		}
+	}
+	t.Logf("greedy client: %d served, refused %v; the steady load's slowest first token meanwhile %v", len(accepted), refused, slowest.Round(time.Millisecond))
+	if slowest > 2*time.Second {
+		t.Errorf("the steady load's first tokens took up to %v beside the greedy client", slowest)
+	}
+	t2 := time.Now()
+	cancel()
+	for _, r := range accepted {
+		r.Body.Close()
+	}
+	took := until(t, t2, 30*time.Second, "the greedy client's streams stop on the workers", func() bool {
+		var running float64
+		for _, w := range f.workers {
+			running += w.running()
+		}
+		return running <= 4
+	})
+	l.waitRequests(t, 8, 30*time.Second)
+	l.stop()
+	steady(t, l, t0, time.Now(), "load beside the greedy client")
+	checkUsage(t, f, append(l.snapshot(), ids...), 30*time.Second)
+	report(t, result{
+		fault:    "one client asks for 200 streams of 2000 tokens at once (--max-streams-per-client 16)",
+		client:   fmt.Sprintf("it is served 16 per gateway, the rest 429 with Retry-After; the steady load's first tokens within 2 s (slowest %s)", fmtDur(slowest.Round(time.Millisecond))),
+		recovery: "the greedy client's streams stopped on the workers once it left",
+		took:     took, bound: 5 * time.Second,
+	})
+}
