@@ -32,3 +32,20 @@ func KVSummary(pool, worker string) string {
 
 // KVSummaryTTL is the lifetime of a KVSummary key.
 const KVSummaryTTL = 5 * time.Minute
+
+// RateLimitPrefix starts every rate-limit key (the gateway's tests use a
+// prefix of their own).
+const RateLimitPrefix = prefix + "rl:"
+
+// RateLimit is one limit of a tenant, or of a tenant on one model (model
+// empty: the tenant's own). Writer and reader: every gateway replica, only
+// through the limiter's Lua script (services/gateway/ratelimit). limit is
+// "requests", "input_tokens" or "output_tokens" — a hash {l: level, t:
+// last update in ms} living until its bucket has drained (at most a minute
+// and a second after the last request) — or "day:YYYYMMDD" /
+// "month:YYYYMM", a token counter living until an hour after its UTC
+// window ends. The tenant is a hash tag: one request's keys share a Redis
+// Cluster slot, as the script needs.
+func RateLimit(keyPrefix, tenant, model, limit string) string {
+	return keyPrefix + "{" + tenant + "}:" + model + ":" + limit
+}
