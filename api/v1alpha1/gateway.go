@@ -25,6 +25,15 @@ type GatewayBackendSpec struct {
 	// Auth is how clients authenticate.
 	// +optional
 	Auth *AuthSpec `json:"auth,omitempty"`
+	// Tenants are who may call when auth.mode is APIKey, each with its
+	// keys. A request's tenant comes only from its key: no header chooses
+	// it. Listing keys with auth.mode None is refused (they would not be
+	// checked).
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=1024
+	Tenants []Tenant `json:"tenants,omitempty"`
 	// Tags configures request tags from clients and tenant defaults.
 	// +optional
 	Tags *TagsSpec `json:"tags,omitempty"`
@@ -63,10 +72,38 @@ const (
 
 // AuthSpec is how clients authenticate to the gateway.
 type AuthSpec struct {
-	// Mode: None. APIKey is reserved: policyd refuses it until the gateway
-	// checks keys.
+	// Mode: None (no credentials; every request is tenant "default") or
+	// APIKey (every request carries a key of one of spec.tenants, as
+	// "Authorization: Bearer sy-..." or "x-api-key: sy-..."; any other
+	// is refused 401 and never forwarded).
 	// +kubebuilder:default=None
 	Mode AuthMode `json:"mode"`
+}
+
+// Tenant is one tenant and its API keys. Keys are never stored, only
+// their SHA-256 digests ("sha256:" and 64 lowercase hex digits), as
+// `yardctl keys create` prints them.
+// +kubebuilder:validation:XValidation:rule="has(self.keysSecret) || has(self.keyDigests)",message="name a keysSecret or list keyDigests"
+type Tenant struct {
+	// Name is the tenant: policies match it (match.tenants), usage events
+	// and tenant tags use it.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([a-z0-9._-]*[a-z0-9])?$`
+	Name string `json:"name"`
+	// KeysSecret names a Secret in the GatewayBackend's namespace whose
+	// every data value is one key's digest. policyd's kubernetes source
+	// reads exactly the Secrets named here (no other) and follows their
+	// changes: a key removed from the Secret stops working within seconds.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	KeysSecret string `json:"keysSecret,omitempty"`
+	// KeyDigests lists key digests inline: files mode, where policyd reads
+	// no Secrets (and reloads the file when it changes).
+	// +optional
+	// +kubebuilder:validation:MaxItems=256
+	// +kubebuilder:validation:items:Pattern=`^sha256:[0-9a-f]{64}$`
+	KeyDigests []string `json:"keyDigests,omitempty"`
 }
 
 // AuthMode is the gateway's client authentication.

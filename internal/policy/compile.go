@@ -2,7 +2,11 @@ package policy
 
 import (
 	"cmp"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/hex"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -158,6 +162,18 @@ func compile(cat *catalog) *Snapshot {
 		}
 		if b.Auth != nil && b.Auth.Mode != "" {
 			prog.AuthMode = string(b.Auth.Mode)
+		}
+		for _, t := range b.Tenants {
+			at := AuthTenant{Name: t.Name}
+			for _, d := range t.KeyDigests {
+				at.Keys = appendDigest(at.Keys, d)
+			}
+			if sec, ok := o.KeySecrets[t.KeysSecret]; ok && t.KeysSecret != "" {
+				for _, k := range slices.Sorted(maps.Keys(sec.Digests)) {
+					at.Keys = appendDigest(at.Keys, sec.Digests[k])
+				}
+			}
+			prog.AuthTenants = append(prog.AuthTenants, at)
 		}
 		if t := b.Tags; t != nil {
 			prog.TagsHeader, prog.AllowedTags = t.Header, slices.Clone(t.Allowed)
@@ -354,7 +370,47 @@ func (p *Program) build(policies map[string]*Policy) error {
 	for _, t := range p.Tenants {
 		p.tenants[t.Tenant] = t.Tags
 	}
+	p.keys = make(map[[sha256.Size]byte]keyEntry)
+	for _, t := range p.AuthTenants {
+		for _, k := range t.Keys {
+			if prev, ok := p.keys[k]; ok && prev.tenant != t.Name {
+				return fmt.Errorf("a key digest belongs to tenants %q and %q", prev.tenant, t.Name)
+			}
+			p.keys[k] = keyEntry{sum: k, tenant: t.Name}
+		}
+	}
 	return nil
+}
+
+// appendDigest appends a validated "sha256:<hex>" digest.
+func appendDigest(keys [][sha256.Size]byte, d string) [][sha256.Size]byte {
+	var k [sha256.Size]byte
+	if _, err := hex.Decode(k[:], []byte(strings.TrimPrefix(d, "sha256:"))); err != nil {
+		return keys // validation refused it already
+	}
+	return append(keys, k)
+}
+
+// KeyTenant returns the tenant whose API key has the SHA-256 digest sum.
+// The lookup is by digest, so it reveals nothing of any stored key's
+// bytes that the presented key's hash does not; the final comparison is
+// constant time all the same, so that no code path compares key material
+// byte by byte with an early exit.
+func (p *Program) KeyTenant(sum [sha256.Size]byte) (string, bool) {
+	e, ok := p.keys[sum]
+	if !ok || subtle.ConstantTimeCompare(e.sum[:], sum[:]) != 1 {
+		return "", false
+	}
+	return e.tenant, true
+}
+
+// AuthKeys is how many key digests the program holds.
+func (p *Program) AuthKeys() int { return len(p.keys) }
+
+// keyEntry is one key digest and its tenant.
+type keyEntry struct {
+	sum    [sha256.Size]byte
+	tenant string
 }
 
 // anyModel reports whether a rule can match a request for any model.

@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"crypto/sha256"
 	"time"
 )
 
@@ -232,12 +233,22 @@ type Program struct {
 	TagsHeader      string
 	AllowedTags     []string
 	Tenants         []TenantTags
+	// AuthTenants are the tenants that may call with AuthMode APIKey and
+	// their keys' digests.
+	AuthTenants []AuthTenant
 
 	route    []*Rule   // Route rules, evaluation order
 	guards   [][]*Rule // each Guard policy's rules
 	byModel  map[string][]int32
 	anyModel []int32
 	tenants  map[string][]string
+	keys     map[[sha256.Size]byte]keyEntry // by key digest
+}
+
+// AuthTenant is a tenant and the SHA-256 digests of its API keys.
+type AuthTenant struct {
+	Name string
+	Keys [][sha256.Size]byte
 }
 
 // WorkerSet is a compiled InferenceWorkerSet.

@@ -26,6 +26,12 @@ type Object struct {
 	Policy    *v1alpha1.InferencePolicy
 	Backend   *v1alpha1.GatewayBackend
 
+	// KeySecrets are the Secrets a GatewayBackend's tenants name
+	// (spec.tenants[].keysSecret) as the source read them, by name. Only
+	// the Kubernetes source reads Secrets; a name missing here was not
+	// read, and validation refuses the tenant.
+	KeySecrets map[string]KeySecret
+
 	// pos maps YAML paths (spec.rules[0].name) to their position; nil for
 	// objects that did not come from YAML.
 	pos map[string]Pos
@@ -36,6 +42,14 @@ type Object struct {
 	// references, so one typo does not cascade into many errors.
 	broken      bool
 	decodeDiags Diagnostics
+}
+
+// KeySecret is a Secret of key digests as a source read it: every data
+// value is one digest ("sha256:<64 hex>"), by data key. Err says why it
+// could not be read (not found, forbidden); its values are then unknown.
+type KeySecret struct {
+	Digests map[string]string
+	Err     string
 }
 
 // DecodeDiagnostics are the problems found decoding the object's YAML.

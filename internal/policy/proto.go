@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"crypto/sha256"
 	"fmt"
 	"time"
 
@@ -82,6 +83,13 @@ func ToProto(s *Snapshot, revision int64) *policyv1.Snapshot {
 		}
 		for _, t := range p.Tenants {
 			pp.Tenants = append(pp.Tenants, &policyv1.TenantTags{Tenant: t.Tenant, Tags: t.Tags})
+		}
+		for _, t := range p.AuthTenants {
+			at := &policyv1.AuthTenant{Name: t.Name}
+			for _, k := range t.Keys {
+				at.KeySha256 = append(at.KeySha256, k[:])
+			}
+			pp.AuthTenants = append(pp.AuthTenants, at)
 		}
 		out.Programs = append(out.Programs, pp)
 	}
@@ -182,6 +190,16 @@ func FromProto(p *policyv1.Snapshot) (*Snapshot, error) {
 		}
 		for _, t := range pp.GetTenants() {
 			prog.Tenants = append(prog.Tenants, TenantTags{Tenant: t.GetTenant(), Tags: t.GetTags()})
+		}
+		for _, t := range pp.GetAuthTenants() {
+			at := AuthTenant{Name: t.GetName()}
+			for _, k := range t.GetKeySha256() {
+				if len(k) != sha256.Size {
+					return nil, fmt.Errorf("gateway backend %s tenant %s: key digest of %d bytes, want %d", pp.GetName(), t.GetName(), len(k), sha256.Size)
+				}
+				at.Keys = append(at.Keys, [sha256.Size]byte(k))
+			}
+			prog.AuthTenants = append(prog.AuthTenants, at)
 		}
 		s.Programs = append(s.Programs, prog)
 	}

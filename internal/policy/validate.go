@@ -3,6 +3,7 @@ package policy
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"regexp"
 	"slices"
 	"strconv"
@@ -35,6 +36,10 @@ var (
 	// header, and safe as metric labels.
 	tagRE    = regexp.MustCompile(`^[A-Za-z0-9._:/-]{1,64}$`)
 	headerRE = regexp.MustCompile("^[A-Za-z0-9!#$%&'*+.^_`|~-]+$")
+	// Tenant names: safe as metric labels and in usage events.
+	tenantRE = regexp.MustCompile(`^[a-z0-9]([a-z0-9._-]*[a-z0-9])?$`)
+	// API key digests: the CRD's pattern.
+	digestRE = regexp.MustCompile(`^sha256:[0-9a-f]{64}$`)
 )
 
 var (
@@ -386,6 +391,83 @@ func bound(strict, incl *float64, lower bool) (v float64, inclusive, ok bool) {
 	return *strict, false, true
 }
 
+// validateTenants checks spec.tenants and their keys: with APIKey at least
+// one tenant has a key; without it no key is listed (it would not be
+// checked); a digest belongs to one tenant only (the key names its
+// tenant).
+func (c *checker) validateTenants(o *Object, s *v1alpha1.GatewayBackendSpec) {
+	apiKey := s.Auth != nil && s.Auth.Mode == v1alpha1.AuthAPIKey
+	names := map[string]bool{}
+	owner := map[string]string{} // digest → tenant
+	keys := 0
+	addDigest := func(path, tenant, d string) {
+		switch {
+		case strings.HasPrefix(d, "sy-"):
+			// Never echo it: diagnostics reach logs and status conditions.
+			c.err(o, path, "this is an API key, not its digest (not shown): list the sha256: digest yardctl keys create prints, and treat this key as leaked (revoke it)")
+			return
+		case !digestRE.MatchString(d):
+			c.err(o, path, "not a key digest: want sha256: and 64 lowercase hex digits, as yardctl keys create prints")
+			return
+		}
+		if prev, ok := owner[d]; ok {
+			c.err(o, path, "digest %s… is also a key of tenant %q: a key names one tenant", d[:15], prev)
+			return
+		}
+		owner[d] = tenant
+		keys++
+	}
+	for i, t := range s.Tenants {
+		p := idx("spec.tenants", i)
+		switch {
+		case t.Name == "":
+			c.err(o, p+".name", "tenant name is required")
+		case len(t.Name) > 63 || !tenantRE.MatchString(t.Name):
+			c.err(o, p+".name", "%q is not a valid tenant name (1-63 lowercase letters, digits, '.', '_' and '-', starting and ending with a letter or digit)", t.Name)
+		case names[t.Name]:
+			c.err(o, p+".name", "tenant %q listed twice", t.Name)
+		}
+		names[t.Name] = true
+		if t.KeysSecret == "" && len(t.KeyDigests) == 0 {
+			c.err(o, p, "name a keysSecret or list keyDigests: a tenant without keys cannot call")
+		}
+		for j, d := range t.KeyDigests {
+			addDigest(idx(p+".keyDigests", j), t.Name, d)
+		}
+		if t.KeysSecret == "" {
+			continue
+		}
+		if !nameRE.MatchString(t.KeysSecret) || len(t.KeysSecret) > 253 {
+			c.err(o, p+".keysSecret", "%q is not a valid Secret name", t.KeysSecret)
+			continue
+		}
+		sec, ok := o.KeySecrets[t.KeysSecret]
+		switch {
+		case !ok:
+			c.err(o, p+".keysSecret", "Secret %q was not read: only the kubernetes source reads Secrets; with files, list keyDigests", t.KeysSecret)
+		case sec.Err != "":
+			c.err(o, p+".keysSecret", "Secret %s/%s: %s", o.Namespace, t.KeysSecret, sec.Err)
+		default:
+			for _, k := range slices.Sorted(maps.Keys(sec.Digests)) {
+				addDigest(p+".keysSecret", t.Name, sec.Digests[k])
+			}
+		}
+	}
+	switch {
+	case apiKey && keys == 0 && !c.failedAt(o, "spec.tenants"):
+		c.err(o, "spec.tenants", "auth mode APIKey needs at least one tenant with a key (yardctl keys create --tenant NAME)")
+	case !apiKey && len(s.Tenants) > 0:
+		c.err(o, "spec.tenants", "tenants' keys are only checked with auth mode APIKey: set spec.auth.mode: APIKey, or remove spec.tenants")
+	}
+}
+
+// failedAt reports whether an error was already reported under path.
+func (c *checker) failedAt(o *Object, path string) bool {
+	return slices.ContainsFunc(c.diags, func(d Diagnostic) bool {
+		return d.Severity == SeverityError && d.Kind == o.Kind && d.Namespace == o.Namespace && d.Name == o.Name && strings.HasPrefix(d.Path, path)
+	})
+}
+
 func (c *checker) validateBackend(o *Object, s *v1alpha1.GatewayBackendSpec) {
 	seen := map[string]bool{}
 	for i, m := range s.Models {
@@ -408,12 +490,10 @@ func (c *checker) validateBackend(o *Object, s *v1alpha1.GatewayBackendSpec) {
 		seen[r.Name] = true
 		c.enum(o, p+".mode", string(r.Mode), modeNames, "policy mode", false)
 	}
-	if s.Auth != nil && c.enum(o, "spec.auth.mode", string(s.Auth.Mode), authModes, "auth mode", false) &&
-		s.Auth.Mode == v1alpha1.AuthAPIKey {
-		// Accepted would mean enforced: until the gateway checks keys, a
-		// backend asking for them must not be served without them.
-		c.err(o, "spec.auth.mode", "auth mode %q is not implemented yet: the gateway would serve every request without credentials; use %q", s.Auth.Mode, v1alpha1.AuthNone)
+	if s.Auth != nil {
+		c.enum(o, "spec.auth.mode", string(s.Auth.Mode), authModes, "auth mode", false)
 	}
+	c.validateTenants(o, s)
 	if t := s.Tags; t != nil {
 		if t.Header != "" && !headerRE.MatchString(t.Header) {
 			c.err(o, "spec.tags.header", "%q is not a valid HTTP header name", t.Header)

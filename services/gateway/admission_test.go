@@ -20,7 +20,7 @@ func (refuseAll) Admit(context.Context, *admission.Request) error {
 }
 
 func init() {
-	admission.Steps.Register("test-refuse-all", func() (admission.Step, error) { return refuseAll{}, nil })
+	admission.Steps.Register("test-refuse-all", func(admission.Deps) (admission.Step, error) { return refuseAll{}, nil })
 }
 
 // TestAdmissionRefusal: a step's refusal reaches the client in the API's
@@ -53,7 +53,7 @@ func TestAdmissionConfig(t *testing.T) {
 	for _, tt := range []struct{ chain, want string }{
 		{"default-tenant", ""},
 		{"", "at least one step"},
-		{"api-keys", `unknown admission step "api-keys": want one of default-tenant`},
+		{"api-keys", `unknown admission step "api-keys": want one of apikey, default-tenant`},
 		{"default-tenant,default-tenant", "listed twice"},
 	} {
 		c := DefaultConfig()

@@ -80,7 +80,10 @@ type Config struct {
 	GatewayBackend string
 	// Admission names the admission steps every request goes through, in
 	// order, comma-separated (package admission; a step must set the
-	// tenant).
+	// tenant). The default, apikey,default-tenant, checks API keys when
+	// the GatewayBackend's auth mode is APIKey and gives every request
+	// tenant "default" when it is None. A GatewayBackend asking for keys
+	// served by a chain without apikey gets every request refused.
 	Admission string
 	// ProviderSecretsDir is where Kubernetes Secrets named by providers'
 	// credentials.secretRef are mounted, one directory per Secret.
@@ -102,7 +105,7 @@ func DefaultConfig() Config {
 		StreamIdleTimeout:     30 * time.Second,
 		Stop:                  lifecycle.Stop{ShutdownTimeout: 30 * time.Second},
 		ProviderSecretsDir:    "/var/run/secrets/switchyard/providers",
-		Admission:             "default-tenant",
+		Admission:             "apikey,default-tenant",
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/switchyard-dev/switchyard/api/v1alpha1"
 	"github.com/switchyard-dev/switchyard/internal/anthropicapi"
 	"github.com/switchyard-dev/switchyard/internal/openaiapi"
 	routerv1 "github.com/switchyard-dev/switchyard/proto/switchyard/router/v1"
@@ -164,18 +165,46 @@ func methodNotAllowed(w http.ResponseWriter, r *http.Request) {
 	})
 }
 
-// admissionError maps an admission chain's error to the client's: a step's
-// refusal as it said (401, 403, 429 ...), anything else as a 500 whose
-// detail stays in the log.
-func (c *call) admissionError(err error) *openaiapi.APIError {
-	var ref *admission.Refusal
-	if errors.As(err, &ref) {
-		typ := openaiapi.ErrTypeInvalidRequest
-		if ref.Status == http.StatusTooManyRequests {
-			typ = openaiapi.ErrTypeRateLimit
+// admitRequest runs the admission chain. A GatewayBackend whose auth mode
+// asks for credentials that no step of the chain checks gets every
+// request refused: served without the check would be a silent open door.
+func (c *call) admitRequest(ar *admission.Request) error {
+	if c.g.catalog != nil {
+		if p := c.g.catalog.program(); p != nil && p.AuthMode != string(v1alpha1.AuthNone) && !c.g.admit.Authenticates(p.AuthMode) {
+			return fmt.Errorf("GatewayBackend %s asks for auth mode %s but --admission %q has no step that checks it (add apikey)", p.Name, p.AuthMode, c.g.cfg.Admission)
 		}
-		return &openaiapi.APIError{Status: ref.Status, Type: typ, Message: ref.Message, Code: ref.Code}
 	}
-	c.log.Error().Err(err).Msg("admission failed")
-	return &openaiapi.APIError{Status: http.StatusInternalServerError, Type: openaiapi.ErrTypeServer, Message: "the request could not be admitted"}
+	return c.g.admit.Admit(ar.HTTP.Context(), ar)
+}
+
+// refuse answers an admission chain's error in the client's API shape: a
+// step's refusal as it said (401, 403, 429 ...), anything else as a 500
+// whose detail stays in the log.
+func (c *call) refuse(w http.ResponseWriter, r *http.Request, err error) {
+	var ref *admission.Refusal
+	if !errors.As(err, &ref) {
+		c.log.Error().Err(err).Msg("admission failed")
+		ref = &admission.Refusal{Status: http.StatusInternalServerError, Message: "the request could not be admitted"}
+	}
+	oa := &openaiapi.APIError{Status: ref.Status, Type: openaiapi.ErrTypeInvalidRequest, Message: ref.Message, Code: ref.Code}
+	at := anthropicapi.ErrTypeInvalidRequest
+	switch ref.Status {
+	case http.StatusUnauthorized:
+		w.Header().Set("WWW-Authenticate", `Bearer realm="switchyard"`)
+		at = anthropicapi.ErrTypeAuthentication
+	case http.StatusForbidden:
+		at = anthropicapi.ErrTypePermission
+	case http.StatusTooManyRequests:
+		oa.Type, at = openaiapi.ErrTypeRateLimit, anthropicapi.ErrTypeRateLimit
+	case http.StatusServiceUnavailable:
+		oa.Type, at = openaiapi.ErrTypeUnavailable, anthropicapi.ErrTypeOverloaded
+	case http.StatusInternalServerError:
+		oa.Type, at = openaiapi.ErrTypeServer, anthropicapi.ErrTypeAPI
+	}
+	c.status, c.errType = oa.Status, oa.Type
+	if callerAPI(r) == apiAnthropic {
+		anthropicapi.WriteError(w, &anthropicapi.APIError{Status: ref.Status, Type: at, Message: ref.Message})
+		return
+	}
+	openaiapi.WriteError(w, oa)
 }

@@ -4,13 +4,14 @@
 // latency and tokens, and publishes one usage event per request.
 //
 // The request path, top to bottom (proxy.go): the admission chain says who
-// is calling (package admission; default-tenant without authentication),
+// is calling (package admission: apikey with API keys, default-tenant
+// without authentication),
 // the body is read once (apibody, over jsonscan), the router picks a
 // target, the gateway splices the served model name and include_usage
 // into the body, and the upstream adapter of the target's type
 // (internal/upstream) sends the attempt; a failure before the first byte
-// is retried once elsewhere. Not yet: authentication, rate limits and the
-// Anthropic Messages API (its clients get errors they can parse).
+// is retried once elsewhere. Not yet: rate limits and the Anthropic
+// Messages API (its clients get errors they can parse).
 //
 // Token metering of streams. A stream only reports token counts when the
 // request sets stream_options.include_usage. So that every stream is metered,
@@ -148,10 +149,6 @@ func New(cfg Config, log zerolog.Logger) (*Gateway, error) {
 		limiter:   newClientLimiter(cfg.MaxStreamsPerClient),
 	}
 	g.upstreams = upstream.NewSet(g.transport)
-	if g.admit, err = admission.Build(cfg.Admission); err != nil {
-		_ = conn.Close()
-		return nil, fmt.Errorf("gateway config: admission: %w", err)
-	}
 	if cfg.PolicydAddr != "" {
 		g.catalog, err = newCatalog(cfg, log)
 		if err != nil {
@@ -161,6 +158,17 @@ func New(cfg Config, log zerolog.Logger) (*Gateway, error) {
 	}
 	reg := prometheus.NewRegistry()
 	g.metrics = newMetrics(reg, func() float64 { return float64(g.inflight.Load()) })
+	deps := admission.Deps{Metrics: reg, Log: log}
+	if g.catalog != nil {
+		deps.Program = g.catalog.program
+	}
+	if g.admit, err = admission.Build(cfg.Admission, deps); err != nil {
+		_ = conn.Close()
+		if g.catalog != nil {
+			_ = g.catalog.conn.Close()
+		}
+		return nil, fmt.Errorf("gateway config: admission: %w", err)
+	}
 
 	g.api, err = lifecycle.NewAPI(lifecycle.APIConfig{
 		HTTPAddr:    cfg.Addr,

@@ -151,8 +151,8 @@ func idByteOK(c byte) bool {
 
 func (c *call) serve(w http.ResponseWriter, r *http.Request) {
 	ar := admission.Request{HTTP: r}
-	if err := c.g.admit.Admit(r.Context(), &ar); err != nil {
-		c.fail(w, c.admissionError(err))
+	if err := c.admitRequest(&ar); err != nil {
+		c.refuse(w, r, err)
 		return
 	}
 	c.tenant = ar.Tenant

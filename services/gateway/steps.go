@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"github.com/switchyard-dev/switchyard/services/gateway/admission"
+	"github.com/switchyard-dev/switchyard/services/gateway/admission/apikey"
 	"github.com/switchyard-dev/switchyard/services/gateway/admission/defaulttenant"
 
 	// The upstream adapters, by type.
@@ -11,5 +12,6 @@ import (
 // The admission steps a gateway can chain (--admission). A new step is a
 // package implementing admission.Step and one line here.
 func init() {
+	admission.Steps.Register(apikey.Name, apikey.New)
 	admission.Steps.Register(defaulttenant.Name, defaulttenant.New)
 }

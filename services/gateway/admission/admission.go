@@ -8,6 +8,13 @@
 // gateway writes in the caller's API shape (OpenAI or Anthropic). Any
 // other error is the step's own failure, answered as a 500 without
 // detail.
+//
+// Steps are built once, at start, by a Factory from Deps: what the
+// gateway shares with every step (its GatewayBackend's compiled program
+// as policyd last sent it, its metrics registry, its logger). A step
+// reads the program on every request rather than copying it, so a
+// policy change (a revoked key) applies to the next request. Deps grows
+// by fields, so adding an input does not change every step's signature.
 package admission
 
 import (
@@ -16,6 +23,10 @@ import (
 	"fmt"
 	"net/http"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rs/zerolog"
+
+	"github.com/switchyard-dev/switchyard/internal/policy"
 	"github.com/switchyard-dev/switchyard/internal/registry"
 )
 
@@ -48,8 +59,28 @@ type Refusal struct {
 
 func (r *Refusal) Error() string { return fmt.Sprintf("%d %s: %s", r.Status, r.Code, r.Message) }
 
+// Deps are the gateway's parts a step may use.
+type Deps struct {
+	// Program returns the gateway's GatewayBackend as policyd last sent
+	// it; nil before the first snapshot, without policyd, or when the
+	// snapshot lacks the GatewayBackend. Cheap; call it per request.
+	Program func() *policy.Program
+	// Metrics registers the step's metrics on the gateway's /metrics.
+	Metrics prometheus.Registerer
+	Log     zerolog.Logger
+}
+
+// CurrentProgram returns the program Deps.Program returns, or nil when
+// Deps has no Program.
+func (d Deps) CurrentProgram() *policy.Program {
+	if d.Program == nil {
+		return nil
+	}
+	return d.Program()
+}
+
 // Factory builds a step. Steps are built once, at start.
-type Factory func() (Step, error)
+type Factory func(Deps) (Step, error)
 
 // Steps is every step the gateway knows, by name.
 var Steps = registry.New[Factory]("admission step")
@@ -57,15 +88,36 @@ var Steps = registry.New[Factory]("admission step")
 // Chain is the steps of a gateway, in order.
 type Chain []Step
 
+// Authenticator is implemented by a step that checks credentials. The
+// gateway refuses every request of a GatewayBackend whose auth mode asks
+// for credentials when no step of its chain authenticates: accepted
+// must mean enforced.
+type Authenticator interface {
+	Step
+	// Authenticates reports whether the step checks the auth mode's
+	// credentials (APIKey, ...).
+	Authenticates(mode string) bool
+}
+
+// Authenticates reports whether some step checks mode's credentials.
+func (c Chain) Authenticates(mode string) bool {
+	for _, s := range c {
+		if a, ok := s.(Authenticator); ok && a.Authenticates(mode) {
+			return true
+		}
+	}
+	return false
+}
+
 // Build resolves a comma-separated list of step names into a chain.
-func Build(names string) (Chain, error) {
+func Build(names string, deps Deps) (Chain, error) {
 	entries, err := Steps.List(names)
 	if err != nil {
 		return nil, err
 	}
 	var c Chain
 	for _, e := range entries {
-		s, err := e.New()
+		s, err := e.New(deps)
 		if err != nil {
 			return nil, fmt.Errorf("admission step %s: %w", e.Name, err)
 		}

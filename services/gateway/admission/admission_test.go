@@ -17,7 +17,7 @@ func (s step) Admit(_ context.Context, r *admission.Request) error { return s(r)
 func TestChain(t *testing.T) {
 	setTenant := step(func(r *admission.Request) error { r.Tenant = "team-a"; return nil })
 	refuse := step(func(*admission.Request) error { return &admission.Refusal{Status: http.StatusForbidden, Code: "x"} })
-	dt, _ := defaulttenant.New()
+	dt, _ := defaulttenant.New(admission.Deps{})
 	tests := []struct {
 		name       string
 		chain      admission.Chain

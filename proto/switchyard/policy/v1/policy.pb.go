@@ -1913,13 +1913,16 @@ type Program struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
 	Namespace string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
 	// The GatewayBackend's name.
-	Name          string        `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
-	Models        []string      `protobuf:"bytes,3,rep,name=models,proto3" json:"models,omitempty"`
-	Policies      []*PolicyRef  `protobuf:"bytes,4,rep,name=policies,proto3" json:"policies,omitempty"`
-	AuthMode      string        `protobuf:"bytes,5,opt,name=auth_mode,json=authMode,proto3" json:"auth_mode,omitempty"`
-	TagsHeader    string        `protobuf:"bytes,6,opt,name=tags_header,json=tagsHeader,proto3" json:"tags_header,omitempty"`
-	AllowedTags   []string      `protobuf:"bytes,7,rep,name=allowed_tags,json=allowedTags,proto3" json:"allowed_tags,omitempty"`
-	Tenants       []*TenantTags `protobuf:"bytes,8,rep,name=tenants,proto3" json:"tenants,omitempty"`
+	Name        string        `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	Models      []string      `protobuf:"bytes,3,rep,name=models,proto3" json:"models,omitempty"`
+	Policies    []*PolicyRef  `protobuf:"bytes,4,rep,name=policies,proto3" json:"policies,omitempty"`
+	AuthMode    string        `protobuf:"bytes,5,opt,name=auth_mode,json=authMode,proto3" json:"auth_mode,omitempty"`
+	TagsHeader  string        `protobuf:"bytes,6,opt,name=tags_header,json=tagsHeader,proto3" json:"tags_header,omitempty"`
+	AllowedTags []string      `protobuf:"bytes,7,rep,name=allowed_tags,json=allowedTags,proto3" json:"allowed_tags,omitempty"`
+	Tenants     []*TenantTags `protobuf:"bytes,8,rep,name=tenants,proto3" json:"tenants,omitempty"`
+	// The tenants that may call with auth_mode APIKey, each with the SHA-256
+	// digests of its keys (never a key).
+	AuthTenants   []*AuthTenant `protobuf:"bytes,9,rep,name=auth_tenants,json=authTenants,proto3" json:"auth_tenants,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2010,6 +2013,67 @@ func (x *Program) GetTenants() []*TenantTags {
 	return nil
 }
 
+func (x *Program) GetAuthTenants() []*AuthTenant {
+	if x != nil {
+		return x.AuthTenants
+	}
+	return nil
+}
+
+// AuthTenant is a tenant and the digests of its API keys.
+type AuthTenant struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// SHA-256 digests of the tenant's keys, 32 bytes each.
+	KeySha256     [][]byte `protobuf:"bytes,2,rep,name=key_sha256,json=keySha256,proto3" json:"key_sha256,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AuthTenant) Reset() {
+	*x = AuthTenant{}
+	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AuthTenant) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AuthTenant) ProtoMessage() {}
+
+func (x *AuthTenant) ProtoReflect() protoreflect.Message {
+	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AuthTenant.ProtoReflect.Descriptor instead.
+func (*AuthTenant) Descriptor() ([]byte, []int) {
+	return file_switchyard_policy_v1_policy_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *AuthTenant) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *AuthTenant) GetKeySha256() [][]byte {
+	if x != nil {
+		return x.KeySha256
+	}
+	return nil
+}
+
 type PolicyRef struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
@@ -2020,7 +2084,7 @@ type PolicyRef struct {
 
 func (x *PolicyRef) Reset() {
 	*x = PolicyRef{}
-	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[22]
+	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2032,7 +2096,7 @@ func (x *PolicyRef) String() string {
 func (*PolicyRef) ProtoMessage() {}
 
 func (x *PolicyRef) ProtoReflect() protoreflect.Message {
-	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[22]
+	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2045,7 +2109,7 @@ func (x *PolicyRef) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PolicyRef.ProtoReflect.Descriptor instead.
 func (*PolicyRef) Descriptor() ([]byte, []int) {
-	return file_switchyard_policy_v1_policy_proto_rawDescGZIP(), []int{22}
+	return file_switchyard_policy_v1_policy_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *PolicyRef) GetName() string {
@@ -2072,7 +2136,7 @@ type TenantTags struct {
 
 func (x *TenantTags) Reset() {
 	*x = TenantTags{}
-	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[23]
+	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2084,7 +2148,7 @@ func (x *TenantTags) String() string {
 func (*TenantTags) ProtoMessage() {}
 
 func (x *TenantTags) ProtoReflect() protoreflect.Message {
-	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[23]
+	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2097,7 +2161,7 @@ func (x *TenantTags) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TenantTags.ProtoReflect.Descriptor instead.
 func (*TenantTags) Descriptor() ([]byte, []int) {
-	return file_switchyard_policy_v1_policy_proto_rawDescGZIP(), []int{23}
+	return file_switchyard_policy_v1_policy_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *TenantTags) GetTenant() string {
@@ -2243,7 +2307,7 @@ const file_switchyard_policy_v1_policy_proto_rawDesc = "" +
 	"\x04Tier\x125\n" +
 	"\x04type\x18\x01 \x01(\x0e2!.switchyard.policy.v1.BackendTypeR\x04type\x12;\n" +
 	"\bminimize\x18\x02 \x01(\x0e2\x1f.switchyard.policy.v1.ObjectiveR\bminimize\x12\x14\n" +
-	"\x05order\x18\x03 \x03(\tR\x05order\"\xad\x02\n" +
+	"\x05order\x18\x03 \x03(\tR\x05order\"\xf2\x02\n" +
 	"\aProgram\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x16\n" +
@@ -2253,7 +2317,13 @@ const file_switchyard_policy_v1_policy_proto_rawDesc = "" +
 	"\vtags_header\x18\x06 \x01(\tR\n" +
 	"tagsHeader\x12!\n" +
 	"\fallowed_tags\x18\a \x03(\tR\vallowedTags\x12:\n" +
-	"\atenants\x18\b \x03(\v2 .switchyard.policy.v1.TenantTagsR\atenants\"U\n" +
+	"\atenants\x18\b \x03(\v2 .switchyard.policy.v1.TenantTagsR\atenants\x12C\n" +
+	"\fauth_tenants\x18\t \x03(\v2 .switchyard.policy.v1.AuthTenantR\vauthTenants\"?\n" +
+	"\n" +
+	"AuthTenant\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1d\n" +
+	"\n" +
+	"key_sha256\x18\x02 \x03(\fR\tkeySha256\"U\n" +
 	"\tPolicyRef\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x124\n" +
 	"\x04mode\x18\x02 \x01(\x0e2 .switchyard.policy.v1.PolicyModeR\x04mode\"8\n" +
@@ -2318,7 +2388,7 @@ func file_switchyard_policy_v1_policy_proto_rawDescGZIP() []byte {
 }
 
 var file_switchyard_policy_v1_policy_proto_enumTypes = make([]protoimpl.EnumInfo, 7)
-var file_switchyard_policy_v1_policy_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
+var file_switchyard_policy_v1_policy_proto_msgTypes = make([]protoimpl.MessageInfo, 25)
 var file_switchyard_policy_v1_policy_proto_goTypes = []any{
 	(Severity)(0),                 // 0: switchyard.policy.v1.Severity
 	(BackendType)(0),              // 1: switchyard.policy.v1.BackendType
@@ -2349,20 +2419,21 @@ var file_switchyard_policy_v1_policy_proto_goTypes = []any{
 	(*Predicate)(nil),             // 26: switchyard.policy.v1.Predicate
 	(*Tier)(nil),                  // 27: switchyard.policy.v1.Tier
 	(*Program)(nil),               // 28: switchyard.policy.v1.Program
-	(*PolicyRef)(nil),             // 29: switchyard.policy.v1.PolicyRef
-	(*TenantTags)(nil),            // 30: switchyard.policy.v1.TenantTags
-	(*timestamppb.Timestamp)(nil), // 31: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),   // 32: google.protobuf.Duration
+	(*AuthTenant)(nil),            // 29: switchyard.policy.v1.AuthTenant
+	(*PolicyRef)(nil),             // 30: switchyard.policy.v1.PolicyRef
+	(*TenantTags)(nil),            // 31: switchyard.policy.v1.TenantTags
+	(*timestamppb.Timestamp)(nil), // 32: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),   // 33: google.protobuf.Duration
 }
 var file_switchyard_policy_v1_policy_proto_depIdxs = []int32{
 	15, // 0: switchyard.policy.v1.WatchResponse.snapshot:type_name -> switchyard.policy.v1.Snapshot
 	15, // 1: switchyard.policy.v1.GetSnapshotResponse.snapshot:type_name -> switchyard.policy.v1.Snapshot
 	14, // 2: switchyard.policy.v1.GetSnapshotResponse.diagnostics:type_name -> switchyard.policy.v1.Diagnostic
-	31, // 3: switchyard.policy.v1.GetSnapshotResponse.checked_at:type_name -> google.protobuf.Timestamp
+	32, // 3: switchyard.policy.v1.GetSnapshotResponse.checked_at:type_name -> google.protobuf.Timestamp
 	12, // 4: switchyard.policy.v1.ValidateRequest.files:type_name -> switchyard.policy.v1.File
 	14, // 5: switchyard.policy.v1.ValidateResponse.diagnostics:type_name -> switchyard.policy.v1.Diagnostic
 	0,  // 6: switchyard.policy.v1.Diagnostic.severity:type_name -> switchyard.policy.v1.Severity
-	31, // 7: switchyard.policy.v1.Snapshot.created_at:type_name -> google.protobuf.Timestamp
+	32, // 7: switchyard.policy.v1.Snapshot.created_at:type_name -> google.protobuf.Timestamp
 	16, // 8: switchyard.policy.v1.Snapshot.worker_sets:type_name -> switchyard.policy.v1.WorkerSet
 	18, // 9: switchyard.policy.v1.Snapshot.pools:type_name -> switchyard.policy.v1.Pool
 	19, // 10: switchyard.policy.v1.Snapshot.providers:type_name -> switchyard.policy.v1.Provider
@@ -2370,7 +2441,7 @@ var file_switchyard_policy_v1_policy_proto_depIdxs = []int32{
 	28, // 12: switchyard.policy.v1.Snapshot.programs:type_name -> switchyard.policy.v1.Program
 	14, // 13: switchyard.policy.v1.Snapshot.warnings:type_name -> switchyard.policy.v1.Diagnostic
 	17, // 14: switchyard.policy.v1.WorkerSet.static_workers:type_name -> switchyard.policy.v1.StaticWorker
-	32, // 15: switchyard.policy.v1.Pool.scrape_interval:type_name -> google.protobuf.Duration
+	33, // 15: switchyard.policy.v1.Pool.scrape_interval:type_name -> google.protobuf.Duration
 	20, // 16: switchyard.policy.v1.Provider.models:type_name -> switchyard.policy.v1.ProviderModel
 	21, // 17: switchyard.policy.v1.Provider.credentials:type_name -> switchyard.policy.v1.Credentials
 	23, // 18: switchyard.policy.v1.Policy.rules:type_name -> switchyard.policy.v1.Rule
@@ -2385,20 +2456,21 @@ var file_switchyard_policy_v1_policy_proto_depIdxs = []int32{
 	4,  // 27: switchyard.policy.v1.Predicate.op:type_name -> switchyard.policy.v1.Op
 	1,  // 28: switchyard.policy.v1.Tier.type:type_name -> switchyard.policy.v1.BackendType
 	2,  // 29: switchyard.policy.v1.Tier.minimize:type_name -> switchyard.policy.v1.Objective
-	29, // 30: switchyard.policy.v1.Program.policies:type_name -> switchyard.policy.v1.PolicyRef
-	30, // 31: switchyard.policy.v1.Program.tenants:type_name -> switchyard.policy.v1.TenantTags
-	6,  // 32: switchyard.policy.v1.PolicyRef.mode:type_name -> switchyard.policy.v1.PolicyMode
-	7,  // 33: switchyard.policy.v1.PolicyService.Watch:input_type -> switchyard.policy.v1.WatchRequest
-	9,  // 34: switchyard.policy.v1.PolicyService.GetSnapshot:input_type -> switchyard.policy.v1.GetSnapshotRequest
-	11, // 35: switchyard.policy.v1.PolicyService.Validate:input_type -> switchyard.policy.v1.ValidateRequest
-	8,  // 36: switchyard.policy.v1.PolicyService.Watch:output_type -> switchyard.policy.v1.WatchResponse
-	10, // 37: switchyard.policy.v1.PolicyService.GetSnapshot:output_type -> switchyard.policy.v1.GetSnapshotResponse
-	13, // 38: switchyard.policy.v1.PolicyService.Validate:output_type -> switchyard.policy.v1.ValidateResponse
-	36, // [36:39] is the sub-list for method output_type
-	33, // [33:36] is the sub-list for method input_type
-	33, // [33:33] is the sub-list for extension type_name
-	33, // [33:33] is the sub-list for extension extendee
-	0,  // [0:33] is the sub-list for field type_name
+	30, // 30: switchyard.policy.v1.Program.policies:type_name -> switchyard.policy.v1.PolicyRef
+	31, // 31: switchyard.policy.v1.Program.tenants:type_name -> switchyard.policy.v1.TenantTags
+	29, // 32: switchyard.policy.v1.Program.auth_tenants:type_name -> switchyard.policy.v1.AuthTenant
+	6,  // 33: switchyard.policy.v1.PolicyRef.mode:type_name -> switchyard.policy.v1.PolicyMode
+	7,  // 34: switchyard.policy.v1.PolicyService.Watch:input_type -> switchyard.policy.v1.WatchRequest
+	9,  // 35: switchyard.policy.v1.PolicyService.GetSnapshot:input_type -> switchyard.policy.v1.GetSnapshotRequest
+	11, // 36: switchyard.policy.v1.PolicyService.Validate:input_type -> switchyard.policy.v1.ValidateRequest
+	8,  // 37: switchyard.policy.v1.PolicyService.Watch:output_type -> switchyard.policy.v1.WatchResponse
+	10, // 38: switchyard.policy.v1.PolicyService.GetSnapshot:output_type -> switchyard.policy.v1.GetSnapshotResponse
+	13, // 39: switchyard.policy.v1.PolicyService.Validate:output_type -> switchyard.policy.v1.ValidateResponse
+	37, // [37:40] is the sub-list for method output_type
+	34, // [34:37] is the sub-list for method input_type
+	34, // [34:34] is the sub-list for extension type_name
+	34, // [34:34] is the sub-list for extension extendee
+	0,  // [0:34] is the sub-list for field type_name
 }
 
 func init() { file_switchyard_policy_v1_policy_proto_init() }
@@ -2412,7 +2484,7 @@ func file_switchyard_policy_v1_policy_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_switchyard_policy_v1_policy_proto_rawDesc), len(file_switchyard_policy_v1_policy_proto_rawDesc)),
 			NumEnums:      7,
-			NumMessages:   24,
+			NumMessages:   25,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -24,7 +24,7 @@ var (
 )
 
 // New is the step's admission.Factory.
-func New() (admission.Step, error) { return Step{}, nil }
+func New(admission.Deps) (admission.Step, error) { return Step{}, nil }
 
 // Admit sets the tenant unless an earlier step did.
 func (Step) Admit(_ context.Context, r *admission.Request) error {
