@@ -2,6 +2,9 @@ package drills
 
 import (
 	"fmt"
+	"io"
+	"net/http"
+	"strings"
 	"testing"
 	"time"
 )
@@ -34,7 +37,13 @@ func TestNATSRestart(t *testing.T) {
 
 			t0 := time.Now()
 			must(t, f.nats.kill())
-			time.Sleep(down)
+			// What is missing is said: the kvtracker, which can do nothing
+			// without NATS, is not ready; the gateways and routers, which
+			// serve without it, are, and name it in their readiness detail.
+			until(t, t0, 10*time.Second, "the kvtracker not ready, the gateways and routers ready, each naming nats", func() bool {
+				return missing(f.tracker, "nats", false) && missing(f.gateways[0], "nats", true) && missing(f.routers[0], "nats", true)
+			})
+			time.Sleep(down - time.Since(t0))
 			t1 := time.Now()
 			f.restart(f.nats, "")
 			deltas := f.routerDeltas()
@@ -56,8 +65,8 @@ func TestNATSRestart(t *testing.T) {
 }
 
 // TestRedisRestart: Redis is SIGKILLed under load and comes back empty.
-// Clients are served throughout; the kvtracker writes every worker's
-// snapshot again.
+// Clients are served throughout, the routers say what they miss, and
+// the kvtracker writes every worker's snapshot again.
 func TestRedisRestart(t *testing.T) {
 	f := startFleet(t, defaultOptions())
 	l := startLoad(t, f, 6)
@@ -66,7 +75,11 @@ func TestRedisRestart(t *testing.T) {
 
 	t0 := time.Now()
 	must(t, f.redis.kill())
-	time.Sleep(outage)
+	// The routers, which route without Redis, stay ready and name it.
+	until(t, t0, 10*time.Second, "both routers ready, naming redis as missing", func() bool {
+		return missing(f.routers[0], "redis", true) && missing(f.routers[1], "redis", true)
+	})
+	time.Sleep(outage - time.Since(t0))
 	t1 := time.Now()
 	f.restart(f.redis, "")
 	took := until(t, t1, 30*time.Second, "every worker's snapshot back in Redis, every service ready", func() bool {
@@ -143,4 +156,16 @@ func TestStartWithoutNATS(t *testing.T) {
 		recovery: "usage events flow (those from before delivered), KV deltas published and applied by both routers, every /readyz 200",
 		took:     took, bound: 15 * time.Second,
 	})
+}
+
+// missing says whether a service's /readyz?verbose names check as failing
+// ([-]check) and its status is 200 exactly when ready.
+func missing(s *service, check string, ready bool) bool {
+	resp, err := probeClient.Get(s.httpURL + "/readyz?verbose")
+	if err != nil {
+		return false
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return (resp.StatusCode == http.StatusOK) == ready && strings.Contains(string(b), "[-]"+check)
 }
