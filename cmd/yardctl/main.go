@@ -44,6 +44,7 @@ func commands() []command {
 		{"endpoints", "list the endpoints a router knows, with their live load and health", runEndpoints},
 		{"explain", "which target a request would get, and why: asks a router, or offline with -f POLICIES --state STATE.yaml", runExplainAny},
 		{"validate", "validate policy and CRD files or directories (-f PATH...); every error listed", runValidate},
+		{"keys", "make a tenant's API key (create) or the change revoking one (revoke); prints manifests, talks to nothing", runKeys},
 		{"tokenize", "print the token ids a Hugging Face tokenizer gives a prompt or chat (stdin)", runTokenize},
 		{"version", "print the version, commit and Go version", runVersion},
 		{"completion", "print the bash, zsh or fish completion script: source <(yardctl completion bash); -h for zsh, fish", runCompletion},

@@ -16,7 +16,7 @@ import (
 	"github.com/openai/openai-go/v3/option"
 	"github.com/rs/zerolog"
 
-	"github.com/switchyard-dev/switchyard/services/gateway/admission/apikey"
+	"github.com/switchyard-dev/switchyard/internal/apikey"
 	"github.com/switchyard-dev/switchyard/services/policyd"
 )
 

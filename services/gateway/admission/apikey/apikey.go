@@ -3,11 +3,11 @@
 // auth mode is APIKey (with None it does nothing and a later step,
 // default-tenant, claims the request).
 //
-// Keys. A key is "sy-" and 43 base64url characters (32 random bytes, as
-// `yardctl keys create` makes them); only its SHA-256 digest is stored,
-// in a Kubernetes Secret or the GatewayBackend file, and policyd sends
-// the gateway the digests with the policy snapshot. A high-entropy key
-// needs no slow hash: nobody can search 2^256 keys for a digest.
+// Keys (format in internal/apikey). A key is "sy-" and 43 base64url
+// characters (32 random bytes, as `yardctl keys create` makes them); only
+// its SHA-256 digest is stored, in a Kubernetes Secret or the
+// GatewayBackend file, and policyd sends the gateway the digests with the
+// policy snapshot.
 //
 // Checking. The client sends the key as "Authorization: Bearer sy-..."
 // (OpenAI clients) or "x-api-key: sy-..." (Anthropic clients); both, if
@@ -30,32 +30,19 @@ package apikey
 
 import (
 	"context"
-	"crypto/rand"
 	"crypto/sha256"
-	"encoding/base64"
-	"encoding/hex"
 	"net/http"
 	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/switchyard-dev/switchyard/api/v1alpha1"
+	keys "github.com/switchyard-dev/switchyard/internal/apikey"
 	"github.com/switchyard-dev/switchyard/services/gateway/admission"
 )
 
 // Name is the step's name in --admission.
 const Name = "apikey"
-
-// Prefix starts every Switchyard API key.
-const Prefix = "sy-"
-
-// Key lengths accepted after the prefix: yardctl's keys are 43 characters;
-// the range leaves room for other generators without admitting values
-// that are not keys.
-const (
-	minKeyChars = 32
-	maxKeyChars = 128
-)
 
 // Failure reasons, the metric's label values.
 const (
@@ -181,37 +168,8 @@ func Parse(h http.Header) (key, reason string) {
 	default:
 		key = fromX
 	}
-	if !WellFormed(key) {
+	if !keys.WellFormed(key) {
 		return "", ReasonMalformed
 	}
 	return key, ""
-}
-
-// WellFormed reports whether key has a Switchyard key's shape: the prefix,
-// then minKeyChars to maxKeyChars base64url characters.
-func WellFormed(key string) bool {
-	rest, ok := strings.CutPrefix(key, Prefix)
-	if !ok || len(rest) < minKeyChars || len(rest) > maxKeyChars {
-		return false
-	}
-	for i := 0; i < len(rest); i++ {
-		c := rest[i]
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
-			return false
-		}
-	}
-	return true
-}
-
-// Generate makes a new key: the prefix and 32 random bytes, base64url.
-func Generate() string {
-	var b [32]byte
-	_, _ = rand.Read(b[:]) // never fails (crypto/rand panics instead)
-	return Prefix + base64.RawURLEncoding.EncodeToString(b[:])
-}
-
-// Digest is a key's stored form: "sha256:" and the hex SHA-256 of the key.
-func Digest(key string) string {
-	sum := sha256.Sum256([]byte(key))
-	return "sha256:" + hex.EncodeToString(sum[:])
 }
