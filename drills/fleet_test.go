@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -263,6 +264,10 @@ type options struct {
 	// started later with fleet.restart); startFleet then waits for the
 	// routers' and gateways' readiness and the kvtracker's liveness.
 	natsDown bool
+	// badKV lists workers described to the routers and the kvtracker
+	// with a KV event endpoint nothing listens on (a worker whose
+	// endpoint connects instead of binding, a wrong port).
+	badKV []int
 	// trackerArgs, routerArgs, gatewayArgs, simArgs are extra flags.
 	trackerArgs, routerArgs, gatewayArgs, simArgs []string
 }
@@ -338,6 +343,9 @@ func startFleet(t *testing.T, o options) *fleet {
 			"--kv-events-config", fmt.Sprintf(`{"enable_kv_cache_events":true,"publisher":"zmq","endpoint":"tcp://*:%d","replay_endpoint":"tcp://*:%d"}`, kv, replay),
 		}, o.simArgs...)
 		w.proc = f.add(w.id, bins.switchyard, args)
+		if slices.Contains(o.badKV, i) {
+			w.kv = fmt.Sprintf("tcp://127.0.0.1:%d", freePort(t))
+		}
 		f.workers = append(f.workers, w)
 		endpoints = append(endpoints, w.id+"="+w.url+"|"+w.kv+"|"+w.replay)
 	}

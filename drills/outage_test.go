@@ -169,3 +169,38 @@ func missing(s *service, check string, ready bool) bool {
 	b, _ := io.ReadAll(resp.Body)
 	return (resp.StatusCode == http.StatusOK) == ready && strings.Contains(string(b), "[-]"+check)
 }
+
+// TestKVEndpointUnreachable: one worker's KV event endpoint, as the
+// routers and the kvtracker know it, has nobody listening (the
+// connect/bind mistake). Clients are served; the kvtracker stays ready
+// and names the worker in its readiness detail and metrics.
+func TestKVEndpointUnreachable(t *testing.T) {
+	o := defaultOptions()
+	o.badKV = []int{0}
+	o.trackerArgs = []string{"--silence-warning", "3s"}
+	t0 := time.Now()
+	f := startFleet(t, o)
+	l := startLoad(t, f, 4)
+	bad := f.workers[0]
+	took := until(t, t0, 30*time.Second, "the kvtracker names the unreachable worker", func() bool {
+		resp, err := probeClient.Get(f.tracker.httpURL + "/readyz?verbose")
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		connected, ok, _ := metric(f.tracker.httpURL+"/metrics", "switchyard_kvtracker_worker_connected", `worker="`+bad.id+`"`)
+		return resp.StatusCode == http.StatusOK && strings.Contains(string(b), "[-]kv-events") &&
+			strings.Contains(string(b), bad.id) && ok && connected == 0
+	})
+	l.waitRequests(t, 8, 30*time.Second)
+	l.stop()
+	steady(t, l, t0, time.Now(), "with a worker's KV events unreachable")
+	checkUsage(t, f, l.snapshot(), 30*time.Second)
+	report(t, result{
+		fault:    "a worker's KV event endpoint unreachable (nobody listens where the fleet says)",
+		client:   "every stream served",
+		recovery: "the kvtracker, still ready, names the worker in /readyz?verbose and worker_connected 0 (from the fleet's start, --silence-warning 3s)",
+		took:     took, bound: 20 * time.Second,
+	})
+}
