@@ -45,10 +45,13 @@ type Object struct {
 }
 
 // KeySecret is a Secret of key digests as a source read it: every data
-// value is one digest ("sha256:<64 hex>"), by data key. Err says why it
-// could not be read (not found, forbidden); its values are then unknown.
+// value is one digest ("sha256:<64 hex>"), by data key. Missing means the
+// Secret does not exist: no keys (deleting it revokes them). Err says why
+// it could not be read otherwise (forbidden); its values are then
+// unknown, and the GatewayBackend is refused.
 type KeySecret struct {
 	Digests map[string]string
+	Missing bool
 	Err     string
 }
 

@@ -429,7 +429,8 @@ func (c *checker) validateTenants(o *Object, s *v1alpha1.GatewayBackendSpec) {
 		}
 		names[t.Name] = true
 		if t.KeysSecret == "" && len(t.KeyDigests) == 0 {
-			c.err(o, p, "name a keysSecret or list keyDigests: a tenant without keys cannot call")
+			// A warning: removing a tenant's last key must take effect.
+			c.warn(o, p, "no keysSecret and no keyDigests: tenant %q has no key and cannot call", t.Name)
 		}
 		for j, d := range t.KeyDigests {
 			addDigest(idx(p+".keyDigests", j), t.Name, d)
@@ -445,6 +446,8 @@ func (c *checker) validateTenants(o *Object, s *v1alpha1.GatewayBackendSpec) {
 		switch {
 		case !ok:
 			c.err(o, p+".keysSecret", "Secret %q was not read: only the kubernetes source reads Secrets; with files, list keyDigests", t.KeysSecret)
+		case sec.Missing:
+			c.warn(o, p+".keysSecret", "Secret %s/%s not found: tenant %q has no key from it (yardctl keys create)", o.Namespace, t.KeysSecret, t.Name)
 		case sec.Err != "":
 			c.err(o, p+".keysSecret", "Secret %s/%s: %s", o.Namespace, t.KeysSecret, sec.Err)
 		default:
@@ -454,8 +457,12 @@ func (c *checker) validateTenants(o *Object, s *v1alpha1.GatewayBackendSpec) {
 		}
 	}
 	switch {
-	case apiKey && keys == 0 && !c.failedAt(o, "spec.tenants"):
+	case apiKey && len(s.Tenants) == 0:
 		c.err(o, "spec.tenants", "auth mode APIKey needs at least one tenant with a key (yardctl keys create --tenant NAME)")
+	case apiKey && keys == 0 && !c.failedAt(o, "spec.tenants"):
+		// A warning, not an error: revoking the last key must take effect
+		// (an error would keep the last snapshot, and the key, serving).
+		c.warn(o, "spec.tenants", "no tenant has a key: every request is refused 401")
 	case !apiKey && len(s.Tenants) > 0:
 		c.err(o, "spec.tenants", "tenants' keys are only checked with auth mode APIKey: set spec.auth.mode: APIKey, or remove spec.tenants")
 	}

@@ -38,6 +38,11 @@ type Config struct {
 	WriteStatus bool
 	// Debounce coalesces bursts of resource events into one compile.
 	Debounce time.Duration
+	// KeySecretsInterval is how often kubernetes mode re-reads the Secrets
+	// GatewayBackend tenants name (keysSecret) for their key digests. It
+	// reads only those, by name (get, no list or watch of Secrets): a key
+	// added or revoked in a Secret takes effect within this interval.
+	KeySecretsInterval time.Duration
 }
 
 // DefaultConfig returns the flag defaults. They listen on loopback, as
@@ -51,6 +56,8 @@ func DefaultConfig() Config {
 		PollInterval: 500 * time.Millisecond,
 		WriteStatus:  true,
 		Debounce:     100 * time.Millisecond,
+
+		KeySecretsInterval: 3 * time.Second,
 	}
 }
 
@@ -91,6 +98,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.Namespace, "namespace", "", "kubernetes mode: namespace to watch (empty: all)")
 	fs.BoolVar(&c.WriteStatus, "write-status", d.WriteStatus, "kubernetes mode: write status.conditions back to the resources")
 	fs.DurationVar(&c.Debounce, "debounce", d.Debounce, "kubernetes mode: coalesce resource events for this long before compiling")
+	fs.DurationVar(&c.KeySecretsInterval, "key-secrets-interval", d.KeySecretsInterval, "kubernetes mode: how often to re-read the Secrets named by GatewayBackend tenants (keysSecret); a revoked key stops working within it")
 	c.Stop.RegisterFlags(fs, d.Stop)
 }
 
@@ -112,6 +120,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Debounce < 0 {
 		errs = append(errs, errors.New("debounce: must not be negative"))
+	}
+	if c.Source == SourceKubernetes && c.KeySecretsInterval <= 0 {
+		errs = append(errs, errors.New("key-secrets-interval: must be positive"))
 	}
 	errs = append(errs, c.validateServer())
 	return errors.Join(errs...)

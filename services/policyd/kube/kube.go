@@ -3,6 +3,17 @@
 // Service) through dynamic informers, hands every burst of changes to
 // policyd to compile, and writes each resource's Accepted condition back.
 //
+// Secrets of API key digests. A GatewayBackend tenant names the Secret
+// holding its keys' digests (keysSecret). The source reads exactly those
+// Secrets, by name, with a get on every compile and every
+// --key-secrets-interval: no list or watch of Secrets, so policyd needs
+// only get on secrets (which RBAC can narrow to those names) and never
+// holds any other Secret in memory. A key revoked from its Secret is
+// refused within the interval, and so are all of a tenant's keys when its
+// Secret is deleted. A Secret that cannot be read (forbidden, API errors)
+// refuses its GatewayBackend with the reason, and the last good snapshot
+// keeps serving.
+//
 // It is the only package of Switchyard that needs client-go, which is
 // about half of the binary's compile time; the switchyard binary registers
 // it with policyd.RegisterSource, so that nothing else compiles or links
@@ -12,14 +23,17 @@ package kube
 import (
 	"cmp"
 	"context"
+	"encoding/base64"
 	"fmt"
 	"net"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -51,6 +65,7 @@ type Source struct {
 	client      dynamic.Interface
 	namespace   string
 	debounce    time.Duration
+	secretsPoll time.Duration
 	writeStatus bool
 	log         zerolog.Logger
 	statusWrite *prometheus.CounterVec
@@ -80,6 +95,7 @@ func NewSource(client dynamic.Interface, cfg policyd.Config, log zerolog.Logger)
 		client:      client,
 		namespace:   cfg.Namespace,
 		debounce:    cfg.Debounce,
+		secretsPoll: cfg.KeySecretsInterval,
 		writeStatus: cfg.WriteStatus,
 		log:         log,
 		statusWrite: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -97,6 +113,9 @@ func (k *Source) Collect(ch chan<- prometheus.Metric) { k.statusWrite.Collect(ch
 
 // endpointSlicesGVR is discovery.k8s.io/v1 EndpointSlices.
 var endpointSlicesGVR = schema.GroupVersionResource{Group: "discovery.k8s.io", Version: "v1", Resource: "endpointslices"}
+
+// secretsGVR is core v1 Secrets, read one by one by name.
+var secretsGVR = schema.GroupVersionResource{Version: "v1", Resource: "secrets"}
 
 func newDynamic(kubeconfig string) (dynamic.Interface, error) {
 	rc, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
@@ -155,11 +174,24 @@ func (k *Source) Run(ctx context.Context, apply policyd.ApplyFunc) error {
 	}
 	k.log.Info().Str("namespace", k.namespace).Msg("kubernetes informers synced")
 	notify()
+	// Secrets are not watched: while some tenant names one, every
+	// interval re-reads them (compiling an unchanged set changes nothing).
+	poll := k.secretsPoll
+	if poll <= 0 {
+		poll = 3 * time.Second
+	}
+	secretsTick := time.NewTicker(poll)
+	defer secretsTick.Stop()
+	namesSecrets := false
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-trigger:
+		case <-secretsTick.C:
+			if !namesSecrets {
+				continue
+			}
 		}
 		if k.debounce > 0 {
 			t := time.NewTimer(k.debounce)
@@ -175,6 +207,7 @@ func (k *Source) Run(ctx context.Context, apply policyd.ApplyFunc) error {
 		default:
 		}
 		objs, raws, diags := k.read(listers)
+		namesSecrets = k.readKeySecrets(ctx, objs)
 		res := apply(objs, diags)
 		if k.writeStatus {
 			k.writeStatuses(ctx, raws, res)
@@ -213,6 +246,73 @@ func (k *Source) read(listers map[string]cache.GenericLister) ([]*policy.Object,
 		objs = append(objs, o)
 	}
 	return objs, raws, diags
+}
+
+// readKeySecrets reads the Secrets the GatewayBackends' tenants name into
+// their objects and reports whether any tenant names one.
+func (k *Source) readKeySecrets(ctx context.Context, objs []*policy.Object) bool {
+	named := false
+	for _, o := range objs {
+		if o.Backend == nil {
+			continue
+		}
+		for _, t := range o.Backend.Spec.Tenants {
+			if t.KeysSecret == "" {
+				continue
+			}
+			named = true
+			if o.KeySecrets == nil {
+				o.KeySecrets = map[string]policy.KeySecret{}
+			}
+			if _, done := o.KeySecrets[t.KeysSecret]; !done {
+				o.KeySecrets[t.KeysSecret] = k.keySecret(ctx, o.Namespace, t.KeysSecret)
+			}
+		}
+	}
+	return named
+}
+
+// maxSecretEntries bounds the digests read from one Secret (a Secret is
+// at most 1 MiB; a digest entry is about 90 bytes).
+const maxSecretEntries = 4096
+
+// keySecret reads one Secret of key digests. Errors name the Secret and
+// the API's reason, never a value.
+func (k *Source) keySecret(ctx context.Context, namespace, name string) policy.KeySecret {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	u, err := k.client.Resource(secretsGVR).Namespace(namespace).Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		// A deleted Secret revokes its keys: no key, not an error that
+		// would keep the last snapshot (and the keys) serving.
+		return policy.KeySecret{Missing: true}
+	}
+	if err != nil {
+		k.log.Warn().Err(err).Str("secret", namespace+"/"+name).Msg("read key secret")
+		return policy.KeySecret{Err: secretError(err)}
+	}
+	data, _, _ := unstructured.NestedMap(u.Object, "data")
+	if len(data) > maxSecretEntries {
+		return policy.KeySecret{Err: fmt.Sprintf("%d entries, more than %d", len(data), maxSecretEntries)}
+	}
+	ks := policy.KeySecret{Digests: make(map[string]string, len(data))}
+	for key, v := range data {
+		s, _ := v.(string)
+		raw, err := base64.StdEncoding.DecodeString(s)
+		if err != nil {
+			return policy.KeySecret{Err: fmt.Sprintf("entry %q is not base64", key)}
+		}
+		ks.Digests[key] = strings.TrimSpace(string(raw))
+	}
+	return ks
+}
+
+// secretError is what a Secret read failure tells the user.
+func secretError(err error) string {
+	if apierrors.IsForbidden(err) {
+		return "forbidden: policyd's service account needs get on this Secret"
+	}
+	return err.Error()
 }
 
 // discover lists the ready endpoints of a worker set's Service, as static

@@ -67,6 +67,7 @@ func listKinds() map[schema.GroupVersionResource]string {
 		m[gvr] = kind + "List"
 	}
 	m[endpointSlicesGVR] = "EndpointSliceList"
+	m[secretsGVR] = "SecretList"
 	return m
 }
 
@@ -132,7 +133,7 @@ func setObjective(obj string) func(u *unstructured.Unstructured) {
 	}
 }
 
-func startKube(t *testing.T, objs []*unstructured.Unstructured) *kubeEnv {
+func startKube(t *testing.T, objs []*unstructured.Unstructured, opts ...func(*policyd.Config)) *kubeEnv {
 	ro := make([]runtime.Object, len(objs))
 	for i, o := range objs {
 		ro[i] = o
@@ -142,6 +143,9 @@ func startKube(t *testing.T, objs []*unstructured.Unstructured) *kubeEnv {
 	cfg.GRPCAddr, cfg.HTTPAddr = "127.0.0.1:0", "127.0.0.1:0"
 	cfg.Source, cfg.Debounce = policyd.SourceKubernetes, 5*time.Millisecond
 	cfg.Namespace = "inference"
+	for _, o := range opts {
+		o(&cfg)
+	}
 	log := zerolog.Nop()
 	if testing.Verbose() {
 		log = zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.DebugLevel)
