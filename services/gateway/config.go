@@ -9,7 +9,11 @@ import (
 
 	"github.com/switchyard-dev/switchyard/internal/configcheck"
 	"github.com/switchyard-dev/switchyard/internal/lifecycle"
+	"github.com/switchyard-dev/switchyard/internal/registry"
 	"github.com/switchyard-dev/switchyard/services/gateway/admission"
+	"github.com/switchyard-dev/switchyard/services/gateway/admission/apikey"
+	"github.com/switchyard-dev/switchyard/services/gateway/admission/defaulttenant"
+	"github.com/switchyard-dev/switchyard/services/gateway/ratelimit"
 )
 
 // Config is the gateway's configuration. Flags are registered by
@@ -88,6 +92,15 @@ type Config struct {
 	// ProviderSecretsDir is where Kubernetes Secrets named by providers'
 	// credentials.secretRef are mounted, one directory per Secret.
 	ProviderSecretsDir string
+	// Redis holds the tenants' rate-limit counters, shared by every
+	// replica (--redis-url, --redis-tls-*); required when --admission
+	// names the ratelimit step.
+	Redis lifecycle.Redis
+	// RateLimit configures the ratelimit admission step: the limits file,
+	// what to do while Redis is unreachable (--ratelimit-redis-down), the
+	// replicas sharing the limits, the output tokens reserved when a
+	// request sets no max_tokens (package ratelimit).
+	RateLimit ratelimit.Config
 }
 
 // DefaultConfig returns the configuration the flags default to. Unlike the
@@ -106,6 +119,7 @@ func DefaultConfig() Config {
 		Stop:                  lifecycle.Stop{ShutdownTimeout: 30 * time.Second},
 		ProviderSecretsDir:    "/var/run/secrets/switchyard/providers",
 		Admission:             "apikey,default-tenant",
+		RateLimit:             ratelimit.DefaultConfig(),
 	}
 }
 
@@ -132,6 +146,8 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.GatewayBackend, "gateway-backend", "", "GatewayBackend this gateway serves (default: the snapshot's only or first one)")
 	fs.StringVar(&c.ProviderSecretsDir, "provider-secrets-dir", d.ProviderSecretsDir, "where the Secrets named by providers' credentials.secretRef are mounted (<dir>/<secret>/<key>)")
 	fs.StringVar(&c.Admission, "admission", d.Admission, "admission steps every request goes through, in order, comma-separated (who is calling, whether they may); known: "+strings.Join(admission.Steps.Names(), ", "))
+	c.Redis.RegisterFlags(fs, "", "the tenants' rate-limit counters, shared by the replicas; needed by the ratelimit admission step")
+	c.RateLimit.RegisterFlags(fs)
 	fs.BoolVar(&c.AllowTagsHeader, "allow-tags-header", d.AllowTagsHeader, "accept routing tags from clients in the "+TagsHeader+" header")
 }
 
@@ -165,6 +181,42 @@ func (c *Config) Validate() error {
 		errs = append(errs, fmt.Errorf("admission: %w", err))
 	} else if len(steps) == 0 {
 		errs = append(errs, errors.New("admission: name at least one step (default-tenant when nothing authenticates)"))
+	} else if c.rateLimited() {
+		if err := rateLimitAfterTenant(steps); err != nil {
+			errs = append(errs, err)
+		}
+		if c.Redis.URL == "" {
+			errs = append(errs, errors.New("redis-url: required by the ratelimit admission step"))
+		}
+		errs = append(errs, c.RateLimit.Validate())
 	}
+	errs = append(errs, c.Redis.Validate(false))
 	return errors.Join(errs...)
+}
+
+// rateLimited reports whether the admission chain names the ratelimit step.
+func (c *Config) rateLimited() bool {
+	for n := range strings.SplitSeq(c.Admission, ",") {
+		if strings.TrimSpace(n) == ratelimit.Name {
+			return true
+		}
+	}
+	return false
+}
+
+// rateLimitAfterTenant checks that the ratelimit step comes after every
+// step that may set the tenant: it limits the tenant they chose.
+func rateLimitAfterTenant(steps []registry.Entry[admission.Factory]) error {
+	seenRL := false
+	for i, s := range steps {
+		switch {
+		case s.Name == ratelimit.Name && i == 0:
+			return errors.New("admission: ratelimit must come after the step that identifies the tenant (e.g. apikey,default-tenant,ratelimit)")
+		case s.Name == ratelimit.Name:
+			seenRL = true
+		case seenRL && (s.Name == defaulttenant.Name || s.Name == apikey.Name):
+			return fmt.Errorf("admission: ratelimit must come after %s, which sets the tenant it limits", s.Name)
+		}
+	}
+	return nil
 }

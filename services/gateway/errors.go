@@ -178,13 +178,16 @@ func (c *call) admitRequest(ar *admission.Request) error {
 }
 
 // refuse answers an admission chain's error in the client's API shape: a
-// step's refusal as it said (401, 403, 429 ...), anything else as a 500
-// whose detail stays in the log.
+// step's refusal as it said (401, 403, 429 ...) with its headers, anything
+// else as a 500 whose detail stays in the log.
 func (c *call) refuse(w http.ResponseWriter, r *http.Request, err error) {
 	var ref *admission.Refusal
 	if !errors.As(err, &ref) {
 		c.log.Error().Err(err).Msg("admission failed")
 		ref = &admission.Refusal{Status: http.StatusInternalServerError, Message: "the request could not be admitted"}
+	}
+	for k, v := range ref.Header {
+		w.Header()[k] = v
 	}
 	oa := &openaiapi.APIError{Status: ref.Status, Type: openaiapi.ErrTypeInvalidRequest, Message: ref.Message, Code: ref.Code}
 	at := anthropicapi.ErrTypeInvalidRequest

@@ -45,6 +45,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
 	"github.com/rs/zerolog"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/connectivity"
@@ -57,6 +58,7 @@ import (
 	"github.com/switchyard-dev/switchyard/services/gateway/admission/defaulttenant"
 	"github.com/switchyard-dev/switchyard/services/gateway/internal/apibody"
 	"github.com/switchyard-dev/switchyard/services/gateway/internal/publish"
+	"github.com/switchyard-dev/switchyard/services/gateway/ratelimit"
 )
 
 // Headers the gateway reads or writes.
@@ -111,6 +113,12 @@ type Gateway struct {
 	upstreams *upstream.Set
 	// catalog follows policyd; nil without --policyd-addr (no providers).
 	catalog *catalog
+	// ratelimit is the chain's ratelimit step, nil without one: it
+	// reserves a routed request's tokens and settles them at the end.
+	ratelimit *ratelimit.Step
+	// redis holds the rate-limit counters; nil without the step.
+	redis      *redis.Client
+	redisWatch *lifecycle.RedisWatch
 
 	// limiter caps each client's requests in flight; nil without a cap.
 	limiter *clientLimiter
@@ -169,6 +177,13 @@ func New(cfg Config, log zerolog.Logger) (*Gateway, error) {
 		}
 		return nil, fmt.Errorf("gateway config: admission: %w", err)
 	}
+	if err := g.startRateLimit(reg); err != nil {
+		_ = conn.Close()
+		if g.catalog != nil {
+			_ = g.catalog.conn.Close()
+		}
+		return nil, err
+	}
 
 	g.api, err = lifecycle.NewAPI(lifecycle.APIConfig{
 		HTTPAddr:    cfg.Addr,
@@ -184,6 +199,7 @@ func New(cfg Config, log zerolog.Logger) (*Gateway, error) {
 	})
 	if err != nil {
 		_ = conn.Close()
+		g.closeRedis()
 		if g.catalog != nil {
 			_ = g.catalog.conn.Close()
 		}
@@ -215,6 +231,7 @@ func (g *Gateway) Close() error {
 		return errors.New("gateway: Close after Serve; cancel Serve's context instead")
 	}
 	err := errors.Join(g.api.Close(), g.conn.Close())
+	g.closeRedis()
 	if g.catalog != nil {
 		err = errors.Join(err, g.catalog.conn.Close())
 	}
@@ -288,6 +305,12 @@ func (g *Gateway) Serve(ctx context.Context) error {
 		g.transport.CloseIdleConnections()
 		return g.conn.Close()
 	}), lifecycle.Component{Name: "endpoint health", Run: g.watchHealth})
+	if g.redis != nil {
+		comps = append(comps, lifecycle.Component{Name: "redis", Run: func(ctx context.Context) error {
+			defer g.closeRedis()
+			return g.redisWatch.Run(ctx)
+		}})
+	}
 	if g.catalog != nil {
 		comps = append(comps, lifecycle.Component{Name: "policy watch", Run: func(ctx context.Context) error {
 			defer g.catalog.conn.Close()
@@ -367,6 +390,17 @@ func (g *Gateway) checks() []lifecycle.Check {
 			}},
 		)
 	}
+	if g.redis != nil {
+		cs = append(cs, lifecycle.Check{Name: "redis", Probe: func() error {
+			if err := g.redisWatch.Probe(); err != nil {
+				return fmt.Errorf("%w; rate limits %s", err, map[ratelimit.DownMode]string{
+					ratelimit.DownOpen:   "enforced per replica (limit / --ratelimit-replicas)",
+					ratelimit.DownClosed: "cannot be checked: limited tenants' requests are refused",
+				}[g.cfg.RateLimit.RedisDown])
+			}
+			return nil
+		}})
+	}
 	if g.catalog != nil {
 		cs = append(cs, lifecycle.Check{Name: "policyd", Probe: func() error {
 			if st := g.catalog.conn.GetState(); st != connectivity.Ready {
@@ -397,4 +431,44 @@ func (g *Gateway) routerUp() error {
 		return fmt.Errorf("no router replica ready (connection %s)", strings.ToLower(st.String()))
 	}
 	return nil
+}
+
+// startRateLimit starts the chain's ratelimit step, if it has one: its
+// Redis client (connected lazily: an unreachable Redis is the limiter's
+// DownMode, not a failure to start), its limiter and its limits.
+func (g *Gateway) startRateLimit(reg prometheus.Registerer) error {
+	for _, s := range g.admit {
+		if st, ok := s.(*ratelimit.Step); ok {
+			g.ratelimit = st
+		}
+	}
+	if g.ratelimit == nil {
+		return nil
+	}
+	limits, err := ratelimit.LoadLimitsFile(g.cfg.RateLimit.LimitsFile)
+	if err != nil {
+		return fmt.Errorf("gateway config: %w", err)
+	}
+	if g.redis, err = lifecycle.OpenRedis(g.cfg.Redis); err != nil {
+		return fmt.Errorf("gateway config: %w", err)
+	}
+	g.redisWatch = lifecycle.WatchRedis(g.redis)
+	rc := g.cfg.RateLimit
+	lim := ratelimit.NewLimiter(g.redis, ratelimit.Options{
+		Prefix: rateLimitPrefix, Down: rc.RedisDown, Replicas: rc.Replicas, Timeout: rc.RedisTimeout,
+		Registerer: reg, Log: g.log.With().Str("component", "ratelimit").Logger(),
+	})
+	g.ratelimit.Start(lim, rc, limits)
+	g.log.Info().Int("tenants_limited", len(limits)).Str("redis_down", string(rc.RedisDown)).Msg("rate limits loaded")
+	return nil
+}
+
+// rateLimitPrefix starts the rate-limit keys; empty is rediskeys'. Tests
+// give each gateway its own.
+var rateLimitPrefix string
+
+func (g *Gateway) closeRedis() {
+	if g.redis != nil {
+		_ = g.redis.Close()
+	}
 }

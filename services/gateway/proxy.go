@@ -28,6 +28,7 @@ import (
 	"github.com/switchyard-dev/switchyard/services/gateway/admission"
 	"github.com/switchyard-dev/switchyard/services/gateway/internal/apibody"
 	"github.com/switchyard-dev/switchyard/services/gateway/internal/sse"
+	"github.com/switchyard-dev/switchyard/services/gateway/ratelimit"
 )
 
 const (
@@ -75,6 +76,9 @@ type call struct {
 	tenant     string
 	tags       []string
 	modelKnown bool // the router recognised the model: safe as a metric label
+	// reserved is the request's tokens reserved by the ratelimit step,
+	// settled with the real usage in finish; nil without limits.
+	reserved *ratelimit.Reservation
 
 	attempts int
 	target   *routerv1.Target
@@ -293,6 +297,9 @@ func (c *call) proxy(w http.ResponseWriter, r *http.Request, body []byte) {
 			c.fail(w, apiErr)
 			return
 		}
+		if attempt == 1 && !c.reserveTokens(w, r, rr) {
+			return
+		}
 		c.attempts = attempt
 		c.target, c.decision = rr.GetTarget(), rr.GetDecision()
 		// Each attempt's target may serve the model under its own name.
@@ -312,6 +319,24 @@ func (c *call) proxy(w http.ResponseWriter, r *http.Request, body []byte) {
 		c.g.metrics.retries.WithLabelValues(c.req.Model).Inc()
 		c.log.Info().Str("endpoint", f.endpoint).Int("status", f.status).AnErr("error", f.err).Msg("retrying on another endpoint")
 	}
+}
+
+// reserveTokens reserves the routed request's tokens with the ratelimit
+// step: the router's prompt count and the request's max_tokens. Refused,
+// it answers the client, releases the router's slot and returns false.
+func (c *call) reserveTokens(w http.ResponseWriter, r *http.Request, rr *routerv1.RouteResponse) bool {
+	if c.g.ratelimit == nil {
+		return true
+	}
+	res, err := c.g.ratelimit.ReserveTokens(r.Context(), c.tenant, c.req.Model, callerAPI(r) == apiAnthropic,
+		rr.GetDecision().GetPromptTokens(), c.req.MaxTokens)
+	if err != nil {
+		c.completed(rr.GetTarget().GetId(), time.Now(), false, 0)
+		c.refuse(w, r, err)
+		return false
+	}
+	c.reserved = res
+	return true
 }
 
 // route asks the router for a target; errors are client-facing.
@@ -737,6 +762,10 @@ func (c *call) tokens() (prompt, cached, completion int64) {
 // finish records metrics and publishes the usage event.
 func (c *call) finish() {
 	end := time.Now()
+	if c.reserved != nil {
+		prompt, _, completion := c.tokens()
+		c.g.ratelimit.Settle(context.Background(), c.reserved, prompt, completion)
+	}
 	e2e := end.Sub(c.start)
 	model := unknownModel
 	if c.modelKnown {

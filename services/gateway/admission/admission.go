@@ -55,6 +55,8 @@ type Refusal struct {
 	// rate_limit_exceeded), Message the human one. Neither may carry a
 	// secret.
 	Code, Message string
+	// Header is set on the response: Retry-After, rate-limit headers.
+	Header http.Header
 }
 
 func (r *Refusal) Error() string { return fmt.Sprintf("%d %s: %s", r.Status, r.Code, r.Message) }

@@ -193,8 +193,8 @@ const (
 	defaultCallTimeout = 250 * time.Millisecond
 )
 
-// New returns a limiter on rdb.
-func New(rdb redis.Scripter, o Options) *Limiter {
+// NewLimiter returns a limiter on rdb.
+func NewLimiter(rdb redis.Scripter, o Options) *Limiter {
 	if o.Prefix == "" {
 		o.Prefix = rediskeys.RateLimitPrefix
 	}

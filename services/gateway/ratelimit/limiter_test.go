@@ -30,7 +30,7 @@ func replica(t testing.TB, url, prefix string, o Options) *Limiter {
 	c := redis.NewClient(opts)
 	t.Cleanup(func() { c.Close() })
 	o.Prefix = prefix
-	return New(c, o)
+	return NewLimiter(c, o)
 }
 
 // testPrefix keeps a test's keys apart from every other run's.
@@ -211,7 +211,7 @@ func downLimiter(t testing.TB, o Options) *Limiter {
 	t.Helper()
 	c := redis.NewClient(&redis.Options{Addr: fmt.Sprintf("127.0.0.1:%d", testkit.FreePort(t)), MaxRetries: -1, DialerRetries: 1})
 	t.Cleanup(func() { c.Close() })
-	return New(c, o)
+	return NewLimiter(c, o)
 }
 
 // With Redis unreachable and the limiter open, each of 3 replicas admits

@@ -256,3 +256,25 @@ func FuzzInspectChunk(f *testing.F) {
 		}
 	})
 }
+
+func TestMaxTokens(t *testing.T) {
+	for body, want := range map[string]int64{
+		`{"model":"m","messages":[{"role":"user","content":"x"}]}`:                                             0,
+		`{"model":"m","messages":[{"role":"user","content":"x"}],"max_tokens":100}`:                            100,
+		`{"model":"m","messages":[{"role":"user","content":"x"}],"max_tokens":100,"max_completion_tokens":7}`:  7,
+		`{"model":"m","messages":[{"role":"user","content":"x"}],"max_completion_tokens":null,"max_tokens":9}`: 9,
+		`{"model":"m","messages":[{"role":"user","content":"x"}],"max_tokens":-1}`:                             0,
+		`{"model":"m","messages":[{"role":"user","content":"x"}],"max_tokens":"5"}`:                            0,
+		`{"model":"m","messages":[{"role":"user","content":"x"}],"max_tokens":1e3}`:                            0,
+		`{"model":"m","messages":[{"role":"user","content":"x"}],"max_tokens":99999999999999999999}`:           0,
+		`{"model":"m","messages":[{"role":"user","content":"x"}],"max_tokens":1,"max_tokens":2}`:               2,
+	} {
+		req, err := Parse(Chat, []byte(body))
+		if err != nil {
+			t.Fatalf("%s: %v", body, err)
+		}
+		if req.MaxTokens != want {
+			t.Errorf("%s: MaxTokens %d, want %d", body, req.MaxTokens, want)
+		}
+	}
+}

@@ -10,6 +10,7 @@ package apibody
 import (
 	"errors"
 	"fmt"
+	"strconv"
 	"unicode/utf8"
 
 	"github.com/switchyard-dev/switchyard/internal/jsonscan"
@@ -36,6 +37,10 @@ type Request struct {
 	Stream bool
 	// IncludeUsage is stream_options.include_usage as the client sent it.
 	IncludeUsage bool
+	// MaxTokens is the most output tokens the client asked for:
+	// max_completion_tokens, else max_tokens, as vLLM reads them; 0 when
+	// neither is a positive integer (the upstream judges invalid values).
+	MaxTokens int64
 
 	at spans
 }
@@ -55,7 +60,7 @@ type spans struct {
 // follow jsonscan's rule, vLLM's: exact, and the last of a repeated key
 // counts. Errors are client-facing 400s.
 func Parse(api API, body []byte) (Request, *openaiapi.APIError) {
-	var model, stream, streamOpts, input jsonscan.Member
+	var model, stream, streamOpts, input, maxTokens, maxCompletion jsonscan.Member
 	var hasModel, hasStream, hasStreamOpts, hasInput bool
 	inputKey := "messages"
 	if api == Completions {
@@ -71,6 +76,10 @@ func Parse(api API, body []byte) (Request, *openaiapi.APIError) {
 			streamOpts, hasStreamOpts = m, true
 		case m.KeyIs(inputKey):
 			input, hasInput = m, true
+		case m.KeyIs("max_tokens"):
+			maxTokens = m
+		case m.KeyIs("max_completion_tokens"):
+			maxCompletion = m
 		}
 	})
 	if err != nil {
@@ -106,6 +115,10 @@ func Parse(api API, body []byte) (Request, *openaiapi.APIError) {
 		return Request{}, openaiapi.InvalidRequest("model", "'model' is not valid UTF-8")
 	}
 	req.Model = name
+	req.MaxTokens = positiveInt(maxCompletion)
+	if req.MaxTokens == 0 {
+		req.MaxTokens = positiveInt(maxTokens)
+	}
 
 	if hasStream {
 		switch stream.Kind {
@@ -243,4 +256,17 @@ func (r *Request) includeUsage() jsonscan.Edit {
 	}
 	// Absent. Parse accepted the body, so the object has members.
 	return jsonscan.Edit{From: r.at.closeBrace, To: r.at.closeBrace, Text: usageMember}
+}
+
+// positiveInt is m's value when it is a positive JSON integer (1e3 is
+// not), else 0.
+func positiveInt(m jsonscan.Member) int64 {
+	if m.Kind != jsonscan.Number {
+		return 0
+	}
+	n, err := strconv.ParseInt(string(m.Value), 10, 64)
+	if err != nil || n <= 0 {
+		return 0
+	}
+	return n
 }
