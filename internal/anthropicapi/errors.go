@@ -1,6 +1,16 @@
-// Package anthropicapi is the Anthropic HTTP API as Switchyard speaks it.
-// So far that is only its error JSON: the gateway answers Anthropic clients
-// in it, so that their SDKs can read why a request failed.
+// Package anthropicapi is Anthropic's Messages API as Switchyard speaks it:
+// the request (Parse, over jsonscan with vLLM's key rule, bounded in every
+// count a hostile body could inflate), its translation to a chat
+// completions request (ToChat), the translation of a chat completion and of
+// a chat stream back into a message and Messages events (FromChat, Stream),
+// and the error envelope, into which any OpenAI-shaped error is mapped
+// (FromOpenAIError, StatusError).
+//
+// Why translate: the gateway serves Anthropic clients from workers that
+// speak chat completions (every vLLM version, the simulator, OpenAI-
+// compatible providers), and the router must read the very body the worker
+// renders, so the translated chat body is both what is routed and what is
+// sent. The mapping is documented on ToChat.
 package anthropicapi
 
 import (

@@ -126,10 +126,10 @@ func callerAPI(r *http.Request) clientAPI {
 	return apiOpenAI
 }
 
-// anthropicNotServed says what an Anthropic client can do instead, until
-// the gateway serves the Messages API.
-const anthropicNotServed = "this gateway does not serve the Anthropic Messages API yet; " +
-	"it serves the OpenAI API: POST /v1/chat/completions, POST /v1/completions, GET /v1/models"
+// anthropicNotServed says what of Anthropic's API an Anthropic client can
+// use here.
+const anthropicNotServed = "this gateway serves Anthropic's POST /v1/messages and POST /v1/messages/count_tokens, " +
+	"and the OpenAI API: POST /v1/chat/completions, POST /v1/completions, GET /v1/models"
 
 func notFound(w http.ResponseWriter, r *http.Request) {
 	if callerAPI(r) == apiAnthropic {

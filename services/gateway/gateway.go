@@ -10,8 +10,13 @@
 // target, the gateway splices the served model name and include_usage
 // into the body, and the upstream adapter of the target's type
 // (internal/upstream) sends the attempt; a failure before the first byte
-// is retried once elsewhere. Not yet: rate limits and the Anthropic
-// Messages API (its clients get errors they can parse).
+// is retried once elsewhere. Not yet: rate limits.
+//
+// Client APIs. The gateway serves a registry of inbound APIs (inbound.go:
+// one method, register, per API). OpenAI's is native; Anthropic's Messages
+// API (anthropic.go) is translated onto the chat completions path and its
+// answers translated back, so the router reads, and the worker renders,
+// the same chat body whichever API the client speaks.
 //
 // Token metering of streams. A stream only reports token counts when the
 // request sets stream_options.include_usage. So that every stream is metered,
@@ -56,7 +61,6 @@ import (
 	routerv1 "github.com/switchyard-dev/switchyard/proto/switchyard/router/v1"
 	"github.com/switchyard-dev/switchyard/services/gateway/admission"
 	"github.com/switchyard-dev/switchyard/services/gateway/admission/defaulttenant"
-	"github.com/switchyard-dev/switchyard/services/gateway/internal/apibody"
 	"github.com/switchyard-dev/switchyard/services/gateway/internal/publish"
 	"github.com/switchyard-dev/switchyard/services/gateway/ratelimit"
 )
@@ -206,14 +210,9 @@ func New(cfg Config, log zerolog.Logger) (*Gateway, error) {
 		return nil, err
 	}
 	mux := g.api.Mux
-	mux.Handle("POST /v1/chat/completions", g.completions(apibody.Chat, "/v1/chat/completions"))
-	mux.Handle("POST /v1/completions", g.completions(apibody.Completions, "/v1/completions"))
-	mux.HandleFunc("GET /v1/models", g.models)
-	mux.HandleFunc("GET /v1/models/{id...}", g.model)
-	mux.HandleFunc("/v1/chat/completions", methodNotAllowed)
-	mux.HandleFunc("/v1/completions", methodNotAllowed)
-	mux.HandleFunc("/v1/models", methodNotAllowed)
-	mux.HandleFunc("/v1/models/{id...}", methodNotAllowed)
+	for _, in := range inboundAPIs {
+		in.register(g, mux)
+	}
 	mux.HandleFunc("/", notFound)
 	return g, nil
 }

@@ -71,6 +71,7 @@ type call struct {
 	id    string
 	log   zerolog.Logger
 
+	apiName    string // the client's API, for the usage event
 	req        apibody.Request
 	parsed     bool
 	tenant     string
@@ -114,7 +115,10 @@ func (g *Gateway) completions(api apibody.API, path string) http.Handler {
 			}
 			defer g.limiter.release(key)
 		}
-		c := &call{g: g, api: api, path: path, start: time.Now(), id: rand.Text()}
+		c := &call{g: g, api: api, path: path, start: time.Now(), id: rand.Text(), apiName: apiName(api)}
+		if name := inboundName(r.Context()); name != "" {
+			c.apiName = name
+		}
 		lc := g.log.With().Str("request_id", c.id)
 		if cid := r.Header.Get(RequestIDHeader); saneRequestID(cid) {
 			lc = lc.Str("client_request_id", cid)
@@ -804,7 +808,7 @@ func (c *call) finish() {
 		ServedModel:        c.target.GetServedModel(),
 		EndpointId:         c.target.GetId(),
 		Provider:           c.target.GetProvider(),
-		Api:                apiName(c.api),
+		Api:                c.apiName,
 		Stream:             c.req.Stream,
 		PromptTokens:       prompt,
 		CachedPromptTokens: cached,

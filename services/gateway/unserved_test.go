@@ -8,49 +8,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/anthropics/anthropic-sdk-go/v2"
-	aoption "github.com/anthropics/anthropic-sdk-go/v2/option"
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 )
-
-// TestUnservedAnthropicSDK: until the gateway serves the Messages API, an
-// Anthropic SDK gets an error it parses, saying so.
-func TestUnservedAnthropicSDK(t *testing.T) {
-	e := newEnv(t, envOpts{noNATS: true})
-	client := anthropic.NewClient(aoption.WithBaseURL(e.url), aoption.WithAPIKey("unused"), aoption.WithMaxRetries(0))
-	msgs := []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock("hi"))}
-	tests := []struct {
-		name string
-		call func() error
-	}{
-		{"Messages.New", func() error {
-			_, err := client.Messages.New(t.Context(), anthropic.MessageNewParams{Model: testModel, MaxTokens: 16, Messages: msgs})
-			return err
-		}},
-		{"Messages.CountTokens", func() error {
-			_, err := client.Messages.CountTokens(t.Context(), anthropic.MessageCountTokensParams{Model: testModel, Messages: msgs})
-			return err
-		}},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			var apiErr *anthropic.Error
-			if err := tc.call(); !errors.As(err, &apiErr) {
-				t.Fatalf("err = %v, want an *anthropic.Error", err)
-			}
-			if apiErr.StatusCode != http.StatusNotFound || apiErr.Type() != anthropic.ErrorTypeNotFoundError {
-				t.Errorf("status %d type %q, want 404 %q", apiErr.StatusCode, apiErr.Type(), anthropic.ErrorTypeNotFoundError)
-			}
-			if !strings.Contains(apiErr.Message, "does not serve the Anthropic Messages API yet") {
-				t.Errorf("message %q does not say the Messages API is not served yet", apiErr.Message)
-			}
-		})
-	}
-	if n := len(e.router.calls()); n != 0 {
-		t.Errorf("%d Anthropic requests reached the router", n)
-	}
-}
 
 // TestUnservedOpenAISDK: an OpenAI SDK calling a path the gateway does not
 // serve still gets OpenAI's error.
@@ -84,9 +44,9 @@ func TestUnservedErrorShape(t *testing.T) {
 		status           int
 		shape, errType   string
 	}{
-		{method: http.MethodPost, path: "/v1/messages", status: 404, shape: anthropic, errType: "not_found_error"},
-		{method: http.MethodGet, path: "/v1/messages", status: 404, shape: anthropic, errType: "not_found_error"},
-		{method: http.MethodPost, path: "/v1/messages/count_tokens", status: 404, shape: anthropic, errType: "not_found_error"},
+		{method: http.MethodPost, path: "/v1/messages", status: 400, shape: anthropic, errType: "invalid_request_error"},
+		{method: http.MethodGet, path: "/v1/messages", status: 405, shape: anthropic, errType: "invalid_request_error"},
+		{method: http.MethodPost, path: "/v1/messages/count_tokens", status: 400, shape: anthropic, errType: "invalid_request_error"},
 		{method: http.MethodPost, path: "/v1/messages/batches", status: 404, shape: anthropic, errType: "not_found_error"},
 		{method: http.MethodPost, path: "/v1/complete", status: 404, shape: anthropic, errType: "not_found_error"},
 		{method: http.MethodGet, path: "/v1/skills", anthropicVersion: true, status: 404, shape: anthropic, errType: "not_found_error"},

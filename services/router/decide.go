@@ -41,10 +41,29 @@ func (s *service) route(ctx context.Context, req *routerv1.RouteRequest, now tim
 	}
 	d := s.getDecision()
 	defer s.putDecision(d)
+	if req.GetCountOnly() {
+		return s.countOnly(ctx, d, req, now)
+	}
 	if err := s.decide(ctx, d, req, now, false); err != nil {
 		return nil, err
 	}
 	return d.response(), nil
+}
+
+// countOnly answers a count_only request: the decision made as Explain
+// makes it (nothing recorded), answered with the prompt's length only, or
+// the rejection of a model nothing serves.
+func (s *service) countOnly(ctx context.Context, d *decision, req *routerv1.RouteRequest, now time.Time) (*routerv1.RouteResponse, error) {
+	if err := s.decide(ctx, d, req, now, true); err != nil {
+		return nil, err
+	}
+	if d.outcome() == modelNotFound {
+		return d.response(), nil
+	}
+	return &routerv1.RouteResponse{Decision: &routerv1.Decision{
+		PromptTokens:      d.tokens,
+		PromptTokensExact: d.prompt.Kind == prompt.Tokens,
+	}}, nil
 }
 
 // Explain is Route traced and without its records: the same decision,

@@ -204,8 +204,14 @@ type RouteRequest struct {
 	Body []byte `protobuf:"bytes,6,opt,name=body,proto3" json:"body,omitempty"`
 	// Endpoint ids that must not be chosen (targets that already failed).
 	ExcludeEndpoints []string `protobuf:"bytes,7,rep,name=exclude_endpoints,json=excludeEndpoints,proto3" json:"exclude_endpoints,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// Count only: the router reads and tokenizes the prompt as it would to
+	// route it and answers with decision.prompt_tokens (and
+	// prompt_tokens_exact); no target is picked and nothing is recorded. A
+	// model no endpoint serves is rejected as for Route. The gateway's
+	// count_tokens endpoints use it.
+	CountOnly     bool `protobuf:"varint,8,opt,name=count_only,json=countOnly,proto3" json:"count_only,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *RouteRequest) Reset() {
@@ -285,6 +291,13 @@ func (x *RouteRequest) GetExcludeEndpoints() []string {
 		return x.ExcludeEndpoints
 	}
 	return nil
+}
+
+func (x *RouteRequest) GetCountOnly() bool {
+	if x != nil {
+		return x.CountOnly
+	}
+	return false
 }
 
 type Target struct {
@@ -392,9 +405,12 @@ type Decision struct {
 	CachedTokens         int64   `protobuf:"varint,5,opt,name=cached_tokens,json=cachedTokens,proto3" json:"cached_tokens,omitempty"`
 	PromptTokens         int64   `protobuf:"varint,6,opt,name=prompt_tokens,json=promptTokens,proto3" json:"prompt_tokens,omitempty"`
 	// Human-readable reason the winner won.
-	Reason        string `protobuf:"bytes,7,opt,name=reason,proto3" json:"reason,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Reason string `protobuf:"bytes,7,opt,name=reason,proto3" json:"reason,omitempty"`
+	// prompt_tokens is the worker's own token count (the router has the
+	// model's tokenizer and chat template), not an estimate.
+	PromptTokensExact bool `protobuf:"varint,8,opt,name=prompt_tokens_exact,json=promptTokensExact,proto3" json:"prompt_tokens_exact,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *Decision) Reset() {
@@ -476,6 +492,13 @@ func (x *Decision) GetReason() string {
 	return ""
 }
 
+func (x *Decision) GetPromptTokensExact() bool {
+	if x != nil {
+		return x.PromptTokensExact
+	}
+	return false
+}
+
 type Rejection struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Code  RejectCode             `protobuf:"varint,1,opt,name=code,proto3,enum=switchyard.router.v1.RejectCode" json:"code,omitempty"`
@@ -529,7 +552,8 @@ func (x *Rejection) GetMessage() string {
 	return ""
 }
 
-// Exactly one of target and rejection is set.
+// Exactly one of target and rejection is set (neither for a count_only
+// request that is not rejected).
 type RouteResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Target        *Target                `protobuf:"bytes,1,opt,name=target,proto3" json:"target,omitempty"`
@@ -982,7 +1006,7 @@ var File_switchyard_router_v1_router_proto protoreflect.FileDescriptor
 
 const file_switchyard_router_v1_router_proto_rawDesc = "" +
 	"\n" +
-	"!switchyard/router/v1/router.proto\x12\x14switchyard.router.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xe1\x01\n" +
+	"!switchyard/router/v1/router.proto\x12\x14switchyard.router.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\x80\x02\n" +
 	"\fRouteRequest\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x16\n" +
@@ -991,14 +1015,16 @@ const file_switchyard_router_v1_router_proto_rawDesc = "" +
 	"\x03api\x18\x04 \x01(\x0e2\x1d.switchyard.router.v1.ApiKindR\x03api\x12\x12\n" +
 	"\x04tags\x18\x05 \x03(\tR\x04tags\x12\x12\n" +
 	"\x04body\x18\x06 \x01(\fR\x04body\x12+\n" +
-	"\x11exclude_endpoints\x18\a \x03(\tR\x10excludeEndpoints\"\xb3\x01\n" +
+	"\x11exclude_endpoints\x18\a \x03(\tR\x10excludeEndpoints\x12\x1d\n" +
+	"\n" +
+	"count_only\x18\b \x01(\bR\tcountOnly\"\xb3\x01\n" +
 	"\x06Target\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x10\n" +
 	"\x03url\x18\x02 \x01(\tR\x03url\x124\n" +
 	"\x04kind\x18\x03 \x01(\x0e2 .switchyard.router.v1.TargetKindR\x04kind\x12\x1a\n" +
 	"\bprovider\x18\x04 \x01(\tR\bprovider\x12!\n" +
 	"\fserved_model\x18\x05 \x01(\tR\vservedModel\x12\x12\n" +
-	"\x04type\x18\x06 \x01(\tR\x04type\"\xea\x01\n" +
+	"\x04type\x18\x06 \x01(\tR\x04type\"\x9a\x02\n" +
 	"\bDecision\x12\x16\n" +
 	"\x06policy\x18\x01 \x01(\tR\x06policy\x12\x12\n" +
 	"\x04rule\x18\x02 \x01(\tR\x04rule\x12\x1a\n" +
@@ -1006,7 +1032,8 @@ const file_switchyard_router_v1_router_proto_rawDesc = "" +
 	"\x16predicted_ttft_seconds\x18\x04 \x01(\x01R\x14predictedTtftSeconds\x12#\n" +
 	"\rcached_tokens\x18\x05 \x01(\x03R\fcachedTokens\x12#\n" +
 	"\rprompt_tokens\x18\x06 \x01(\x03R\fpromptTokens\x12\x16\n" +
-	"\x06reason\x18\a \x01(\tR\x06reason\"[\n" +
+	"\x06reason\x18\a \x01(\tR\x06reason\x12.\n" +
+	"\x13prompt_tokens_exact\x18\b \x01(\bR\x11promptTokensExact\"[\n" +
 	"\tRejection\x124\n" +
 	"\x04code\x18\x01 \x01(\x0e2 .switchyard.router.v1.RejectCodeR\x04code\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\"\xd6\x01\n" +

@@ -1,0 +1,178 @@
+package gateway
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/anthropics/anthropic-sdk-go/v2"
+	aoption "github.com/anthropics/anthropic-sdk-go/v2/option"
+
+	"github.com/switchyard-dev/switchyard/internal/anthropicapi"
+	"github.com/switchyard-dev/switchyard/internal/bus"
+	routerv1 "github.com/switchyard-dev/switchyard/proto/switchyard/router/v1"
+)
+
+const messagesBody = `{"model":"` + testModel + `","max_tokens":16,"system":"Be brief.",` +
+	`"tools":[{"name":"get_weather","input_schema":{"type":"object"}}],` +
+	`"messages":[{"role":"user","content":"Weather?"},` +
+	`{"role":"assistant","content":[{"type":"tool_use","id":"toolu_1","name":"get_weather","input":{"city":"Oslo"}}]},` +
+	`{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_1","content":"snow"}]}]}`
+
+func anthropicSDK(e *env) anthropic.Client {
+	return anthropic.NewClient(aoption.WithBaseURL(e.url), aoption.WithAPIKey("unused"), aoption.WithMaxRetries(0))
+}
+
+// TestMessagesTranslated: the router and the worker both get the chat
+// completions body the request translates to, and the completion comes
+// back as a message with Anthropic's usage (cache hits apart).
+func TestMessagesTranslated(t *testing.T) {
+	e := newEnv(t, envOpts{})
+	v := newVLLM(t, modeOK)
+	e.router.setTargets(testModel, v.target("w"))
+
+	resp := e.post(t, "/v1/messages", messagesBody, map[string]string{"anthropic-version": "2023-06-01"})
+	raw, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("status %d: %s", resp.StatusCode, raw)
+	}
+	parsed, apiErr := anthropicapi.Parse([]byte(messagesBody), false)
+	if apiErr != nil {
+		t.Fatal(apiErr)
+	}
+	want := parsed.ToChat(testModel)
+	if got := v.lastBody(); !bytes.Equal(got, want) {
+		t.Errorf("worker got  %s\nwant        %s", got, want)
+	}
+	calls := e.router.calls()
+	if len(calls) != 1 || calls[0].GetApi() != routerv1.ApiKind_API_KIND_CHAT_COMPLETIONS || !bytes.Equal(calls[0].GetBody(), want) {
+		t.Errorf("router calls = %v: want one chat completions call with the translated body", calls)
+	}
+	var msg anthropic.Message
+	if err := json.Unmarshal(raw, &msg); err != nil {
+		t.Fatalf("%s: %v", raw, err)
+	}
+	if msg.Type != "message" || len(msg.Content) != 1 || msg.Content[0].Text != "Hello world!" || msg.StopReason != anthropic.StopReasonEndTurn {
+		t.Errorf("message = %s", raw)
+	}
+	if u := msg.Usage; u.InputTokens != promptTokens-cachedTokens || u.CacheReadInputTokens != cachedTokens || u.OutputTokens != completionTokens {
+		t.Errorf("usage = %+v, want input %d cache_read %d output %d", u, promptTokens-cachedTokens, cachedTokens, completionTokens)
+	}
+	if resp.Header.Get("Content-Length") != "" && resp.Header.Get("Content-Length") != itoa(len(raw)) {
+		t.Errorf("Content-Length %s for a %d-byte body", resp.Header.Get("Content-Length"), len(raw))
+	}
+	if ev := e.usageEvent(t, resp.Header.Get(RequestIDHeader)); ev.GetApi() != "messages" || ev.GetPromptTokens() != promptTokens {
+		t.Errorf("usage event api %q prompt %d", ev.GetApi(), ev.GetPromptTokens())
+	}
+}
+
+func itoa(n int) string { b, _ := json.Marshal(n); return string(b) }
+
+// TestMessagesStream: the chat stream comes back as Messages events the
+// SDK accumulates, the usage in message_delta.
+func TestMessagesStream(t *testing.T) {
+	e := newEnv(t, envOpts{})
+	v := newVLLM(t, modeOK)
+	e.router.setTargets(testModel, v.target("w"))
+	client := anthropicSDK(e)
+	stream := client.Messages.NewStreaming(t.Context(), anthropic.MessageNewParams{
+		Model: testModel, MaxTokens: 16, Messages: []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock("hi"))},
+	})
+	defer stream.Close()
+	var acc anthropic.Message
+	for stream.Next() {
+		if err := acc.Accumulate(stream.Current()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := stream.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if len(acc.Content) != 1 || acc.Content[0].Text != "Hello world!" || acc.StopReason != anthropic.StopReasonEndTurn {
+		t.Errorf("message = %+v", acc)
+	}
+	if u := acc.Usage; u.InputTokens != promptTokens-cachedTokens || u.CacheReadInputTokens != cachedTokens || u.OutputTokens != completionTokens {
+		t.Errorf("usage = %+v", u)
+	}
+}
+
+// TestMessagesStreamBroken: a worker dying mid-stream reaches an Anthropic
+// client as an error event, then a cut connection; the usage event says
+// the upstream broke.
+func TestMessagesStreamBroken(t *testing.T) {
+	e := newEnv(t, envOpts{})
+	e.router.setTargets(testModel, newVLLM(t, modeAbortAfter1).target("broken"))
+	body := `{"model":"` + testModel + `","max_tokens":16,"stream":true,"messages":[{"role":"user","content":"hi"}]}`
+	resp := e.post(t, "/v1/messages", body, nil)
+	defer resp.Body.Close()
+	br := bufio.NewReader(resp.Body)
+	var names []string
+	var last string
+	for {
+		ev, err := readEvent(br)
+		if err != nil {
+			break
+		}
+		names = append(names, strings.TrimPrefix(strings.SplitN(ev, "\n", 2)[0], "event: "))
+		last = ev
+	}
+	if strings.Join(names, ",") != "message_start,ping,error" {
+		t.Fatalf("events = %v, want message_start, ping, error", names)
+	}
+	if !strings.Contains(last, `"type":"error"`) || !strings.Contains(last, `"api_error"`) || !strings.Contains(last, "stopped mid-response") {
+		t.Errorf("error event = %q", last)
+	}
+	ev := e.usageEvent(t, resp.Header.Get(RequestIDHeader))
+	if ev.GetOutcome() != bus.UsageOutcomeUpstreamBroken {
+		t.Errorf("usage outcome %q", ev.GetOutcome())
+	}
+
+	// The SDK raises it.
+	client := anthropicSDK(e)
+	stream := client.Messages.NewStreaming(t.Context(), anthropic.MessageNewParams{
+		Model: testModel, MaxTokens: 16, Messages: []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock("hi"))},
+	})
+	for stream.Next() {
+	}
+	if err := stream.Err(); err == nil || !strings.Contains(err.Error(), "mid-response") {
+		t.Errorf("SDK stream error = %v", err)
+	}
+	_ = stream.Close()
+}
+
+// TestMessagesErrors: the gateway's and the workers' errors reach an
+// Anthropic client in Anthropic's shape and statuses.
+func TestMessagesErrors(t *testing.T) {
+	e := newEnv(t, envOpts{noNATS: true})
+	e.router.setTargets(testModel, newVLLM(t, modeFail500).target("dead"))
+	e.router.mu.Lock()
+	e.router.reject = map[string]*routerv1.Rejection{"busy": {Code: routerv1.RejectCode_REJECT_CODE_NO_HEALTHY_ENDPOINT}}
+	e.router.mu.Unlock()
+	client := anthropicSDK(e)
+	for _, tc := range []struct {
+		model   string
+		status  int
+		errType anthropic.ErrorType
+	}{
+		{"no-such-model", http.StatusNotFound, anthropic.ErrorTypeNotFoundError},
+		{"busy", anthropicapi.StatusOverloaded, anthropic.ErrorTypeOverloadedError},
+		{testModel, http.StatusInternalServerError, anthropic.ErrorTypeAPIError},
+	} {
+		_, err := client.Messages.New(t.Context(), anthropic.MessageNewParams{
+			Model: anthropic.Model(tc.model), MaxTokens: 4, Messages: []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock("hi"))},
+		})
+		var apiErr *anthropic.Error
+		if !errors.As(err, &apiErr) {
+			t.Fatalf("%s: err = %v", tc.model, err)
+		}
+		if apiErr.StatusCode != tc.status || apiErr.Type() != tc.errType {
+			t.Errorf("%s: status %d type %q, want %d %q", tc.model, apiErr.StatusCode, apiErr.Type(), tc.status, tc.errType)
+		}
+	}
+}
