@@ -17,7 +17,6 @@ import (
 	"github.com/switchyard-dev/switchyard/internal/anthropicapi"
 	eventsv1 "github.com/switchyard-dev/switchyard/proto/switchyard/events/v1"
 	routerv1 "github.com/switchyard-dev/switchyard/proto/switchyard/router/v1"
-	"github.com/switchyard-dev/switchyard/services/gateway/admission"
 	"github.com/switchyard-dev/switchyard/services/gateway/internal/apibody"
 	"github.com/switchyard-dev/switchyard/services/gateway/internal/sse"
 )
@@ -84,12 +83,16 @@ func (g *Gateway) readAnthropic(w http.ResponseWriter, r *http.Request, countOnl
 
 func (g *Gateway) messages(chat http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		tenant, ok := g.admitInbound(w, r)
+		if !ok {
+			return
+		}
 		req, ok := g.readAnthropic(w, r, false)
 		if !ok {
 			return
 		}
 		body := req.ToChat(req.Model)
-		r2 := r.Clone(withInboundName(r.Context(), "messages"))
+		r2 := r.Clone(withAdmitted(withInboundName(r.Context(), "messages"), tenant))
 		r2.URL.Path = "/v1/chat/completions"
 		r2.Body, r2.ContentLength = io.NopCloser(bytes.NewReader(body)), int64(len(body))
 		r2.Header.Del("Content-Length")
@@ -230,15 +233,8 @@ func (g *Gateway) countTokens(w http.ResponseWriter, r *http.Request) {
 		g.metrics.requests.WithLabelValues(model, statusLabel(e.Status)).Inc()
 		anthropicapi.WriteError(w, e)
 	}
-	ar := admission.Request{HTTP: r}
-	if err := g.admit.Admit(r.Context(), &ar); err != nil {
-		var ref *admission.Refusal
-		if errors.As(err, &ref) {
-			fail(anthropicapi.StatusError(ref.Status, ref.Message))
-			return
-		}
-		g.log.Error().Err(err).Msg("admission failed")
-		fail(anthropicapi.StatusError(http.StatusInternalServerError, "the request could not be admitted"))
+	tenant, ok := g.admitInbound(w, r)
+	if !ok {
 		return
 	}
 	req, ok := g.readAnthropic(w, r, true)
@@ -250,7 +246,7 @@ func (g *Gateway) countTokens(w http.ResponseWriter, r *http.Request) {
 	id := rand.Text()
 	resp, err := g.router.Route(ctx, &routerv1.RouteRequest{
 		RequestId: id,
-		Tenant:    ar.Tenant,
+		Tenant:    tenant,
 		Model:     req.Model,
 		Api:       routerv1.ApiKind_API_KIND_CHAT_COMPLETIONS,
 		Body:      req.ToChat(req.Model),

@@ -7,6 +7,8 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -16,6 +18,7 @@ import (
 	"github.com/switchyard-dev/switchyard/internal/anthropicapi"
 	"github.com/switchyard-dev/switchyard/internal/bus"
 	routerv1 "github.com/switchyard-dev/switchyard/proto/switchyard/router/v1"
+	"github.com/switchyard-dev/switchyard/services/gateway/admission/apikey"
 )
 
 const messagesBody = `{"model":"` + testModel + `","max_tokens":16,"system":"Be brief.",` +
@@ -174,5 +177,49 @@ func TestMessagesErrors(t *testing.T) {
 		if apiErr.StatusCode != tc.status || apiErr.Type() != tc.errType {
 			t.Errorf("%s: status %d type %q, want %d %q", tc.model, apiErr.StatusCode, apiErr.Type(), tc.status, tc.errType)
 		}
+	}
+}
+
+// TestMessagesAPIKeys: with API keys, an Anthropic client's x-api-key names
+// its tenant; a wrong key is a 401 authentication_error, before the body is
+// read, with nothing routed; count_tokens is admitted the same way.
+func TestMessagesAPIKeys(t *testing.T) {
+	key := apikey.Generate()
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "gateway.yaml"), []byte(keyedCatalog(map[string]string{"team-a": key})), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	pdAddr := servePolicydFiles(t, dir)
+	e := newEnv(t, envOpts{noNATS: true, cfg: func(c *Config) { c.PolicydAddr, c.GatewayBackend = pdAddr, "keyed" }})
+	e.router.setTargets(testModel, newVLLM(t, modeOK).target("w0"))
+	e.eventually(t, "policy snapshot", func() bool { p := e.gw.catalog.program(); return p != nil && p.AuthKeys() == 1 })
+
+	msgs := []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock("hi"))}
+	for _, k := range []string{key, "sy-wrong"} {
+		client := anthropic.NewClient(aoption.WithBaseURL(e.url), aoption.WithAPIKey(k), aoption.WithMaxRetries(0))
+		_, err := client.Messages.New(t.Context(), anthropic.MessageNewParams{Model: testModel, MaxTokens: 4, Messages: msgs})
+		_, cerr := client.Messages.CountTokens(t.Context(), anthropic.MessageCountTokensParams{Model: testModel, Messages: msgs})
+		if k == key {
+			if err != nil {
+				t.Fatalf("right key: %v", err)
+			}
+			continue
+		}
+		for _, err := range []error{err, cerr} {
+			var apiErr *anthropic.Error
+			if !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusUnauthorized || apiErr.Type() != anthropic.ErrorTypeAuthenticationError {
+				t.Errorf("wrong key: err = %v, want 401 authentication_error", err)
+			}
+		}
+	}
+	// A malformed body with a wrong key is still a 401: admission first.
+	resp := e.post(t, "/v1/messages", `{not json`, map[string]string{"x-api-key": "sy-wrong"})
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("malformed body, wrong key: status %d, want 401", resp.StatusCode)
+	}
+	calls := e.router.calls()
+	if len(calls) != 2 || calls[0].GetTenant() != "team-a" {
+		t.Errorf("router calls = %d (tenant %q), want the right key's two (team-a)", len(calls), calls[0].GetTenant())
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 
+	"github.com/switchyard-dev/switchyard/services/gateway/admission"
 	"github.com/switchyard-dev/switchyard/services/gateway/internal/apibody"
 )
 
@@ -33,6 +34,34 @@ func (openAIInbound) register(g *Gateway, mux *http.ServeMux) {
 	mux.HandleFunc("/v1/completions", methodNotAllowed)
 	mux.HandleFunc("/v1/models", methodNotAllowed)
 	mux.HandleFunc("/v1/models/{id...}", methodNotAllowed)
+}
+
+// admittedKey carries, on a request handed to the chat path by another API,
+// the tenant its admission gave it: the chain runs once per request (a
+// limiter must not count it twice), before the API reads the body, so an
+// unauthenticated client learns nothing about its body.
+type admittedKey struct{}
+
+func withAdmitted(ctx context.Context, tenant string) context.Context {
+	return context.WithValue(ctx, admittedKey{}, tenant)
+}
+
+func admittedTenant(ctx context.Context) (string, bool) {
+	s, ok := ctx.Value(admittedKey{}).(string)
+	return s, ok
+}
+
+// admitInbound runs the admission chain for an inbound API's handler; a refusal
+// is written in the client's shape and counted.
+func (g *Gateway) admitInbound(w http.ResponseWriter, r *http.Request) (string, bool) {
+	c := &call{g: g, log: g.log}
+	ar := admission.Request{HTTP: r}
+	if err := c.admitRequest(&ar); err != nil {
+		c.refuse(w, r, err)
+		g.metrics.requests.WithLabelValues(unknownModel, statusLabel(c.status)).Inc()
+		return "", false
+	}
+	return ar.Tenant, true
 }
 
 // inboundNameKey carries, on a request handed to the chat path by another

@@ -159,7 +159,9 @@ func idByteOK(c byte) bool {
 
 func (c *call) serve(w http.ResponseWriter, r *http.Request) {
 	ar := admission.Request{HTTP: r}
-	if err := c.admitRequest(&ar); err != nil {
+	if tenant, ok := admittedTenant(r.Context()); ok {
+		ar.Tenant = tenant // admitted by the inbound API that translated the request
+	} else if err := c.admitRequest(&ar); err != nil {
 		c.refuse(w, r, err)
 		return
 	}
