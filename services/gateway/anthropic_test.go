@@ -16,9 +16,9 @@ import (
 	aoption "github.com/anthropics/anthropic-sdk-go/v2/option"
 
 	"github.com/switchyard-dev/switchyard/internal/anthropicapi"
+	"github.com/switchyard-dev/switchyard/internal/apikey"
 	"github.com/switchyard-dev/switchyard/internal/bus"
 	routerv1 "github.com/switchyard-dev/switchyard/proto/switchyard/router/v1"
-	"github.com/switchyard-dev/switchyard/services/gateway/admission/apikey"
 )
 
 const messagesBody = `{"model":"` + testModel + `","max_tokens":16,"system":"Be brief.",` +

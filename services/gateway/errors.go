@@ -116,10 +116,11 @@ const (
 // callerAPI judges from the request alone which API the client speaks, so
 // that a path or method the gateway does not serve still fails in a shape
 // the client's SDK can parse. Anthropic's SDKs send anthropic-version on
-// every request; Anthropic's own paths catch clients that do not.
+// every request; Anthropic's own paths catch clients that do not, and a
+// Messages request handed to the chat path is marked by its inbound name.
 func callerAPI(r *http.Request) clientAPI {
 	p := r.URL.Path
-	if r.Header.Get("anthropic-version") != "" ||
+	if r.Header.Get("anthropic-version") != "" || inboundName(r.Context()) == "messages" ||
 		p == "/v1/messages" || strings.HasPrefix(p, "/v1/messages/") || p == "/v1/complete" {
 		return apiAnthropic
 	}
