@@ -105,8 +105,18 @@ func (s *Stack) writeBanner(out io.Writer, cfg Config) {
 		fmt.Fprintf(out, "  and each worker's vLLM metrics at <HTTP>/metrics\n")
 	}
 
+	if key := s.APIKey(); key != "" {
+		// Shown once, here: dev's key lives as long as this process.
+		fmt.Fprintf(out, "\nAPI keys are on. The key of tenant %s (every request needs it):\n\n  %s\n", DevTenant, key)
+	}
 	if s.catalog != nil {
-		printCatalogTry(out, s, cfg)
+		var try bytes.Buffer
+		printCatalogTry(&try, s, cfg)
+		text := try.String()
+		if key := s.APIKey(); key != "" {
+			text = strings.ReplaceAll(text, "-H 'Content-Type: application/json'", "-H 'Content-Type: application/json' -H 'Authorization: Bearer "+key+"'")
+		}
+		_, _ = io.WriteString(out, text)
 	} else {
 		model := cfg.Sim.Models()[0]
 		fmt.Fprintf(out, `

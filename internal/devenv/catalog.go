@@ -7,12 +7,16 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
 
 	"github.com/rs/zerolog"
+	"sigs.k8s.io/yaml"
 
+	"github.com/switchyard-dev/switchyard/api/v1alpha1"
+	"github.com/switchyard-dev/switchyard/internal/apikey"
 	"github.com/switchyard-dev/switchyard/internal/policy"
 	"github.com/switchyard-dev/switchyard/internal/sim"
 	"github.com/switchyard-dev/switchyard/services/policyd"
@@ -33,7 +37,12 @@ type catalogFleet struct {
 	kvEvents bool
 	// models served locally and by providers, for the banner.
 	models, aliases []string
+	// apiKey is the key of tenant DevTenant when Config.Auth is on.
+	apiKey string
 }
+
+// DevTenant is the tenant whose key `switchyard dev --auth` makes.
+const DevTenant = "dev"
 
 // startCatalog starts the simulators a catalog describes: one fleet per
 // InferenceWorkerSet (its static workers, serving its model, publishing
@@ -165,8 +174,17 @@ func (s *Stack) startCatalog(ctx context.Context, cfg Config, log zerolog.Logger
 		}
 	}
 
-	if len(moved) > 0 {
-		dir, err := rewriteCatalog(cfg.Policies, moved)
+	var keyed func(*v1alpha1.GatewayBackend)
+	if cfg.Auth {
+		cf.apiKey = apikey.Generate()
+		digest := apikey.Digest(cf.apiKey)
+		keyed = func(gb *v1alpha1.GatewayBackend) {
+			gb.Spec.Auth = &v1alpha1.AuthSpec{Mode: v1alpha1.AuthAPIKey}
+			gb.Spec.Tenants = append(gb.Spec.Tenants, v1alpha1.Tenant{Name: DevTenant, KeyDigests: []string{digest}})
+		}
+	}
+	if len(moved) > 0 || keyed != nil {
+		dir, err := rewriteCatalog(cfg.Policies, moved, keyed)
 		if err != nil {
 			return nil, err
 		}
@@ -230,7 +248,7 @@ func wildcardHost(endpoint string) (string, error) {
 // rewriteCatalog copies the catalog's YAML files into a temporary
 // directory with every moved address replaced (longest first, so no
 // address is rewritten inside a longer one).
-func rewriteCatalog(src string, moved map[string]string) (string, error) {
+func rewriteCatalog(src string, moved map[string]string, keyed func(*v1alpha1.GatewayBackend)) (string, error) {
 	files, err := policy.ListYAML(src)
 	if err != nil {
 		return "", fmt.Errorf("list %s: %w", src, err)
@@ -256,12 +274,49 @@ func rewriteCatalog(src string, moved map[string]string) (string, error) {
 			return "", fmt.Errorf("catalog copy: %w", err)
 		}
 		name := fmt.Sprintf("%03d-%s", i, filepath.Base(f))
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(r.Replace(string(data))), 0o600); err != nil {
+		text := r.Replace(string(data))
+		if keyed != nil {
+			if text, err = keyBackends(text, keyed); err != nil {
+				_ = os.RemoveAll(dir)
+				return "", fmt.Errorf("catalog copy: %s: %w", f, err)
+			}
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o600); err != nil {
 			_ = os.RemoveAll(dir)
 			return "", fmt.Errorf("catalog copy: %w", err)
 		}
 	}
 	return dir, nil
+}
+
+// docSeparator splits a YAML stream into documents.
+var docSeparator = regexp.MustCompile(`(?m)^---[ \t]*$`)
+
+// keyBackends rewrites the GatewayBackends of a YAML stream with edit (the
+// other documents are kept as they are).
+func keyBackends(text string, edit func(*v1alpha1.GatewayBackend)) (string, error) {
+	docs := docSeparator.Split(text, -1)
+	for i, doc := range docs {
+		var head struct{ Kind string }
+		if err := yaml.Unmarshal([]byte(doc), &head); err != nil || head.Kind != v1alpha1.KindGatewayBackend {
+			continue
+		}
+		var gb v1alpha1.GatewayBackend
+		if err := yaml.UnmarshalStrict([]byte(doc), &gb); err != nil {
+			return "", err
+		}
+		edit(&gb)
+		out, err := yaml.Marshal(map[string]any{
+			"apiVersion": gb.APIVersion, "kind": gb.Kind,
+			"metadata": map[string]any{"name": gb.Name, "namespace": gb.Namespace},
+			"spec":     gb.Spec,
+		})
+		if err != nil {
+			return "", err
+		}
+		docs[i] = "\n# API keys on (switchyard dev --auth)\n" + string(out)
+	}
+	return strings.Join(docs, "---"), nil
 }
 
 // startPolicyd runs policyd in files mode on dir.

@@ -59,6 +59,11 @@ type Config struct {
 	// what it describes (each worker set's workers, each provider's
 	// endpoint) instead of Sim.Workers anonymous workers.
 	Policies string
+	// Auth turns API keys on: the catalog's GatewayBackends get auth.mode
+	// APIKey and a tenant DevTenant whose key dev makes and prints in its
+	// banner. Off by default, so the dev catalog answers without keys;
+	// needs Policies.
+	Auth bool
 	// PolicydGRPCAddr and PolicydHTTPAddr are policyd's listen addresses.
 	PolicydGRPCAddr string
 	PolicydHTTPAddr string
@@ -119,6 +124,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.Sim.KVEventsConfig, "kv-events-config", d.Sim.KVEventsConfig, "vLLM KV events config of the workers (ports offset per worker); empty disables")
 	fs.StringVar(&c.Endpoints, "endpoints", "", "use running workers (id=url,id=url) instead of starting simulated ones")
 	fs.StringVar(&c.Policies, "policies", d.Policies, "catalog directory run by an in-process policyd, whose worker sets and providers are simulated ("+DefaultPolicies+" when run from a checkout; empty: --workers anonymous workers, no policies)")
+	fs.BoolVar(&c.Auth, "auth", false, "turn API keys on: the catalog's GatewayBackends ask for keys, and dev makes and prints one for tenant "+DevTenant+" (needs --policies)")
 	fs.StringVar(&c.PolicydGRPCAddr, "policyd-grpc-addr", d.PolicydGRPCAddr, "policyd gRPC listen address")
 	fs.StringVar(&c.PolicydHTTPAddr, "policyd-http-addr", d.PolicydHTTPAddr, "policyd REST listen address")
 	fs.DurationVar(&c.ReadyTimeout, "ready-timeout", d.ReadyTimeout, "how long to wait for every component to become ready")
@@ -135,6 +141,9 @@ func (c *Config) Validate() error {
 	}
 	if c.ReadyTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("ready-timeout: must be positive"))
+	}
+	if c.Auth && (c.Policies == "" || c.Endpoints != "") {
+		errs = append(errs, errors.New("auth: needs a catalog (--policies) and no --endpoints: the key is checked against the catalog's GatewayBackend"))
 	}
 	if c.Endpoints == "" {
 		if err := c.Sim.Validate(); err != nil {
@@ -331,6 +340,15 @@ func waitReady(ctx context.Context, url string) error {
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
+}
+
+// APIKey is the key dev made for tenant DevTenant; empty without
+// Config.Auth.
+func (s *Stack) APIKey() string {
+	if s.catalog == nil {
+		return ""
+	}
+	return s.catalog.apiKey
 }
 
 // GatewayURL is the gateway's base URL (OpenAI clients use GatewayURL()+"/v1").
