@@ -82,8 +82,8 @@ type AuthSpec struct {
 
 // Tenant is one tenant and its API keys. Keys are never stored, only
 // their SHA-256 digests ("sha256:" and 64 lowercase hex digits), as
-// `yardctl keys create` prints them.
-// +kubebuilder:validation:XValidation:rule="has(self.keysSecret) || has(self.keyDigests)",message="name a keysSecret or list keyDigests"
+// `yardctl keys create` prints them. A tenant without keys (its last one
+// revoked) is accepted with a warning: it cannot call.
 type Tenant struct {
 	// Name is the tenant: policies match it (match.tenants), usage events
 	// and tenant tags use it.

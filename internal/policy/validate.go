@@ -466,6 +466,13 @@ func (c *checker) validateTenants(o *Object, s *v1alpha1.GatewayBackendSpec) {
 	case !apiKey && len(s.Tenants) > 0:
 		c.err(o, "spec.tenants", "tenants' keys are only checked with auth mode APIKey: set spec.auth.mode: APIKey, or remove spec.tenants")
 	}
+	if apiKey && s.Tags != nil {
+		for i, tt := range s.Tags.Tenants {
+			if tt.Tenant != "" && !names[tt.Tenant] {
+				c.warn(o, idx("spec.tags.tenants", i)+".tenant", "tenant %q is not in spec.tenants: with API keys no request is its, so its default tags never apply", tt.Tenant)
+			}
+		}
+	}
 }
 
 // failedAt reports whether an error was already reported under path.
