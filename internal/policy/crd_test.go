@@ -53,7 +53,7 @@ func TestTenantCRDValidation(t *testing.T) {
 	for d, ok := range map[string]bool{
 		"sha256:" + "2c26b46b68ffc68ff99b453c1d30413413422d706483bfa0f98a5e886266e7ae": true,
 		"sha256:" + "2C26B46B68FFC68FF99B453C1D30413413422D706483BFA0F98A5E886266E7AE": false,
-		"2c26b46b68ffc68ff99b453c1d30413413422d706483bfa0f98a5e886266e7ae":            false,
+		"2c26b46b68ffc68ff99b453c1d30413413422d706483bfa0f98a5e886266e7ae":             false,
 		"sha256:2c26": false,
 		"sy-AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA": false,
 	} {
