@@ -1,6 +1,8 @@
 package main
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -144,5 +146,37 @@ func TestExplainOfflineErrors(t *testing.T) {
 				t.Errorf("exit %d (want %d), output lacks %q:\n%s%s", code, tc.code, tc.want, out, errOut)
 			}
 		})
+	}
+}
+
+// TestValidateKeyedBackend: a GatewayBackend with API keys validates
+// offline: a Secret it names is in the cluster, not in the files, so its
+// name is accepted; a key pasted where its digest belongs is refused
+// without being echoed.
+func TestValidateKeyedBackend(t *testing.T) {
+	dir := t.TempDir()
+	const leaked = "sy-AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"
+	write := func(extra string) string {
+		p := filepath.Join(dir, "gateway.yaml")
+		doc := `apiVersion: switchyard.dev/v1alpha1
+kind: GatewayBackend
+metadata: {name: front, namespace: inference}
+spec:
+  auth: {mode: APIKey}
+  tenants:
+  - name: team-a
+    keysSecret: team-a-keys
+` + extra
+		if err := os.WriteFile(p, []byte(doc), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	if code, out, errOut := runCLIFunc(t, runValidate, "", "-f", write("")); code != 0 || !strings.Contains(out, "valid: 1 resource") {
+		t.Errorf("exit %d: %s%s", code, out, errOut)
+	}
+	code, out, _ := runCLIFunc(t, runValidate, "", "-f", write("  - name: team-b\n    keyDigests: ["+leaked+"]\n"))
+	if code != 1 || !strings.Contains(out, "this is an API key, not its digest") || strings.Contains(out, leaked) {
+		t.Errorf("exit %d: %s", code, out)
 	}
 }

@@ -53,6 +53,29 @@ type KeySecret struct {
 	Digests map[string]string
 	Missing bool
 	Err     string
+	// Offline marks a Secret nobody read because the check runs offline
+	// (yardctl validate of Kubernetes manifests): its name is accepted and
+	// counted as holding keys, and nothing is compiled from it.
+	Offline bool
+}
+
+// AssumeKeySecrets marks every Secret the GatewayBackends' tenants name
+// as read Offline, for checking Kubernetes manifests without a cluster.
+func AssumeKeySecrets(objs []*Object) {
+	for _, o := range objs {
+		if o.Backend == nil {
+			continue
+		}
+		for _, t := range o.Backend.Spec.Tenants {
+			if t.KeysSecret == "" {
+				continue
+			}
+			if o.KeySecrets == nil {
+				o.KeySecrets = map[string]KeySecret{}
+			}
+			o.KeySecrets[t.KeysSecret] = KeySecret{Offline: true}
+		}
+	}
 }
 
 // DecodeDiagnostics are the problems found decoding the object's YAML.

@@ -446,6 +446,8 @@ func (c *checker) validateTenants(o *Object, s *v1alpha1.GatewayBackendSpec) {
 		switch {
 		case !ok:
 			c.err(o, p+".keysSecret", "Secret %q was not read: only the kubernetes source reads Secrets; with files, list keyDigests", t.KeysSecret)
+		case sec.Offline:
+			keys++ // not read here; the cluster's policyd reads it
 		case sec.Missing:
 			c.warn(o, p+".keysSecret", "Secret %s/%s not found: tenant %q has no key from it (yardctl keys create)", o.Namespace, t.KeysSecret, t.Name)
 		case sec.Err != "":
