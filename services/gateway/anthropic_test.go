@@ -223,3 +223,22 @@ func TestMessagesAPIKeys(t *testing.T) {
 		t.Errorf("router calls = %d (tenant %q), want the right key's two (team-a)", len(calls), calls[0].GetTenant())
 	}
 }
+
+// TestMessagesTooLarge: a body over --max-body-bytes is a 413
+// request_too_large in Anthropic's shape, and nothing is routed.
+func TestMessagesTooLarge(t *testing.T) {
+	e := newEnv(t, envOpts{noNATS: true, cfg: func(c *Config) { c.MaxBodyBytes = 1 << 10 }})
+	e.router.setTargets(testModel, newVLLM(t, modeOK).target("w"))
+	big := `{"model":"` + testModel + `","max_tokens":4,"messages":[{"role":"user","content":"` + strings.Repeat("x", 2<<10) + `"}]}`
+	for _, path := range []string{"/v1/messages", "/v1/messages/count_tokens"} {
+		resp := e.post(t, path, big, nil)
+		raw, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusRequestEntityTooLarge || !strings.Contains(string(raw), `"request_too_large"`) {
+			t.Errorf("%s: %d %s", path, resp.StatusCode, raw)
+		}
+	}
+	if n := len(e.router.calls()); n != 0 {
+		t.Errorf("%d oversized requests routed", n)
+	}
+}
