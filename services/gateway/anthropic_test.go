@@ -7,6 +7,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -241,4 +242,86 @@ func TestMessagesTooLarge(t *testing.T) {
 	if n := len(e.router.calls()); n != 0 {
 		t.Errorf("%d oversized requests routed", n)
 	}
+}
+
+// toolCallWorker answers every chat request with a call of get_weather,
+// streamed in argument fragments as vLLM's tool parsers stream them.
+func toolCallWorker(t *testing.T) *routerv1.Target {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		usage := `{"prompt_tokens":20,"completion_tokens":9,"prompt_tokens_details":{"cached_tokens":16}}`
+		if !bytes.Contains(body, []byte(`"stream":true`)) {
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = io.WriteString(w, `{"id":"chatcmpl-t","object":"chat.completion","model":"m","choices":[{"index":0,"message":{"role":"assistant","content":null,`+
+				`"tool_calls":[{"id":"call_1","type":"function","function":{"name":"get_weather","arguments":"{\"city\": \"Oslo\"}"}}]},"finish_reason":"tool_calls"}],"usage":`+usage+`}`)
+			return
+		}
+		w.Header().Set("Content-Type", "text/event-stream")
+		for _, d := range []string{
+			`{"role":"assistant","content":""}`,
+			`{"content":"Checking."}`,
+			`{"tool_calls":[{"index":0,"id":"call_1","type":"function","function":{"name":"get_weather","arguments":""}}]}`,
+			`{"tool_calls":[{"index":0,"function":{"arguments":"{\"city\": "}}]}`,
+			`{"tool_calls":[{"index":0,"function":{"arguments":"\"Oslo\"}"}}]}`,
+		} {
+			_, _ = io.WriteString(w, `data: {"id":"chatcmpl-t","object":"chat.completion.chunk","model":"m","choices":[{"index":0,"delta":`+d+`,"finish_reason":null}]}`+"\n\n")
+		}
+		_, _ = io.WriteString(w, `data: {"id":"chatcmpl-t","object":"chat.completion.chunk","model":"m","choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}]}`+"\n\n")
+		_, _ = io.WriteString(w, `data: {"id":"chatcmpl-t","object":"chat.completion.chunk","model":"m","choices":[],"usage":`+usage+"}\n\n")
+		_, _ = io.WriteString(w, "data: [DONE]\n\n")
+	}))
+	t.Cleanup(srv.Close)
+	return &routerv1.Target{Id: "tools", Url: srv.URL, Kind: routerv1.TargetKind_TARGET_KIND_LOCAL, ServedModel: testModel, Type: "vLLM"}
+}
+
+// TestMessagesToolUse: a worker's tool call reaches the Anthropic SDK as a
+// tool_use block with its input object, streamed (input_json_delta) and
+// not, with stop_reason tool_use.
+func TestMessagesToolUse(t *testing.T) {
+	e := newEnv(t, envOpts{noNATS: true})
+	e.router.setTargets(testModel, toolCallWorker(t))
+	client := anthropicSDK(e)
+	params := anthropic.MessageNewParams{
+		Model: testModel, MaxTokens: 64,
+		Tools: []anthropic.ToolUnionParam{{OfTool: &anthropic.ToolParam{Name: "get_weather",
+			InputSchema: anthropic.ToolInputSchemaParam{Properties: map[string]any{"city": map[string]any{"type": "string"}}}}}},
+		Messages: []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock("Weather in Oslo?"))},
+	}
+	check := func(name string, m *anthropic.Message, wantText bool) {
+		t.Helper()
+		var tool *anthropic.ContentBlockUnion
+		for i := range m.Content {
+			if m.Content[i].Type == "tool_use" {
+				tool = &m.Content[i]
+			}
+		}
+		var input struct{ City string }
+		if tool == nil || tool.ID != "call_1" || tool.Name != "get_weather" || json.Unmarshal(tool.Input, &input) != nil || input.City != "Oslo" {
+			t.Fatalf("%s: content = %+v", name, m.Content)
+		}
+		if wantText && (len(m.Content) != 2 || m.Content[0].Text != "Checking.") {
+			t.Errorf("%s: content = %+v", name, m.Content)
+		}
+		if m.StopReason != anthropic.StopReasonToolUse || m.Usage.InputTokens != 4 || m.Usage.CacheReadInputTokens != 16 || m.Usage.OutputTokens != 9 {
+			t.Errorf("%s: stop %q usage %+v", name, m.StopReason, m.Usage)
+		}
+	}
+	msg, err := client.Messages.New(t.Context(), params)
+	if err != nil {
+		t.Fatal(err)
+	}
+	check("whole", msg, false)
+
+	stream := client.Messages.NewStreaming(t.Context(), params)
+	defer stream.Close()
+	var acc anthropic.Message
+	for stream.Next() {
+		if err := acc.Accumulate(stream.Current()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := stream.Err(); err != nil {
+		t.Fatal(err)
+	}
+	check("stream", &acc, true)
 }
