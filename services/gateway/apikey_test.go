@@ -202,3 +202,27 @@ func TestAPIKeyModeWithoutStep(t *testing.T) {
 		t.Fatalf("status %d, %d forwarded; want 500 and nothing forwarded", resp.StatusCode, up.hits.Load())
 	}
 }
+
+// TestAPIKeyBeforePolicy: until policyd has sent the GatewayBackend, the
+// gateway cannot know whether requests need keys: it is not ready (the
+// policy check names why) and refuses requests 503, never serving them
+// unauthenticated.
+func TestAPIKeyBeforePolicy(t *testing.T) {
+	up := newVLLM(t, modeOK)
+	e := newEnv(t, envOpts{noNATS: true, cfg: func(c *Config) { c.PolicydAddr, c.GatewayBackend = closedAddr(t), "keyed" }})
+	e.router.setTargets(testModel, up.target("w0"))
+	resp, err := e.client.Get(e.url + "/readyz?verbose")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(body), `[-]policy: no GatewayBackend "keyed" from policyd yet`) {
+		t.Errorf("readyz %d:\n%s", resp.StatusCode, body)
+	}
+	resp = e.post(t, "/v1/chat/completions", fmt.Sprintf(`{"model":%q,"messages":[{"role":"user","content":"hi"}]}`, testModel), nil)
+	d := decodeError(t, resp)
+	if resp.StatusCode != http.StatusServiceUnavailable || d.Code == nil || *d.Code != "auth_unavailable" || up.hits.Load() != 0 {
+		t.Errorf("status %d %+v, %d forwarded; want 503 auth_unavailable, nothing forwarded", resp.StatusCode, d, up.hits.Load())
+	}
+}

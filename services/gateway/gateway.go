@@ -55,6 +55,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/connectivity"
 
+	"github.com/switchyard-dev/switchyard/api/v1alpha1"
 	"github.com/switchyard-dev/switchyard/internal/lifecycle"
 	"github.com/switchyard-dev/switchyard/internal/upstream"
 	eventsv1 "github.com/switchyard-dev/switchyard/proto/switchyard/events/v1"
@@ -396,6 +397,18 @@ func (g *Gateway) checks() []lifecycle.Check {
 					ratelimit.DownOpen:   "enforced per replica (limit / --ratelimit-replicas)",
 					ratelimit.DownClosed: "cannot be checked: limited tenants' requests are refused",
 				}[g.cfg.RateLimit.RedisDown])
+			}
+			return nil
+		}})
+	}
+	if g.catalog != nil && g.admit.Authenticates(string(v1alpha1.AuthAPIKey)) {
+		// Until the GatewayBackend arrives, whether requests need keys is
+		// unknown and the apikey step refuses them all (503): not ready,
+		// so load balancers send none. Once received it stays, through
+		// policyd outages, as the last snapshot does.
+		cs = append(cs, lifecycle.Check{Name: "policy", Required: true, Probe: func() error {
+			if g.catalog.program() == nil {
+				return fmt.Errorf("no GatewayBackend %q from policyd yet: whether requests need API keys is unknown, so they are refused", g.cfg.GatewayBackend)
 			}
 			return nil
 		}})
