@@ -325,3 +325,29 @@ func TestMessagesToolUse(t *testing.T) {
 	}
 	check("stream", &acc, true)
 }
+
+// TestMessagesTooManyStreams: a client at --max-streams-per-client gets
+// Anthropic's 429 rate_limit_error with Retry-After.
+func TestMessagesTooManyStreams(t *testing.T) {
+	e := newEnv(t, envOpts{noNATS: true, cfg: func(c *Config) { c.MaxStreamsPerClient = 1 }})
+	held := newVLLM(t, modeGateAfter1)
+	e.router.setTargets(testModel, held.target("w0"))
+	body := `{"model":"` + testModel + `","max_tokens":16,"stream":true,"messages":[{"role":"user","content":"hi"}]}`
+	first := e.post(t, "/v1/messages", body, nil)
+	defer first.Body.Close()
+	if ev, err := readEvent(bufio.NewReader(first.Body)); err != nil || !strings.HasPrefix(ev, "event: message_start") {
+		t.Fatalf("first stream: %q %v", ev, err)
+	}
+	client := anthropicSDK(e)
+	_, err := client.Messages.New(t.Context(), anthropic.MessageNewParams{
+		Model: testModel, MaxTokens: 4, Messages: []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock("hi"))},
+	})
+	var apiErr *anthropic.Error
+	if !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusTooManyRequests || apiErr.Type() != anthropic.ErrorTypeRateLimitError {
+		t.Fatalf("second request: %v, want a 429 rate_limit_error", err)
+	}
+	if apiErr.Response.Header.Get("Retry-After") == "" {
+		t.Error("429 without Retry-After")
+	}
+	close(held.gate)
+}
