@@ -104,6 +104,58 @@ type Tenant struct {
 	// +kubebuilder:validation:MaxItems=256
 	// +kubebuilder:validation:items:Pattern=`^sha256:[0-9a-f]{64}$`
 	KeyDigests []string `json:"keyDigests,omitempty"`
+	// Limits are the tenant's rate limits and token budgets, enforced by
+	// the gateway's ratelimit admission step across every replica.
+	// +optional
+	Limits *TenantLimits `json:"limits,omitempty"`
+}
+
+// TenantLimits are a tenant's rate limits and token budgets; a field left
+// out (or 0) is no limit of that kind. Tokens are reserved at admission
+// (the prompt plus max_tokens) and corrected with the real usage.
+type TenantLimits struct {
+	RateLimits `json:",inline"`
+	// Models are limits on given models, checked on top of the tenant's.
+	// +optional
+	// +listType=map
+	// +listMapKey=model
+	// +kubebuilder:validation:MaxItems=256
+	Models []ModelLimits `json:"models,omitempty"`
+}
+
+// ModelLimits are a tenant's limits on one model.
+type ModelLimits struct {
+	// Model is the public model name the request asks for.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=256
+	Model      string `json:"model"`
+	RateLimits `json:",inline"`
+}
+
+// RateLimits are per-minute rates and calendar budgets. Budgets are
+// input plus output tokens per UTC day and month, and must not be smaller
+// than what the per-minute limits allow in one minute.
+type RateLimits struct {
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=1099511627776
+	RequestsPerMinute int64 `json:"requestsPerMinute,omitempty"`
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=1099511627776
+	InputTokensPerMinute int64 `json:"inputTokensPerMinute,omitempty"`
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=1099511627776
+	OutputTokensPerMinute int64 `json:"outputTokensPerMinute,omitempty"`
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=1099511627776
+	TokensPerDay int64 `json:"tokensPerDay,omitempty"`
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=1099511627776
+	TokensPerMonth int64 `json:"tokensPerMonth,omitempty"`
 }
 
 // AuthMode is the gateway's client authentication.

@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/switchyard-dev/switchyard/api/v1alpha1"
+	"github.com/switchyard-dev/switchyard/internal/tenantlimit"
 )
 
 // Snapshot is a compiled, immutable set of resources: the catalog
@@ -173,6 +174,7 @@ func compile(cat *catalog) *Snapshot {
 					at.Keys = appendDigest(at.Keys, sec.Digests[k])
 				}
 			}
+			at.Limits = compileLimits(t.Limits)
 			prog.AuthTenants = append(prog.AuthTenants, at)
 		}
 		if t := b.Tags; t != nil {
@@ -371,7 +373,11 @@ func (p *Program) build(policies map[string]*Policy) error {
 		p.tenants[t.Tenant] = t.Tags
 	}
 	p.keys = make(map[[sha256.Size]byte]keyEntry)
+	p.limits = map[string]tenantlimit.Tenant{}
 	for _, t := range p.AuthTenants {
+		if !t.Limits.IsZero() {
+			p.limits[t.Name] = t.Limits
+		}
 		for _, k := range t.Keys {
 			if prev, ok := p.keys[k]; ok && prev.tenant != t.Name {
 				return fmt.Errorf("a key digest belongs to tenants %q and %q", prev.tenant, t.Name)
@@ -487,4 +493,29 @@ func (p *Program) rulesFor(model string) []int32 {
 		return l
 	}
 	return p.anyModel
+}
+
+// compileLimits is a tenant entry's limits; validation checked them.
+func compileLimits(l *v1alpha1.TenantLimits) tenantlimit.Tenant {
+	if l == nil {
+		return tenantlimit.Tenant{}
+	}
+	t := tenantlimit.Tenant{Limits: rateLimits(l.RateLimits)}
+	for _, m := range l.Models {
+		if t.Models == nil {
+			t.Models = map[string]tenantlimit.Limits{}
+		}
+		t.Models[m.Model] = rateLimits(m.RateLimits)
+	}
+	return t
+}
+
+func rateLimits(r v1alpha1.RateLimits) tenantlimit.Limits {
+	return tenantlimit.Limits{
+		RequestsPerMinute:     r.RequestsPerMinute,
+		InputTokensPerMinute:  r.InputTokensPerMinute,
+		OutputTokensPerMinute: r.OutputTokensPerMinute,
+		TokensPerDay:          r.TokensPerDay,
+		TokensPerMonth:        r.TokensPerMonth,
+	}
 }

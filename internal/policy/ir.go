@@ -3,6 +3,8 @@ package policy
 import (
 	"crypto/sha256"
 	"time"
+
+	"github.com/switchyard-dev/switchyard/internal/tenantlimit"
 )
 
 // This file is the compiled form: what policyd serves (as
@@ -243,12 +245,25 @@ type Program struct {
 	anyModel []int32
 	tenants  map[string][]string
 	keys     map[[sha256.Size]byte]keyEntry // by key digest
+	limits   map[string]tenantlimit.Tenant  // by tenant, those with limits
 }
 
-// AuthTenant is a tenant and the SHA-256 digests of its API keys.
+// TenantLimits returns tenant's limits from spec.tenants[].limits; false
+// when it has none there.
+func (p *Program) TenantLimits(tenant string) (tenantlimit.Tenant, bool) {
+	if p == nil {
+		return tenantlimit.Tenant{}, false
+	}
+	t, ok := p.limits[tenant]
+	return t, ok
+}
+
+// AuthTenant is a tenant, the SHA-256 digests of its API keys and its
+// rate limits (zero: none).
 type AuthTenant struct {
-	Name string
-	Keys [][sha256.Size]byte
+	Name   string
+	Keys   [][sha256.Size]byte
+	Limits tenantlimit.Tenant
 }
 
 // WorkerSet is a compiled InferenceWorkerSet.

@@ -3,11 +3,14 @@ package policy
 import (
 	"crypto/sha256"
 	"fmt"
+	"maps"
+	"slices"
 	"time"
 
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/switchyard-dev/switchyard/internal/tenantlimit"
 	policyv1 "github.com/switchyard-dev/switchyard/proto/switchyard/policy/v1"
 )
 
@@ -88,6 +91,12 @@ func ToProto(s *Snapshot, revision int64) *policyv1.Snapshot {
 			at := &policyv1.AuthTenant{Name: t.Name}
 			for _, k := range t.Keys {
 				at.KeySha256 = append(at.KeySha256, k[:])
+			}
+			if !t.Limits.Limits.IsZero() {
+				at.Limits = limitsProto(t.Limits.Limits)
+			}
+			for _, m := range slices.Sorted(maps.Keys(t.Limits.Models)) {
+				at.ModelLimits = append(at.ModelLimits, &policyv1.ModelRateLimits{Model: m, Limits: limitsProto(t.Limits.Models[m])})
 			}
 			pp.AuthTenants = append(pp.AuthTenants, at)
 		}
@@ -199,6 +208,21 @@ func FromProto(p *policyv1.Snapshot) (*Snapshot, error) {
 				}
 				at.Keys = append(at.Keys, [sha256.Size]byte(k))
 			}
+			at.Limits.Limits = limitsFromProto(t.GetLimits())
+			for _, m := range t.GetModelLimits() {
+				if at.Limits.Models == nil {
+					at.Limits.Models = map[string]tenantlimit.Limits{}
+				}
+				at.Limits.Models[m.GetModel()] = limitsFromProto(m.GetLimits())
+			}
+			if err := at.Limits.Limits.Validate("limits"); err != nil {
+				return nil, fmt.Errorf("gateway backend %s tenant %s: %w", pp.GetName(), t.GetName(), err)
+			}
+			for m, l := range at.Limits.Models {
+				if err := l.Validate("limits.models[" + m + "]"); err != nil {
+					return nil, fmt.Errorf("gateway backend %s tenant %s: %w", pp.GetName(), t.GetName(), err)
+				}
+			}
 			prog.AuthTenants = append(prog.AuthTenants, at)
 		}
 		s.Programs = append(s.Programs, prog)
@@ -247,4 +271,24 @@ func DiagnosticsFromProto(ps []*policyv1.Diagnostic) Diagnostics {
 			Kind: p.GetKind(), Namespace: p.GetNamespace(), Name: p.GetName(), Path: p.GetPath(), Message: p.GetMessage()})
 	}
 	return out
+}
+
+func limitsProto(l tenantlimit.Limits) *policyv1.RateLimits {
+	return &policyv1.RateLimits{
+		RequestsPerMinute:     l.RequestsPerMinute,
+		InputTokensPerMinute:  l.InputTokensPerMinute,
+		OutputTokensPerMinute: l.OutputTokensPerMinute,
+		TokensPerDay:          l.TokensPerDay,
+		TokensPerMonth:        l.TokensPerMonth,
+	}
+}
+
+func limitsFromProto(l *policyv1.RateLimits) tenantlimit.Limits {
+	return tenantlimit.Limits{
+		RequestsPerMinute:     l.GetRequestsPerMinute(),
+		InputTokensPerMinute:  l.GetInputTokensPerMinute(),
+		OutputTokensPerMinute: l.GetOutputTokensPerMinute(),
+		TokensPerDay:          l.GetTokensPerDay(),
+		TokensPerMonth:        l.GetTokensPerMonth(),
+	}
 }

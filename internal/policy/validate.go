@@ -435,6 +435,7 @@ func (c *checker) validateTenants(o *Object, s *v1alpha1.GatewayBackendSpec) {
 		for j, d := range t.KeyDigests {
 			addDigest(idx(p+".keyDigests", j), t.Name, d)
 		}
+		c.validateLimits(o, p+".limits", t.Limits)
 		if t.KeysSecret == "" {
 			continue
 		}
@@ -537,5 +538,35 @@ func (c *checker) validateBackend(o *Object, s *v1alpha1.GatewayBackendSpec) {
 				}
 			}
 		}
+	}
+}
+
+// validateLimits checks a tenant's limits: in range, budgets no smaller
+// than a minute's tokens, a model listed once.
+func (c *checker) validateLimits(o *Object, p string, l *v1alpha1.TenantLimits) {
+	if l == nil {
+		return
+	}
+	limitErrs := func(err error) {
+		if err == nil {
+			return
+		}
+		for _, e := range err.(interface{ Unwrap() []error }).Unwrap() {
+			path, msg, _ := strings.Cut(e.Error(), ": ")
+			c.err(o, path, "%s", msg)
+		}
+	}
+	limitErrs(rateLimits(l.RateLimits).Validate(p))
+	seen := map[string]bool{}
+	for j, m := range l.Models {
+		mp := idx(p+".models", j)
+		switch {
+		case m.Model == "" || len(m.Model) > 256:
+			c.err(o, mp+".model", "want a model name of 1 to 256 bytes")
+		case seen[m.Model]:
+			c.err(o, mp+".model", "model %q listed twice", m.Model)
+		}
+		seen[m.Model] = true
+		limitErrs(rateLimits(m.RateLimits).Validate(mp))
 	}
 }

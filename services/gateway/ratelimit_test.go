@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/switchyard-dev/switchyard/internal/apikey"
 	"github.com/switchyard-dev/switchyard/internal/testkit"
 	"github.com/switchyard-dev/switchyard/services/gateway/ratelimit"
 )
@@ -194,5 +195,39 @@ func TestRateLimitConfig(t *testing.T) {
 		if err := c.Validate(); err == nil || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("%s: %v, want %q", tt.name, err, tt.want)
 		}
+	}
+}
+
+// TestRateLimitFromGatewayBackend: limits on a GatewayBackend tenant
+// entry (policyd, files mode) hold that tenant, found by its API key; a
+// tenant without limits is not held.
+func TestRateLimitFromGatewayBackend(t *testing.T) {
+	url, _ := testkit.Redis(t)
+	keyA, keyB := apikey.Generate(), apikey.Generate()
+	dir := t.TempDir()
+	doc := keyedCatalog(map[string]string{"team-a": keyA, "team-b": keyB}) + "    limits:\n      requestsPerMinute: 2\n"
+	if err := os.WriteFile(filepath.Join(dir, "gateway.yaml"), []byte(doc), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	pdAddr := servePolicydFiles(t, dir)
+	up := newVLLM(t, modeOK)
+	e := newEnv(t, envOpts{noNATS: true, cfg: rateLimited(t, url, "", func(c *Config) { c.PolicydAddr, c.GatewayBackend = pdAddr, "keyed" })})
+	e.router.setTargets(testModel, up.target("w0"))
+	e.eventually(t, "policy snapshot", func() bool { p := e.gw.catalog.program(); return p != nil && p.AuthKeys() == 2 })
+	count := func(key string) map[int]int {
+		codes := map[int]int{}
+		for range 4 {
+			resp := e.post(t, "/v1/chat/completions", chatBody, map[string]string{"Authorization": "Bearer " + key})
+			resp.Body.Close()
+			codes[resp.StatusCode]++
+		}
+		return codes
+	}
+	// team-b is the last tenant of keyedCatalog: the limits are its.
+	if got := count(keyB); got[http.StatusOK] != 2 || got[http.StatusTooManyRequests] != 2 {
+		t.Errorf("team-b (2 a minute): %v", got)
+	}
+	if got := count(keyA); got[http.StatusOK] != 4 {
+		t.Errorf("team-a (no limits): %v", got)
 	}
 }

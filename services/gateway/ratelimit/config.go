@@ -18,7 +18,10 @@ import (
 // step; Redis is the gateway's --redis-url.
 type Config struct {
 	// LimitsFile is a YAML (or JSON) file of limits keyed by tenant name
-	// (ParseLimitsFile). A tenant absent from it has no limits.
+	// (ParseLimitsFile): for the tenant "default" (no authentication) and
+	// tenants whose GatewayBackend entry sets no limits (an entry's limits,
+	// from policyd, take precedence). A tenant limited by neither is not
+	// limited.
 	LimitsFile string
 	// RedisDown is what the gateway does while Redis is unreachable: open
 	// admits each replica's share of every limit (limit / Replicas,
@@ -44,7 +47,7 @@ func DefaultConfig() Config {
 // RegisterFlags registers the --ratelimit-* flags.
 func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	d := DefaultConfig()
-	fs.StringVar(&c.LimitsFile, "ratelimit-limits-file", d.LimitsFile, "YAML file of per-tenant limits (tenants: {name: {requestsPerMinute, inputTokensPerMinute, outputTokensPerMinute, tokensPerDay, tokensPerMonth, models: {model: {...}}}}); used by the ratelimit admission step")
+	fs.StringVar(&c.LimitsFile, "ratelimit-limits-file", d.LimitsFile, "YAML file of per-tenant limits (tenants: {name: {requestsPerMinute, inputTokensPerMinute, outputTokensPerMinute, tokensPerDay, tokensPerMonth, models: {model: {...}}}}) for tenants whose GatewayBackend entry sets none (e.g. default); used by the ratelimit admission step")
 	fs.Func("ratelimit-redis-down", "while Redis is unreachable: open (each replica admits limit / --ratelimit-replicas) or closed (refuse with 503) (default open)", func(s string) error {
 		c.RedisDown = DownMode(s)
 		return nil
@@ -71,13 +74,6 @@ func (c *Config) Validate() error {
 		errs = append(errs, fmt.Errorf("ratelimit-redis-timeout %s: want more than 0, at most 10s", c.RedisTimeout))
 	}
 	return errors.Join(errs...)
-}
-
-// TenantLimits are a tenant's limits, and its limits on given models
-// (checked on top of the tenant's).
-type TenantLimits struct {
-	Limits
-	Models map[string]Limits `json:"models,omitempty"`
 }
 
 // LimitsFile is the --ratelimit-limits-file document.

@@ -248,12 +248,12 @@ type Scope struct {
 }
 
 // items lists the limits the scopes set, with c's cost on each.
-func (l *Limiter) items(tenant string, scopes []Scope, c Cost, now time.Time, share int) []item {
+func (l *Limiter) items(tenant string, scopes []Scope, c Cost, now time.Time, replicas int) []item {
 	var its []item
 	for _, s := range scopes {
 		lim := s.Limits
-		if share > 1 {
-			lim = lim.share(share)
+		if replicas > 1 {
+			lim = share(lim, replicas)
 		}
 		its = l.scopeItems(its, rediskeys.RateLimit(l.opts.Prefix, tenant, s.Model, ""), lim, c, now)
 	}

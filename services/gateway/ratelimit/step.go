@@ -25,6 +25,7 @@ const Name = "ratelimit"
 // output tokens (and the request on the model's limits); when the request
 // ends, Settle corrects the reservation with the real usage.
 type Step struct {
+	deps   admission.Deps
 	lim    *Limiter
 	defMax int64
 	limits atomic.Pointer[map[string]TenantLimits]
@@ -33,7 +34,7 @@ type Step struct {
 var _ admission.Step = (*Step)(nil)
 
 // New is the step's admission.Factory; the gateway Starts it.
-func New(admission.Deps) (admission.Step, error) { return &Step{}, nil }
+func New(deps admission.Deps) (admission.Step, error) { return &Step{deps: deps}, nil }
 
 // Start gives the step its limiter and limits; until then it fails every
 // request.
@@ -47,7 +48,12 @@ func (s *Step) Start(lim *Limiter, cfg Config, limits map[string]TenantLimits) {
 // requests run.
 func (s *Step) SetLimits(limits map[string]TenantLimits) { s.limits.Store(&limits) }
 
+// tenant is name's limits: its GatewayBackend tenant entry's, from
+// policyd's snapshot, else the limits file's.
 func (s *Step) tenant(name string) (TenantLimits, bool) {
+	if t, ok := s.deps.CurrentProgram().TenantLimits(name); ok {
+		return t, true
+	}
 	m := s.limits.Load()
 	if m == nil {
 		return TenantLimits{}, false

@@ -2025,7 +2025,11 @@ type AuthTenant struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
 	// SHA-256 digests of the tenant's keys, 32 bytes each.
-	KeySha256     [][]byte `protobuf:"bytes,2,rep,name=key_sha256,json=keySha256,proto3" json:"key_sha256,omitempty"`
+	KeySha256 [][]byte `protobuf:"bytes,2,rep,name=key_sha256,json=keySha256,proto3" json:"key_sha256,omitempty"`
+	// The tenant's rate limits and budgets (unset: none).
+	Limits *RateLimits `protobuf:"bytes,3,opt,name=limits,proto3" json:"limits,omitempty"`
+	// Limits on given models, on top of the tenant's.
+	ModelLimits   []*ModelRateLimits `protobuf:"bytes,4,rep,name=model_limits,json=modelLimits,proto3" json:"model_limits,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2074,6 +2078,151 @@ func (x *AuthTenant) GetKeySha256() [][]byte {
 	return nil
 }
 
+func (x *AuthTenant) GetLimits() *RateLimits {
+	if x != nil {
+		return x.Limits
+	}
+	return nil
+}
+
+func (x *AuthTenant) GetModelLimits() []*ModelRateLimits {
+	if x != nil {
+		return x.ModelLimits
+	}
+	return nil
+}
+
+// RateLimits are per-minute rates and UTC day/month token budgets; 0 is no
+// limit of that kind.
+type RateLimits struct {
+	state                 protoimpl.MessageState `protogen:"open.v1"`
+	RequestsPerMinute     int64                  `protobuf:"varint,1,opt,name=requests_per_minute,json=requestsPerMinute,proto3" json:"requests_per_minute,omitempty"`
+	InputTokensPerMinute  int64                  `protobuf:"varint,2,opt,name=input_tokens_per_minute,json=inputTokensPerMinute,proto3" json:"input_tokens_per_minute,omitempty"`
+	OutputTokensPerMinute int64                  `protobuf:"varint,3,opt,name=output_tokens_per_minute,json=outputTokensPerMinute,proto3" json:"output_tokens_per_minute,omitempty"`
+	TokensPerDay          int64                  `protobuf:"varint,4,opt,name=tokens_per_day,json=tokensPerDay,proto3" json:"tokens_per_day,omitempty"`
+	TokensPerMonth        int64                  `protobuf:"varint,5,opt,name=tokens_per_month,json=tokensPerMonth,proto3" json:"tokens_per_month,omitempty"`
+	unknownFields         protoimpl.UnknownFields
+	sizeCache             protoimpl.SizeCache
+}
+
+func (x *RateLimits) Reset() {
+	*x = RateLimits{}
+	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RateLimits) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RateLimits) ProtoMessage() {}
+
+func (x *RateLimits) ProtoReflect() protoreflect.Message {
+	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RateLimits.ProtoReflect.Descriptor instead.
+func (*RateLimits) Descriptor() ([]byte, []int) {
+	return file_switchyard_policy_v1_policy_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *RateLimits) GetRequestsPerMinute() int64 {
+	if x != nil {
+		return x.RequestsPerMinute
+	}
+	return 0
+}
+
+func (x *RateLimits) GetInputTokensPerMinute() int64 {
+	if x != nil {
+		return x.InputTokensPerMinute
+	}
+	return 0
+}
+
+func (x *RateLimits) GetOutputTokensPerMinute() int64 {
+	if x != nil {
+		return x.OutputTokensPerMinute
+	}
+	return 0
+}
+
+func (x *RateLimits) GetTokensPerDay() int64 {
+	if x != nil {
+		return x.TokensPerDay
+	}
+	return 0
+}
+
+func (x *RateLimits) GetTokensPerMonth() int64 {
+	if x != nil {
+		return x.TokensPerMonth
+	}
+	return 0
+}
+
+// ModelRateLimits are a tenant's limits on one public model name.
+type ModelRateLimits struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Model         string                 `protobuf:"bytes,1,opt,name=model,proto3" json:"model,omitempty"`
+	Limits        *RateLimits            `protobuf:"bytes,2,opt,name=limits,proto3" json:"limits,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ModelRateLimits) Reset() {
+	*x = ModelRateLimits{}
+	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ModelRateLimits) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ModelRateLimits) ProtoMessage() {}
+
+func (x *ModelRateLimits) ProtoReflect() protoreflect.Message {
+	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ModelRateLimits.ProtoReflect.Descriptor instead.
+func (*ModelRateLimits) Descriptor() ([]byte, []int) {
+	return file_switchyard_policy_v1_policy_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *ModelRateLimits) GetModel() string {
+	if x != nil {
+		return x.Model
+	}
+	return ""
+}
+
+func (x *ModelRateLimits) GetLimits() *RateLimits {
+	if x != nil {
+		return x.Limits
+	}
+	return nil
+}
+
 type PolicyRef struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
@@ -2084,7 +2233,7 @@ type PolicyRef struct {
 
 func (x *PolicyRef) Reset() {
 	*x = PolicyRef{}
-	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[23]
+	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2096,7 +2245,7 @@ func (x *PolicyRef) String() string {
 func (*PolicyRef) ProtoMessage() {}
 
 func (x *PolicyRef) ProtoReflect() protoreflect.Message {
-	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[23]
+	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2109,7 +2258,7 @@ func (x *PolicyRef) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PolicyRef.ProtoReflect.Descriptor instead.
 func (*PolicyRef) Descriptor() ([]byte, []int) {
-	return file_switchyard_policy_v1_policy_proto_rawDescGZIP(), []int{23}
+	return file_switchyard_policy_v1_policy_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *PolicyRef) GetName() string {
@@ -2136,7 +2285,7 @@ type TenantTags struct {
 
 func (x *TenantTags) Reset() {
 	*x = TenantTags{}
-	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[24]
+	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2148,7 +2297,7 @@ func (x *TenantTags) String() string {
 func (*TenantTags) ProtoMessage() {}
 
 func (x *TenantTags) ProtoReflect() protoreflect.Message {
-	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[24]
+	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2161,7 +2310,7 @@ func (x *TenantTags) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TenantTags.ProtoReflect.Descriptor instead.
 func (*TenantTags) Descriptor() ([]byte, []int) {
-	return file_switchyard_policy_v1_policy_proto_rawDescGZIP(), []int{24}
+	return file_switchyard_policy_v1_policy_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *TenantTags) GetTenant() string {
@@ -2318,12 +2467,24 @@ const file_switchyard_policy_v1_policy_proto_rawDesc = "" +
 	"tagsHeader\x12!\n" +
 	"\fallowed_tags\x18\a \x03(\tR\vallowedTags\x12:\n" +
 	"\atenants\x18\b \x03(\v2 .switchyard.policy.v1.TenantTagsR\atenants\x12C\n" +
-	"\fauth_tenants\x18\t \x03(\v2 .switchyard.policy.v1.AuthTenantR\vauthTenants\"?\n" +
+	"\fauth_tenants\x18\t \x03(\v2 .switchyard.policy.v1.AuthTenantR\vauthTenants\"\xc3\x01\n" +
 	"\n" +
 	"AuthTenant\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1d\n" +
 	"\n" +
-	"key_sha256\x18\x02 \x03(\fR\tkeySha256\"U\n" +
+	"key_sha256\x18\x02 \x03(\fR\tkeySha256\x128\n" +
+	"\x06limits\x18\x03 \x01(\v2 .switchyard.policy.v1.RateLimitsR\x06limits\x12H\n" +
+	"\fmodel_limits\x18\x04 \x03(\v2%.switchyard.policy.v1.ModelRateLimitsR\vmodelLimits\"\xfc\x01\n" +
+	"\n" +
+	"RateLimits\x12.\n" +
+	"\x13requests_per_minute\x18\x01 \x01(\x03R\x11requestsPerMinute\x125\n" +
+	"\x17input_tokens_per_minute\x18\x02 \x01(\x03R\x14inputTokensPerMinute\x127\n" +
+	"\x18output_tokens_per_minute\x18\x03 \x01(\x03R\x15outputTokensPerMinute\x12$\n" +
+	"\x0etokens_per_day\x18\x04 \x01(\x03R\ftokensPerDay\x12(\n" +
+	"\x10tokens_per_month\x18\x05 \x01(\x03R\x0etokensPerMonth\"a\n" +
+	"\x0fModelRateLimits\x12\x14\n" +
+	"\x05model\x18\x01 \x01(\tR\x05model\x128\n" +
+	"\x06limits\x18\x02 \x01(\v2 .switchyard.policy.v1.RateLimitsR\x06limits\"U\n" +
 	"\tPolicyRef\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x124\n" +
 	"\x04mode\x18\x02 \x01(\x0e2 .switchyard.policy.v1.PolicyModeR\x04mode\"8\n" +
@@ -2388,7 +2549,7 @@ func file_switchyard_policy_v1_policy_proto_rawDescGZIP() []byte {
 }
 
 var file_switchyard_policy_v1_policy_proto_enumTypes = make([]protoimpl.EnumInfo, 7)
-var file_switchyard_policy_v1_policy_proto_msgTypes = make([]protoimpl.MessageInfo, 25)
+var file_switchyard_policy_v1_policy_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
 var file_switchyard_policy_v1_policy_proto_goTypes = []any{
 	(Severity)(0),                 // 0: switchyard.policy.v1.Severity
 	(BackendType)(0),              // 1: switchyard.policy.v1.BackendType
@@ -2420,20 +2581,22 @@ var file_switchyard_policy_v1_policy_proto_goTypes = []any{
 	(*Tier)(nil),                  // 27: switchyard.policy.v1.Tier
 	(*Program)(nil),               // 28: switchyard.policy.v1.Program
 	(*AuthTenant)(nil),            // 29: switchyard.policy.v1.AuthTenant
-	(*PolicyRef)(nil),             // 30: switchyard.policy.v1.PolicyRef
-	(*TenantTags)(nil),            // 31: switchyard.policy.v1.TenantTags
-	(*timestamppb.Timestamp)(nil), // 32: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),   // 33: google.protobuf.Duration
+	(*RateLimits)(nil),            // 30: switchyard.policy.v1.RateLimits
+	(*ModelRateLimits)(nil),       // 31: switchyard.policy.v1.ModelRateLimits
+	(*PolicyRef)(nil),             // 32: switchyard.policy.v1.PolicyRef
+	(*TenantTags)(nil),            // 33: switchyard.policy.v1.TenantTags
+	(*timestamppb.Timestamp)(nil), // 34: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),   // 35: google.protobuf.Duration
 }
 var file_switchyard_policy_v1_policy_proto_depIdxs = []int32{
 	15, // 0: switchyard.policy.v1.WatchResponse.snapshot:type_name -> switchyard.policy.v1.Snapshot
 	15, // 1: switchyard.policy.v1.GetSnapshotResponse.snapshot:type_name -> switchyard.policy.v1.Snapshot
 	14, // 2: switchyard.policy.v1.GetSnapshotResponse.diagnostics:type_name -> switchyard.policy.v1.Diagnostic
-	32, // 3: switchyard.policy.v1.GetSnapshotResponse.checked_at:type_name -> google.protobuf.Timestamp
+	34, // 3: switchyard.policy.v1.GetSnapshotResponse.checked_at:type_name -> google.protobuf.Timestamp
 	12, // 4: switchyard.policy.v1.ValidateRequest.files:type_name -> switchyard.policy.v1.File
 	14, // 5: switchyard.policy.v1.ValidateResponse.diagnostics:type_name -> switchyard.policy.v1.Diagnostic
 	0,  // 6: switchyard.policy.v1.Diagnostic.severity:type_name -> switchyard.policy.v1.Severity
-	32, // 7: switchyard.policy.v1.Snapshot.created_at:type_name -> google.protobuf.Timestamp
+	34, // 7: switchyard.policy.v1.Snapshot.created_at:type_name -> google.protobuf.Timestamp
 	16, // 8: switchyard.policy.v1.Snapshot.worker_sets:type_name -> switchyard.policy.v1.WorkerSet
 	18, // 9: switchyard.policy.v1.Snapshot.pools:type_name -> switchyard.policy.v1.Pool
 	19, // 10: switchyard.policy.v1.Snapshot.providers:type_name -> switchyard.policy.v1.Provider
@@ -2441,7 +2604,7 @@ var file_switchyard_policy_v1_policy_proto_depIdxs = []int32{
 	28, // 12: switchyard.policy.v1.Snapshot.programs:type_name -> switchyard.policy.v1.Program
 	14, // 13: switchyard.policy.v1.Snapshot.warnings:type_name -> switchyard.policy.v1.Diagnostic
 	17, // 14: switchyard.policy.v1.WorkerSet.static_workers:type_name -> switchyard.policy.v1.StaticWorker
-	33, // 15: switchyard.policy.v1.Pool.scrape_interval:type_name -> google.protobuf.Duration
+	35, // 15: switchyard.policy.v1.Pool.scrape_interval:type_name -> google.protobuf.Duration
 	20, // 16: switchyard.policy.v1.Provider.models:type_name -> switchyard.policy.v1.ProviderModel
 	21, // 17: switchyard.policy.v1.Provider.credentials:type_name -> switchyard.policy.v1.Credentials
 	23, // 18: switchyard.policy.v1.Policy.rules:type_name -> switchyard.policy.v1.Rule
@@ -2456,21 +2619,24 @@ var file_switchyard_policy_v1_policy_proto_depIdxs = []int32{
 	4,  // 27: switchyard.policy.v1.Predicate.op:type_name -> switchyard.policy.v1.Op
 	1,  // 28: switchyard.policy.v1.Tier.type:type_name -> switchyard.policy.v1.BackendType
 	2,  // 29: switchyard.policy.v1.Tier.minimize:type_name -> switchyard.policy.v1.Objective
-	30, // 30: switchyard.policy.v1.Program.policies:type_name -> switchyard.policy.v1.PolicyRef
-	31, // 31: switchyard.policy.v1.Program.tenants:type_name -> switchyard.policy.v1.TenantTags
+	32, // 30: switchyard.policy.v1.Program.policies:type_name -> switchyard.policy.v1.PolicyRef
+	33, // 31: switchyard.policy.v1.Program.tenants:type_name -> switchyard.policy.v1.TenantTags
 	29, // 32: switchyard.policy.v1.Program.auth_tenants:type_name -> switchyard.policy.v1.AuthTenant
-	6,  // 33: switchyard.policy.v1.PolicyRef.mode:type_name -> switchyard.policy.v1.PolicyMode
-	7,  // 34: switchyard.policy.v1.PolicyService.Watch:input_type -> switchyard.policy.v1.WatchRequest
-	9,  // 35: switchyard.policy.v1.PolicyService.GetSnapshot:input_type -> switchyard.policy.v1.GetSnapshotRequest
-	11, // 36: switchyard.policy.v1.PolicyService.Validate:input_type -> switchyard.policy.v1.ValidateRequest
-	8,  // 37: switchyard.policy.v1.PolicyService.Watch:output_type -> switchyard.policy.v1.WatchResponse
-	10, // 38: switchyard.policy.v1.PolicyService.GetSnapshot:output_type -> switchyard.policy.v1.GetSnapshotResponse
-	13, // 39: switchyard.policy.v1.PolicyService.Validate:output_type -> switchyard.policy.v1.ValidateResponse
-	37, // [37:40] is the sub-list for method output_type
-	34, // [34:37] is the sub-list for method input_type
-	34, // [34:34] is the sub-list for extension type_name
-	34, // [34:34] is the sub-list for extension extendee
-	0,  // [0:34] is the sub-list for field type_name
+	30, // 33: switchyard.policy.v1.AuthTenant.limits:type_name -> switchyard.policy.v1.RateLimits
+	31, // 34: switchyard.policy.v1.AuthTenant.model_limits:type_name -> switchyard.policy.v1.ModelRateLimits
+	30, // 35: switchyard.policy.v1.ModelRateLimits.limits:type_name -> switchyard.policy.v1.RateLimits
+	6,  // 36: switchyard.policy.v1.PolicyRef.mode:type_name -> switchyard.policy.v1.PolicyMode
+	7,  // 37: switchyard.policy.v1.PolicyService.Watch:input_type -> switchyard.policy.v1.WatchRequest
+	9,  // 38: switchyard.policy.v1.PolicyService.GetSnapshot:input_type -> switchyard.policy.v1.GetSnapshotRequest
+	11, // 39: switchyard.policy.v1.PolicyService.Validate:input_type -> switchyard.policy.v1.ValidateRequest
+	8,  // 40: switchyard.policy.v1.PolicyService.Watch:output_type -> switchyard.policy.v1.WatchResponse
+	10, // 41: switchyard.policy.v1.PolicyService.GetSnapshot:output_type -> switchyard.policy.v1.GetSnapshotResponse
+	13, // 42: switchyard.policy.v1.PolicyService.Validate:output_type -> switchyard.policy.v1.ValidateResponse
+	40, // [40:43] is the sub-list for method output_type
+	37, // [37:40] is the sub-list for method input_type
+	37, // [37:37] is the sub-list for extension type_name
+	37, // [37:37] is the sub-list for extension extendee
+	0,  // [0:37] is the sub-list for field type_name
 }
 
 func init() { file_switchyard_policy_v1_policy_proto_init() }
@@ -2484,7 +2650,7 @@ func file_switchyard_policy_v1_policy_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_switchyard_policy_v1_policy_proto_rawDesc), len(file_switchyard_policy_v1_policy_proto_rawDesc)),
 			NumEnums:      7,
-			NumMessages:   25,
+			NumMessages:   27,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
