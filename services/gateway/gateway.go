@@ -5,12 +5,14 @@
 //
 // The request path, top to bottom (proxy.go): the admission chain says who
 // is calling (package admission: apikey with API keys, default-tenant
-// without authentication),
-// the body is read once (apibody, over jsonscan), the router picks a
-// target, the gateway splices the served model name and include_usage
-// into the body, and the upstream adapter of the target's type
-// (internal/upstream) sends the attempt; a failure before the first byte
-// is retried once elsewhere. Not yet: rate limits.
+// without authentication) and may hold it to its rate limits (package
+// ratelimit: one request of its requests per minute), the body is read
+// once (apibody, over jsonscan), the router picks a target, the ratelimit
+// step reserves the request's tokens (the router's prompt count and
+// max_tokens; settled with the real usage when the request ends), the
+// gateway splices the served model name and include_usage into the body,
+// and the upstream adapter of the target's type (internal/upstream) sends
+// the attempt; a failure before the first byte is retried once elsewhere.
 //
 // Client APIs. The gateway serves a registry of inbound APIs (inbound.go:
 // one method, register, per API). OpenAI's is native; Anthropic's Messages

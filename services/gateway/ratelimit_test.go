@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -229,5 +230,32 @@ func TestRateLimitFromGatewayBackend(t *testing.T) {
 	}
 	if got := count(keyA); got[http.StatusOK] != 4 {
 		t.Errorf("team-a (no limits): %v", got)
+	}
+}
+
+// TestRateLimitAnthropic: a Messages client over its limit gets
+// Anthropic's 429 rate_limit_error with anthropic-ratelimit-* headers,
+// and its tokens are reserved from its max_tokens like any request.
+func TestRateLimitAnthropic(t *testing.T) {
+	url, _ := testkit.Redis(t)
+	up := newVLLM(t, modeOK)
+	e := newEnv(t, envOpts{noNATS: true, cfg: rateLimited(t, url, "tenants:\n  default:\n    requestsPerMinute: 1\n    outputTokensPerMinute: 1000\n", nil)})
+	e.router.setTargets(testModel, up.target("w0"))
+	hdr := map[string]string{"anthropic-version": "2023-06-01"}
+	resp := e.post(t, "/v1/messages", `{"model":"test-model","max_tokens":2000,"messages":[{"role":"user","content":"hi"}]}`, hdr)
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(body), `"type":"error"`) || !strings.Contains(string(body), "2000 output_tokens over a limit of 1000") {
+		t.Errorf("max_tokens over the limit: %d %s", resp.StatusCode, body)
+	}
+	resp = e.post(t, "/v1/messages", `{"model":"test-model","max_tokens":100,"messages":[{"role":"user","content":"hi"}]}`, hdr)
+	body, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusTooManyRequests || !strings.Contains(string(body), `"rate_limit_error"`) {
+		t.Fatalf("second request in the minute: %d %s", resp.StatusCode, body)
+	}
+	h := resp.Header
+	if h.Get("Retry-After") == "" || h.Get("anthropic-ratelimit-requests-limit") != "1" || h.Get("anthropic-ratelimit-requests-remaining") != "0" || h.Get("anthropic-ratelimit-requests-reset") == "" || h.Get("x-ratelimit-limit-requests") != "" {
+		t.Errorf("headers: %v", h)
 	}
 }
