@@ -125,8 +125,13 @@ Try:
   curl -s %s/v1/chat/completions -H 'Content-Type: application/json' \
     -d '{"model":"%s","messages":[{"role":"user","content":"Hello!"}],"max_tokens":16}'
 
+The same through Anthropic's Messages API:
+
+  curl -s %s/v1/messages -H 'Content-Type: application/json' -H 'anthropic-version: 2023-06-01' \
+    -d '{"model":"%s","max_tokens":16,"messages":[{"role":"user","content":"Hello!"}]}'
+
 Ctrl-C stops everything.
-`, s.GatewayURL(), model)
+`, s.GatewayURL(), model, s.GatewayURL(), model)
 	}
 }
 
@@ -157,6 +162,11 @@ An alias resolves to the backing model predicted fastest:
   curl -s %s/v1/chat/completions -H 'Content-Type: application/json' \
     -d '{"model":"%s","messages":[{"role":"user","content":"Hello!"}],"max_tokens":16}'
 
+Anthropic's Messages API serves the same models (streaming, tools, count_tokens):
+
+  curl -s %s/v1/messages -H 'Content-Type: application/json' -H 'anthropic-version: 2023-06-01' \
+    -d '{"model":"%s","max_tokens":16,"messages":[{"role":"user","content":"Hello!"}]}'
+
 Burst routing: once every local worker of a model has more than 2 queued
 prompts, burst-policy sends requests to the providers (bedrock, then
 databricks); the response's "model" then carries the provider's name.
@@ -174,5 +184,5 @@ local worker can take them):
 
 Edit the YAML under %s and policyd reloads it. Ctrl-C stops everything.
 `, strings.Join(cf.models, ", "), strings.Join(cf.aliases, ", "),
-		s.GatewayURL(), alias, s.GatewayURL(), model, s.RouterURL(), s.GatewayURL(), model, cf.dir)
+		s.GatewayURL(), alias, s.GatewayURL(), alias, s.GatewayURL(), model, s.RouterURL(), s.GatewayURL(), model, cf.dir)
 }
