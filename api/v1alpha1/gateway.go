@@ -104,6 +104,13 @@ type Tenant struct {
 	// +kubebuilder:validation:MaxItems=256
 	// +kubebuilder:validation:items:Pattern=`^sha256:[0-9a-f]{64}$`
 	KeyDigests []string `json:"keyDigests,omitempty"`
+	// AllowedTags narrows the tags this tenant's requests may set through
+	// spec.tags.header: a tag must be in this list and in
+	// spec.tags.allowed (when that is set). Empty: spec.tags.allowed
+	// alone decides.
+	// +optional
+	// +kubebuilder:validation:MaxItems=256
+	AllowedTags []string `json:"allowedTags,omitempty"`
 	// Limits are the tenant's rate limits and token budgets, enforced by
 	// the gateway's ratelimit admission step across every replica.
 	// +optional

@@ -1011,6 +1011,11 @@ func (in *Tenant) DeepCopyInto(out *Tenant) {
 		*out = make([]string, len(*in))
 		copy(*out, *in)
 	}
+	if in.AllowedTags != nil {
+		in, out := &in.AllowedTags, &out.AllowedTags
+		*out = make([]string, len(*in))
+		copy(*out, *in)
+	}
 	if in.Limits != nil {
 		in, out := &in.Limits, &out.Limits
 		*out = new(TenantLimits)

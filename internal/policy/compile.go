@@ -165,7 +165,7 @@ func compile(cat *catalog) *Snapshot {
 			prog.AuthMode = string(b.Auth.Mode)
 		}
 		for _, t := range b.Tenants {
-			at := AuthTenant{Name: t.Name}
+			at := AuthTenant{Name: t.Name, AllowedTags: slices.Clone(t.AllowedTags)}
 			for _, d := range t.KeyDigests {
 				at.Keys = appendDigest(at.Keys, d)
 			}
@@ -374,7 +374,14 @@ func (p *Program) build(policies map[string]*Policy) error {
 	}
 	p.keys = make(map[[sha256.Size]byte]keyEntry)
 	p.limits = map[string]tenantlimit.Tenant{}
+	p.tenantAllowed = nil
 	for _, t := range p.AuthTenants {
+		if len(t.AllowedTags) > 0 {
+			if p.tenantAllowed == nil {
+				p.tenantAllowed = map[string][]string{}
+			}
+			p.tenantAllowed[t.Name] = t.AllowedTags
+		}
 		if !t.Limits.IsZero() {
 			p.limits[t.Name] = t.Limits
 		}
@@ -464,6 +471,17 @@ func (p *Program) TenantTags(tenant string) []string { return p.tenants[tenant] 
 // TagAllowed reports whether clients may set tag through the tags header.
 func (p *Program) TagAllowed(tag string) bool {
 	return len(p.AllowedTags) == 0 || slices.Contains(p.AllowedTags, tag)
+}
+
+// TenantTagAllowed reports whether tenant's requests may set tag through
+// the tags header: the program allows it, and so does the tenant's own
+// list when it has one.
+func (p *Program) TenantTagAllowed(tenant, tag string) bool {
+	if !p.TagAllowed(tag) {
+		return false
+	}
+	own, ok := p.tenantAllowed[tenant]
+	return !ok || slices.Contains(own, tag)
 }
 
 // ConsiderModels appends to dst the models whose backends a decision for

@@ -246,6 +246,8 @@ type Program struct {
 	tenants  map[string][]string
 	keys     map[[sha256.Size]byte]keyEntry // by key digest
 	limits   map[string]tenantlimit.Tenant  // by tenant, those with limits
+	// tenantAllowed are the tenants' AllowedTags, for those that have.
+	tenantAllowed map[string][]string
 }
 
 // TenantLimits returns tenant's limits from spec.tenants[].limits; false
@@ -264,6 +266,9 @@ type AuthTenant struct {
 	Name   string
 	Keys   [][sha256.Size]byte
 	Limits tenantlimit.Tenant
+	// AllowedTags narrow the program's for this tenant; empty: the
+	// program's alone.
+	AllowedTags []string
 }
 
 // WorkerSet is a compiled InferenceWorkerSet.

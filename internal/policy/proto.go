@@ -88,7 +88,7 @@ func ToProto(s *Snapshot, revision int64) *policyv1.Snapshot {
 			pp.Tenants = append(pp.Tenants, &policyv1.TenantTags{Tenant: t.Tenant, Tags: t.Tags})
 		}
 		for _, t := range p.AuthTenants {
-			at := &policyv1.AuthTenant{Name: t.Name}
+			at := &policyv1.AuthTenant{Name: t.Name, AllowedTags: t.AllowedTags}
 			for _, k := range t.Keys {
 				at.KeySha256 = append(at.KeySha256, k[:])
 			}
@@ -201,7 +201,7 @@ func FromProto(p *policyv1.Snapshot) (*Snapshot, error) {
 			prog.Tenants = append(prog.Tenants, TenantTags{Tenant: t.GetTenant(), Tags: t.GetTags()})
 		}
 		for _, t := range pp.GetAuthTenants() {
-			at := AuthTenant{Name: t.GetName()}
+			at := AuthTenant{Name: t.GetName(), AllowedTags: t.GetAllowedTags()}
 			for _, k := range t.GetKeySha256() {
 				if len(k) != sha256.Size {
 					return nil, fmt.Errorf("gateway backend %s tenant %s: key digest of %d bytes, want %d", pp.GetName(), t.GetName(), len(k), sha256.Size)

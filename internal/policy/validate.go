@@ -436,6 +436,16 @@ func (c *checker) validateTenants(o *Object, s *v1alpha1.GatewayBackendSpec) {
 			addDigest(idx(p+".keyDigests", j), t.Name, d)
 		}
 		c.validateLimits(o, p+".limits", t.Limits)
+		for j, tag := range t.AllowedTags {
+			switch {
+			case !tagRE.MatchString(tag):
+				c.err(o, idx(p+".allowedTags", j), "%q is not a valid tag (1-64 of letters, digits and . _ : / -)", tag)
+			case s.Tags == nil || s.Tags.Header == "":
+				c.warn(o, idx(p+".allowedTags", j), "no spec.tags.header: clients set no tags, so the tenant's allowedTags change nothing")
+			case len(s.Tags.Allowed) > 0 && !slices.Contains(s.Tags.Allowed, tag):
+				c.warn(o, idx(p+".allowedTags", j), "tag %q is not in spec.tags.allowed: no client may set it", tag)
+			}
+		}
 		if t.KeysSecret == "" {
 			continue
 		}

@@ -2029,7 +2029,10 @@ type AuthTenant struct {
 	// The tenant's rate limits and budgets (unset: none).
 	Limits *RateLimits `protobuf:"bytes,3,opt,name=limits,proto3" json:"limits,omitempty"`
 	// Limits on given models, on top of the tenant's.
-	ModelLimits   []*ModelRateLimits `protobuf:"bytes,4,rep,name=model_limits,json=modelLimits,proto3" json:"model_limits,omitempty"`
+	ModelLimits []*ModelRateLimits `protobuf:"bytes,4,rep,name=model_limits,json=modelLimits,proto3" json:"model_limits,omitempty"`
+	// The tags the tenant may set through the tags header (and the
+	// program's allowed_tags); empty: allowed_tags alone decides.
+	AllowedTags   []string `protobuf:"bytes,5,rep,name=allowed_tags,json=allowedTags,proto3" json:"allowed_tags,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2088,6 +2091,13 @@ func (x *AuthTenant) GetLimits() *RateLimits {
 func (x *AuthTenant) GetModelLimits() []*ModelRateLimits {
 	if x != nil {
 		return x.ModelLimits
+	}
+	return nil
+}
+
+func (x *AuthTenant) GetAllowedTags() []string {
+	if x != nil {
+		return x.AllowedTags
 	}
 	return nil
 }
@@ -2467,14 +2477,15 @@ const file_switchyard_policy_v1_policy_proto_rawDesc = "" +
 	"tagsHeader\x12!\n" +
 	"\fallowed_tags\x18\a \x03(\tR\vallowedTags\x12:\n" +
 	"\atenants\x18\b \x03(\v2 .switchyard.policy.v1.TenantTagsR\atenants\x12C\n" +
-	"\fauth_tenants\x18\t \x03(\v2 .switchyard.policy.v1.AuthTenantR\vauthTenants\"\xc3\x01\n" +
+	"\fauth_tenants\x18\t \x03(\v2 .switchyard.policy.v1.AuthTenantR\vauthTenants\"\xe6\x01\n" +
 	"\n" +
 	"AuthTenant\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1d\n" +
 	"\n" +
 	"key_sha256\x18\x02 \x03(\fR\tkeySha256\x128\n" +
 	"\x06limits\x18\x03 \x01(\v2 .switchyard.policy.v1.RateLimitsR\x06limits\x12H\n" +
-	"\fmodel_limits\x18\x04 \x03(\v2%.switchyard.policy.v1.ModelRateLimitsR\vmodelLimits\"\xfc\x01\n" +
+	"\fmodel_limits\x18\x04 \x03(\v2%.switchyard.policy.v1.ModelRateLimitsR\vmodelLimits\x12!\n" +
+	"\fallowed_tags\x18\x05 \x03(\tR\vallowedTags\"\xfc\x01\n" +
 	"\n" +
 	"RateLimits\x12.\n" +
 	"\x13requests_per_minute\x18\x01 \x01(\x03R\x11requestsPerMinute\x125\n" +

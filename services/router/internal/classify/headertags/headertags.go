@@ -1,7 +1,8 @@
 // Package headertags is the classifier of the tags a client sets itself:
 // those it sent in the GatewayBackend's tags header (the gateway reads the
-// header) that the GatewayBackend's allowedTags permits; every one when
-// the list is empty. A tag a client may not set is dropped, not refused:
+// header) that the GatewayBackend's allowedTags permits (every one when
+// the list is empty) and, when the request's tenant has its own
+// allowedTags, that list too. A tag a client may not set is dropped, not refused:
 // the request is routed as if it had not been sent.
 package headertags
 
@@ -25,7 +26,7 @@ func New() (classify.Classifier, error) { return Classifier{}, nil }
 // Classify appends the allowed header tags.
 func (Classifier) Classify(_ context.Context, req *classify.Request, tags []string) ([]string, error) {
 	for _, t := range req.HeaderTags {
-		if req.Program.TagAllowed(t) {
+		if req.Program.TenantTagAllowed(req.Tenant, t) {
 			tags = append(tags, t)
 		}
 	}
