@@ -4,11 +4,19 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/base64"
+	"errors"
+	"strings"
 	"testing"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/switchyard-dev/switchyard/api/v1alpha1"
 
 	"github.com/switchyard-dev/switchyard/internal/apikey"
 	"github.com/switchyard-dev/switchyard/internal/testkit"
@@ -72,5 +80,22 @@ func TestKeySecrets(t *testing.T) {
 	snap, _ := e.srv.Snapshot()
 	if snap.Program("front").AuthKeys() != 0 {
 		t.Errorf("%d keys served after the Secret was deleted", snap.Program("front").AuthKeys())
+	}
+}
+
+// TestKeySecretForbidden: a Secret policyd may not read refuses its
+// GatewayBackend with a condition that says what permission is missing,
+// and nothing of the Secret is served.
+func TestKeySecretForbidden(t *testing.T) {
+	e := startKube(t, []*unstructured.Unstructured{keyedBackend(), keySecret("team-a-keys", apikey.Generate())},
+		func(c *policyd.Config) { c.KeySecretsInterval = 10 * time.Millisecond })
+	e.client.PrependReactor("get", "secrets", func(k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewForbidden(schema.GroupResource{Resource: "secrets"}, "team-a-keys", errors.New("no RBAC"))
+	})
+	// Edit the backend so the next compile reads the Secret again.
+	e.edit(v1alpha1.KindGatewayBackend, "front", func(u *unstructured.Unstructured) {})
+	c := e.waitCondition(v1alpha1.KindGatewayBackend, "front", metav1.ConditionFalse, v1alpha1.ReasonInvalid, 2)
+	if !strings.Contains(c.Message, "Secret inference/team-a-keys: forbidden: policyd's service account needs get on this Secret") {
+		t.Errorf("condition message %q", c.Message)
 	}
 }
