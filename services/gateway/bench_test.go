@@ -7,22 +7,33 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/switchyard-dev/switchyard/internal/testkit"
 )
 
 // BenchmarkGatewayOverhead sends the same request to the upstream directly
 // and through the gateway (test router over gRPC, NATS publishing on),
 // alternating, and reports the latency the gateway adds at p50 and p99.
-// Latency is to the last byte of the response.
+// Latency is to the last byte of the response. non-stream-ratelimit adds
+// the ratelimit step with every kind of limit (two Redis round trips: the
+// request at admission, the tokens once routed, and the settlement).
 func BenchmarkGatewayOverhead(b *testing.B) {
 	for _, tc := range []struct {
-		name string
-		body string
+		name    string
+		body    string
+		limited bool
 	}{
-		{"stream", chatStreamBody(false)},
-		{"non-stream", chatBody},
+		{"stream", chatStreamBody(false), false},
+		{"non-stream", chatBody, false},
+		{"non-stream-ratelimit", chatBody, true},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
-			e := newEnv(b, envOpts{})
+			var o envOpts
+			if tc.limited {
+				url, _ := testkit.Redis(b)
+				o.cfg = rateLimited(b, url, "tenants:\n  default: {requestsPerMinute: 1000000000, inputTokensPerMinute: 1000000000, outputTokensPerMinute: 1000000000, tokensPerDay: 1000000000000, tokensPerMonth: 1000000000000}\n", nil)
+			}
+			e := newEnv(b, o)
 			up := newVLLM(b, modeOK)
 			e.router.setTargets(testModel, up.target("w0"))
 			client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4}}

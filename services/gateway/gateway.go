@@ -136,6 +136,9 @@ type Gateway struct {
 	pub  atomic.Pointer[publish.Publisher]
 
 	inflight atomic.Int64
+	// settling counts rate-limit reservations being corrected after their
+	// request's end (proxy.go, finish).
+	settling atomic.Int64
 	started  atomic.Bool
 }
 
@@ -323,7 +326,7 @@ func (g *Gateway) Serve(ctx context.Context) error {
 	// a cut request still records its usage when its handler returns.
 	comps = append(comps, wait("cut requests", func() error {
 		deadline := time.Now().Add(handlerGrace)
-		for g.inflight.Load() > 0 && time.Now().Before(deadline) {
+		for (g.inflight.Load() > 0 || g.settling.Load() > 0) && time.Now().Before(deadline) {
 			time.Sleep(5 * time.Millisecond)
 		}
 		return nil

@@ -769,8 +769,14 @@ func (c *call) tokens() (prompt, cached, completion int64) {
 func (c *call) finish() {
 	end := time.Now()
 	if c.reserved != nil {
+		// Off the response's path: the client need not wait for Redis.
+		// Bounded by --ratelimit-redis-timeout.
 		prompt, _, completion := c.tokens()
-		c.g.ratelimit.Settle(context.Background(), c.reserved, prompt, completion)
+		c.g.settling.Add(1)
+		go func(r *ratelimit.Reservation) {
+			defer c.g.settling.Add(-1)
+			c.g.ratelimit.Settle(context.Background(), r, prompt, completion)
+		}(c.reserved)
 	}
 	e2e := end.Sub(c.start)
 	model := unknownModel

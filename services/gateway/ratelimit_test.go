@@ -18,7 +18,7 @@ import (
 
 // rateLimited configures a gateway with the ratelimit step, the given
 // limits file and a Redis key prefix of the test's own.
-func rateLimited(t *testing.T, redisURL, limits string, more func(*Config)) func(*Config) {
+func rateLimited(t testing.TB, redisURL, limits string, more func(*Config)) func(*Config) {
 	t.Helper()
 	p := "switchyard-test:gw-rl:" + rand.Text()[:10] + ":"
 	old := rateLimitPrefix
@@ -109,6 +109,7 @@ tenants:
 		if resp.StatusCode != http.StatusOK {
 			t.Fatalf("request %d: %d %v", i, resp.StatusCode, resp.Header)
 		}
+		e.eventually(t, "the reservation settled", func() bool { return e.gw.settling.Load() == 0 && e.gw.inflight.Load() == 0 })
 	}
 	resp := e.post(t, "/v1/chat/completions", body(101), nil)
 	d := decodeError(t, resp)
@@ -170,6 +171,18 @@ func TestRateLimitRedisDown(t *testing.T) {
 			m := scrape(t, e.metricsURL)
 			if !strings.Contains(m, `switchyard_gateway_ratelimit_redis_down_total{mode="`+string(mode)+`"} 5`) {
 				t.Errorf("metrics:\n%s", grepLines(m, "ratelimit"))
+			}
+			// Ready (Redis is optional), saying what is missing and what
+			// that means for the limits.
+			e.eventually(t, "redis reported down", func() bool {
+				return strings.Contains(scrape(t, e.url+"/readyz?verbose"), "[-]redis")
+			})
+			if st := testkit.HTTPStatus(t, e.url+"/readyz"); st != http.StatusOK {
+				t.Errorf("/readyz %d with Redis down, want 200", st)
+			}
+			if v := scrape(t, e.url+"/readyz?verbose"); !strings.Contains(v, map[ratelimit.DownMode]string{
+				ratelimit.DownOpen: "enforced per replica", ratelimit.DownClosed: "cannot be checked"}[mode]) {
+				t.Errorf("/readyz?verbose:\n%s", v)
 			}
 		})
 	}

@@ -21,8 +21,9 @@
 //   - a cost is a weight (a 4,000-token prompt is 4,000 units), and
 //     correcting a reservation is adding a signed number to the level.
 //
-// The clock is Redis's (TIME inside the script): replicas' clocks never
-// enter the arithmetic, so their skew costs no accuracy. The burst a key
+// The clock is Redis's (TIME inside the script, which needs Redis 6.2 or
+// later, as SET ... PXAT does): replicas' clocks never enter the
+// arithmetic, so their skew costs no accuracy. The burst a key
 // allows is its whole per-minute limit.
 //
 // Budgets (tokens per UTC day and month) are plain counters, one key per
