@@ -1,8 +1,11 @@
 package policy
 
 import (
+	"os"
 	"strings"
 	"testing"
+
+	"sigs.k8s.io/yaml"
 
 	"github.com/switchyard-dev/switchyard/api/v1alpha1"
 	"github.com/switchyard-dev/switchyard/internal/tenantlimit"
@@ -81,5 +84,54 @@ func TestTenantLimitsInvalid(t *testing.T) {
 	gw = limitedBackend(t, &v1alpha1.TenantLimits{RateLimits: v1alpha1.RateLimits{InputTokensPerMinute: 1000, OutputTokensPerMinute: 1000, TokensPerDay: 10}})
 	if _, diags := Compile([]*Object{gw}); !strings.Contains(diags.Error(), "spec.tenants[0].limits.tokensPerDay: 10 is less than one minute's input+output tokens (2000)") {
 		t.Errorf("budget below a minute: %v", diags)
+	}
+}
+
+// The CRD schema bounds every limit as policyd does.
+func TestTenantLimitsCRD(t *testing.T) {
+	data, err := os.ReadFile("../../deploy/kustomize/base/crds/switchyard.dev_gatewaybackends.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var crd struct {
+		Spec struct {
+			Versions []struct {
+				Schema struct {
+					OpenAPIV3Schema struct {
+						Properties struct {
+							Spec struct {
+								Properties struct {
+									Tenants struct {
+										Items struct {
+											Properties struct {
+												Limits struct {
+													Properties map[string]struct {
+														Minimum *float64 `json:"minimum"`
+														Maximum *float64 `json:"maximum"`
+													} `json:"properties"`
+												} `json:"limits"`
+											} `json:"properties"`
+										} `json:"items"`
+									} `json:"tenants"`
+								} `json:"properties"`
+							} `json:"spec"`
+						} `json:"properties"`
+					} `json:"openAPIV3Schema"`
+				} `json:"schema"`
+			} `json:"versions"`
+		} `json:"spec"`
+	}
+	if err := yaml.Unmarshal(data, &crd); err != nil {
+		t.Fatal(err)
+	}
+	props := crd.Spec.Versions[0].Schema.OpenAPIV3Schema.Properties.Spec.Properties.Tenants.Items.Properties.Limits.Properties
+	for _, f := range []string{"requestsPerMinute", "inputTokensPerMinute", "outputTokensPerMinute", "tokensPerDay", "tokensPerMonth"} {
+		p, ok := props[f]
+		if !ok || p.Minimum == nil || *p.Minimum != 0 || p.Maximum == nil || *p.Maximum != tenantlimit.MaxLimit {
+			t.Errorf("limits.%s in the CRD: %+v, want 0 to %d", f, p, int64(tenantlimit.MaxLimit))
+		}
+	}
+	if _, ok := props["models"]; !ok {
+		t.Error("limits.models missing from the CRD")
 	}
 }

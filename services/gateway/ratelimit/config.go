@@ -90,7 +90,8 @@ const (
 	maxModelLen        = 256
 )
 
-var tenantName = regexp.MustCompile(`^[a-z0-9]([a-z0-9.-]{0,61}[a-z0-9])?$`)
+// tenantName is the GatewayBackend's rule for tenant names.
+var tenantName = regexp.MustCompile(`^[a-z0-9]([a-z0-9._-]{0,61}[a-z0-9])?$`)
 
 // ParseLimitsFile reads a limits document: unknown fields are errors, and
 // every invalid limit is reported with its path
@@ -116,7 +117,7 @@ func ParseLimitsFile(data []byte) (map[string]TenantLimits, error) {
 		t := f.Tenants[n]
 		path := "tenants." + n
 		if !tenantName.MatchString(n) {
-			errs = append(errs, fmt.Errorf("%s: tenant name %q: want a DNS label (lowercase letters, digits, '-', '.'; at most 63)", path, n))
+			errs = append(errs, fmt.Errorf("%s: tenant name %q: want 1-63 lowercase letters, digits, '.', '_' and '-', starting and ending with a letter or digit", path, n))
 		}
 		errs = append(errs, t.Limits.Validate(path))
 		if len(t.Models) > MaxModelsPerTenant {

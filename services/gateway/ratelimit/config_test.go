@@ -15,6 +15,7 @@ tenants:
     models:
       llama-3-8b: {outputTokensPerMinute: 5000}
   default: {}
+  ml.research_2: {requestsPerMinute: 1}
 `))
 	if err != nil {
 		t.Fatal(err)
