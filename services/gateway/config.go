@@ -13,6 +13,7 @@ import (
 	"github.com/switchyard-dev/switchyard/services/gateway/admission"
 	"github.com/switchyard-dev/switchyard/services/gateway/admission/apikey"
 	"github.com/switchyard-dev/switchyard/services/gateway/admission/defaulttenant"
+	"github.com/switchyard-dev/switchyard/services/gateway/admission/jwt"
 	"github.com/switchyard-dev/switchyard/services/gateway/ratelimit"
 )
 
@@ -101,6 +102,12 @@ type Config struct {
 	// replicas sharing the limits, the output tokens reserved when a
 	// request sets no max_tokens (package ratelimit).
 	RateLimit ratelimit.Config
+	// JWT configures the jwt admission step (bearer JWTs from an identity
+	// provider, --jwt-*): issuer, audience, the tenant claim, the JWKS
+	// file or URL and the clock skew (package jwt). Required when
+	// --admission names jwt, which must come before apikey; refused when
+	// set without it.
+	JWT jwt.Config
 }
 
 // DefaultConfig returns the configuration the flags default to. Unlike the
@@ -120,6 +127,7 @@ func DefaultConfig() Config {
 		ProviderSecretsDir:    "/var/run/secrets/switchyard/providers",
 		Admission:             "apikey,default-tenant",
 		RateLimit:             ratelimit.DefaultConfig(),
+		JWT:                   jwt.DefaultConfig(),
 	}
 }
 
@@ -148,6 +156,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.Admission, "admission", d.Admission, "admission steps every request goes through, in order, comma-separated (who is calling, whether they may); known: "+strings.Join(admission.Steps.Names(), ", "))
 	c.Redis.RegisterFlags(fs, "", "the tenants' rate-limit counters, shared by the replicas; needed by the ratelimit admission step")
 	c.RateLimit.RegisterFlags(fs)
+	c.JWT.RegisterFlags(fs)
 	fs.BoolVar(&c.AllowTagsHeader, "allow-tags-header", d.AllowTagsHeader, "accept routing tags from clients in the "+TagsHeader+" header")
 }
 
@@ -191,6 +200,7 @@ func (c *Config) Validate() error {
 		errs = append(errs, c.RateLimit.Validate())
 	}
 	errs = append(errs, c.Redis.Validate(false))
+	errs = append(errs, c.validateJWT())
 	return errors.Join(errs...)
 }
 
@@ -219,4 +229,30 @@ func rateLimitAfterTenant(steps []registry.Entry[admission.Factory]) error {
 		}
 	}
 	return nil
+}
+
+// validateJWT checks the jwt step's flags: required with the step, which
+// must come before apikey (it leaves API keys to apikey, and apikey
+// would refuse a JWT as a malformed key); refused without it.
+func (c *Config) validateJWT() error {
+	jwtAt, apikeyAt := -1, -1
+	i := 0
+	for n := range strings.SplitSeq(c.Admission, ",") {
+		switch strings.TrimSpace(n) {
+		case jwt.Name:
+			jwtAt = i
+		case "apikey":
+			apikeyAt = i
+		}
+		i++
+	}
+	switch {
+	case jwtAt < 0 && c.JWT.Set():
+		return errors.New("jwt-*: set, but --admission does not name the jwt step (e.g. --admission jwt,apikey,default-tenant)")
+	case jwtAt < 0:
+		return nil
+	case apikeyAt >= 0 && apikeyAt < jwtAt:
+		return errors.New("admission: jwt must come before apikey (apikey refuses a JWT as a malformed key)")
+	}
+	return c.JWT.Validate()
 }

@@ -64,6 +64,7 @@ import (
 	routerv1 "github.com/switchyard-dev/switchyard/proto/switchyard/router/v1"
 	"github.com/switchyard-dev/switchyard/services/gateway/admission"
 	"github.com/switchyard-dev/switchyard/services/gateway/admission/defaulttenant"
+	"github.com/switchyard-dev/switchyard/services/gateway/admission/jwt"
 	"github.com/switchyard-dev/switchyard/services/gateway/internal/publish"
 	"github.com/switchyard-dev/switchyard/services/gateway/ratelimit"
 )
@@ -116,6 +117,7 @@ type Gateway struct {
 	sink      eventSink
 	// admit decides who is calling and whether they may (--admission).
 	admit admission.Chain
+	jwt   *jwt.Step // the jwt step of the chain, if any
 	// upstreams speak to the targets, by their type.
 	upstreams *upstream.Set
 	// catalog follows policyd; nil without --policyd-addr (no providers).
@@ -186,6 +188,13 @@ func New(cfg Config, log zerolog.Logger) (*Gateway, error) {
 			_ = g.catalog.conn.Close()
 		}
 		return nil, fmt.Errorf("gateway config: admission: %w", err)
+	}
+	if err := g.loadJWT(); err != nil {
+		_ = conn.Close()
+		if g.catalog != nil {
+			_ = g.catalog.conn.Close()
+		}
+		return nil, err
 	}
 	if err := g.startRateLimit(reg); err != nil {
 		_ = conn.Close()
@@ -315,6 +324,9 @@ func (g *Gateway) Serve(ctx context.Context) error {
 			defer g.closeRedis()
 			return g.redisWatch.Run(ctx)
 		}})
+	}
+	if g.jwt != nil {
+		comps = append(comps, lifecycle.Component{Name: "jwks", Run: g.jwt.Run})
 	}
 	if g.catalog != nil {
 		comps = append(comps, lifecycle.Component{Name: "policy watch", Run: func(ctx context.Context) error {
@@ -477,6 +489,25 @@ func (g *Gateway) startRateLimit(reg prometheus.Registerer) error {
 	})
 	g.ratelimit.Start(lim, rc, limits)
 	g.log.Info().Int("tenants_limited", len(limits)).Str("redis_down", string(rc.RedisDown)).Msg("rate limits loaded")
+	return nil
+}
+
+// loadJWT configures the jwt step, when the chain has one, and loads its
+// JWKS.
+func (g *Gateway) loadJWT() error {
+	for _, s := range g.admit {
+		if st, ok := s.(*jwt.Step); ok {
+			g.jwt = st
+		}
+	}
+	if g.jwt == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := g.jwt.Load(ctx, g.cfg.JWT); err != nil {
+		return fmt.Errorf("gateway config: %w", err)
+	}
 	return nil
 }
 

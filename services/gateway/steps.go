@@ -4,6 +4,7 @@ import (
 	"github.com/switchyard-dev/switchyard/services/gateway/admission"
 	"github.com/switchyard-dev/switchyard/services/gateway/admission/apikey"
 	"github.com/switchyard-dev/switchyard/services/gateway/admission/defaulttenant"
+	"github.com/switchyard-dev/switchyard/services/gateway/admission/jwt"
 	"github.com/switchyard-dev/switchyard/services/gateway/ratelimit"
 
 	// The upstream adapters, by type.
@@ -15,5 +16,6 @@ import (
 func init() {
 	admission.Steps.Register(apikey.Name, apikey.New)
 	admission.Steps.Register(defaulttenant.Name, defaulttenant.New)
+	admission.Steps.Register(jwt.Name, jwt.New)
 	admission.Steps.Register(ratelimit.Name, ratelimit.New)
 }

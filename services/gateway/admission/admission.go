@@ -144,3 +144,25 @@ func (c Chain) Admit(ctx context.Context, r *Request) error {
 	}
 	return nil
 }
+
+// AuthFailures returns the counter every authenticating step counts its
+// refusals in, registered once on reg (nil: unregistered).
+func AuthFailures(reg prometheus.Registerer) (*prometheus.CounterVec, error) {
+	c := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "switchyard_gateway_auth_failures_total",
+		Help: "Requests refused by authentication (API keys, JWTs), by reason.",
+	}, []string{"reason"})
+	if reg == nil {
+		return c, nil
+	}
+	if err := reg.Register(c); err != nil {
+		var are prometheus.AlreadyRegisteredError
+		if errors.As(err, &are) {
+			if existing, ok := are.ExistingCollector.(*prometheus.CounterVec); ok {
+				return existing, nil
+			}
+		}
+		return nil, err
+	}
+	return c, nil
+}

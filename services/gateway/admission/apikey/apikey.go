@@ -67,20 +67,13 @@ var (
 // New is the step's admission.Factory. Its metric is registered on
 // deps.Metrics when set.
 func New(deps admission.Deps) (admission.Step, error) {
-	s := &Step{
-		deps: deps,
-		failures: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "switchyard_gateway_auth_failures_total",
-			Help: "Requests refused by API-key authentication, by reason (missing, malformed, conflicting, unknown, unavailable).",
-		}, []string{"reason"}),
+	f, err := admission.AuthFailures(deps.Metrics)
+	if err != nil {
+		return nil, err
 	}
+	s := &Step{deps: deps, failures: f}
 	for _, r := range []string{ReasonMissing, ReasonMalformed, ReasonConflicting, ReasonUnknown, ReasonUnavailable} {
 		s.failures.WithLabelValues(r)
-	}
-	if deps.Metrics != nil {
-		if err := deps.Metrics.Register(s.failures); err != nil {
-			return nil, err
-		}
 	}
 	return s, nil
 }
@@ -98,8 +91,8 @@ func (s *Step) Admit(_ context.Context, r *admission.Request) error {
 	if p == nil {
 		return s.refuse(ReasonUnavailable)
 	}
-	if p.AuthMode != string(v1alpha1.AuthAPIKey) {
-		return nil
+	if p.AuthMode != string(v1alpha1.AuthAPIKey) || r.Tenant != "" {
+		return nil // None, or an earlier step (jwt) authenticated the request
 	}
 	key, reason := Parse(r.HTTP.Header)
 	if reason != "" {
