@@ -15,6 +15,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -218,6 +219,18 @@ func TestJWT(t *testing.T) {
 		})
 	}
 
+	t.Run("Anthropic's shape", func(t *testing.T) {
+		body := fmt.Sprintf(`{"model":%q,"messages":[{"role":"user","content":"hi"}]}`, testModel)
+		resp := e.post(t, "/v1/chat/completions", body, map[string]string{"Authorization": "Bearer " + idp.sign(t, "rsa1", "rsa1", claims(func(c map[string]any) { c["aud"] = "x" })), "anthropic-version": "2023-06-01"})
+		out, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusUnauthorized || !strings.Contains(string(out), `"type":"authentication_error"`) {
+			t.Fatalf("status %d %s, want 401 authentication_error", resp.StatusCode, out)
+		}
+		if err := chat(idp.sign(t, "ed1", "ed1", claims(nil))); err != nil {
+			t.Fatal(err)
+		}
+	})
 	t.Run("a key added to the JWKS file is accepted without a restart", func(t *testing.T) {
 		k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 		if err != nil {

@@ -166,3 +166,24 @@ func FuzzParseJWKS(f *testing.F) {
 	f.Add([]byte(`{"keys":[{"kty":"RSA","n":"","e":""}]}`))
 	f.Fuzz(func(t *testing.T, data []byte) { _, _ = parseJWKS(data) })
 }
+
+// BenchmarkVerify is the step's cost per request for an ES256 token
+// (signature check, claims, no refresh).
+func BenchmarkVerify(b *testing.B) {
+	k := ecKey(b)
+	tok := token(b, k, "k1")
+	cfg := DefaultConfig()
+	cfg.Issuer, cfg.Audience = "iss", "aud"
+	s := &Step{cfg: cfg, keys: newKeySet(cfg, zerolog.Nop())}
+	set, err := parseJWKS(jwks(b, map[string]*ecdsa.PrivateKey{"k1": k}))
+	if err != nil {
+		b.Fatal(err)
+	}
+	s.keys.set = set
+	ctx := context.Background()
+	for b.Loop() {
+		if _, reason := s.verify(ctx, tok, time.Now()); reason != "" {
+			b.Fatal(reason)
+		}
+	}
+}
