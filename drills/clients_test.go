@@ -296,3 +296,69 @@ func TestGreedyClient(t *testing.T) {
 		took:     took, bound: 5 * time.Second,
 	})
 }
+
+// TestSlowBodies: 32 clients send a 4 KiB body a byte a second and 32
+// declare a body just under the limit (8 MiB) and send a few bytes. The
+// gateways hold what arrived, not what was declared, and answer every one
+// 408 once --body-read-timeout (5 s here) is up, closing the connection;
+// the steady load is not disturbed.
+func TestSlowBodies(t *testing.T) {
+	const timeout = 5 * time.Second
+	o := defaultOptions()
+	o.gatewayArgs = []string{"--body-read-timeout", timeout.String()}
+	f := startFleet(t, o)
+	l := startLoad(t, f, 4)
+	l.waitRequests(t, 8, 30*time.Second)
+	mem := watchMemory(t, f.gateways...)
+
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	t.Cleanup(func() { close(stop); wg.Wait() })
+	body := `{"model":"` + model + `","messages":[{"role":"user","content":"` + strings.Repeat("a", 4096) + `"}]}`
+	var conns []*slowConn
+	t0 := time.Now()
+	for i := range 64 {
+		addr := strings.TrimPrefix(f.gateways[i%len(f.gateways)].httpURL, "http://")
+		size := len(body)
+		if i%2 == 1 {
+			size = 8<<20 - 1
+		}
+		head := fmt.Sprintf("POST /v1/chat/completions HTTP/1.1\r\nHost: gateway\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n", size)
+		conns = append(conns, trickle(t, addr, head, body, time.Second, stop, &wg))
+	}
+	time.Sleep(timeout / 2)
+	for _, g := range f.gateways {
+		h, err := g.heapInuse()
+		must(t, err)
+		t.Logf("%s: heap %.0f MiB with 32 slow bodies of 8 MiB declared (%.0f MiB before)", g.name, h/mib, mem.before[g].heap/mib)
+		if h > mem.before[g].heap+64*mib {
+			t.Errorf("%s: heap %.0f MiB with slow bodies (%.0f before): the declared sizes were allocated", g.name, h/mib, mem.before[g].heap/mib)
+		}
+	}
+	bound := timeout + 5*time.Second
+	took := until(t, t0, bound+5*time.Second, "the gateways answer every slow body", func() bool {
+		for _, c := range conns {
+			if c.closedAt().IsZero() {
+				return false
+			}
+		}
+		return true
+	})
+	for _, c := range conns {
+		c.mu.Lock()
+		if c.answer != "HTTP/1.1 408" {
+			t.Errorf("slow body answered %q, want HTTP/1.1 408", c.answer)
+		}
+		c.mu.Unlock()
+	}
+	l.waitRequests(t, 8, 30*time.Second)
+	l.stop()
+	steady(t, l, t0, time.Now(), "load beside the slow bodies")
+	checkUsage(t, f, l.snapshot(), 30*time.Second)
+	report(t, result{
+		fault:    "32 bodies of 4 KiB sent a byte a second, 32 declaring 8 MiB and sending a few bytes",
+		client:   "each answered 408 at --body-read-timeout (5 s) and closed; the gateways' heap within 64 MiB meanwhile; the steady load undisturbed",
+		recovery: "every slow body answered (from its headers)",
+		took:     took, bound: bound,
+	})
+}

@@ -75,9 +75,10 @@ func TestRedisRestart(t *testing.T) {
 
 	t0 := time.Now()
 	must(t, f.redis.kill())
-	// The routers, which route without Redis, stay ready and name it.
-	until(t, t0, 10*time.Second, "both routers ready, naming redis as missing", func() bool {
-		return missing(f.routers[0], "redis", true) && missing(f.routers[1], "redis", true)
+	// The routers, which route without Redis, and the kvtracker, whose
+	// deltas still flow over NATS, stay ready and name it.
+	until(t, t0, 10*time.Second, "both routers and the kvtracker ready, naming redis as missing", func() bool {
+		return missing(f.routers[0], "redis", true) && missing(f.routers[1], "redis", true) && missing(f.tracker, "redis", true)
 	})
 	time.Sleep(outage - time.Since(t0))
 	t1 := time.Now()

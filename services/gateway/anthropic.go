@@ -4,11 +4,9 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
-	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -60,18 +58,17 @@ func (g *Gateway) readAnthropic(w http.ResponseWriter, r *http.Request, countOnl
 	}
 	tooBig := &anthropicapi.APIError{Status: http.StatusRequestEntityTooLarge, Type: anthropicapi.ErrTypeRequestTooLarge,
 		Message: fmt.Sprintf("the request body is larger than the limit of %d bytes", limit)}
-	if r.ContentLength > limit {
+	body, fault, err := readClientBody(w, r, limit, g.cfg.BodyReadTimeout)
+	switch fault {
+	case bodyRead:
+	case bodyTooLarge:
 		return fail(tooBig)
-	}
-	rc := http.NewResponseController(w)
-	_ = rc.SetReadDeadline(time.Now().Add(bodyReadTimeout))
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
-	_ = rc.SetReadDeadline(time.Time{})
-	if err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			return fail(tooBig)
-		}
+	case bodySlow:
+		e := bodyTimeout(g.cfg.BodyReadTimeout)
+		return fail(&anthropicapi.APIError{Status: e.Status, Type: anthropicapi.ErrTypeInvalidRequest, Message: e.Message})
+	case bodyClientGone:
+		return nil, false
+	default:
 		return fail(anthropicapi.InvalidRequest("could not read the request body: " + err.Error()))
 	}
 	req, apiErr := anthropicapi.Parse(body, countOnly)

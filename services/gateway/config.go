@@ -38,6 +38,11 @@ type Config struct {
 	NATS lifecycle.NATS
 	// MaxBodyBytes caps a request body; larger requests get 413.
 	MaxBodyBytes int64
+	// BodyReadTimeout bounds the upload of a request body (there is no
+	// server-wide read timeout: streams run for minutes). A body not in by
+	// then is answered 408 and its connection closed, so a client sending
+	// a byte a second holds a connection this long at most.
+	BodyReadTimeout time.Duration
 	// RouteTimeout bounds each Route and ListEndpoints call.
 	RouteTimeout time.Duration
 	// UpstreamHeaderTimeout bounds the wait for a streaming response's
@@ -120,6 +125,7 @@ func DefaultConfig() Config {
 		RouterAddr:            "127.0.0.1:9090",
 		NATS:                  lifecycle.NATS{URL: "nats://127.0.0.1:4222"},
 		MaxBodyBytes:          8 << 20,
+		BodyReadTimeout:       time.Minute,
 		RouteTimeout:          2 * time.Second,
 		UpstreamHeaderTimeout: 30 * time.Second,
 		StreamIdleTimeout:     30 * time.Second,
@@ -140,6 +146,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.RouterAddr, "router-addr", d.RouterAddr, "router replicas: host:port[,host:port...] or one gRPC target (dns:///name:port); calls go round-robin to the healthy ones")
 	c.NATS.RegisterFlags(fs, d.NATS.URL, "usage and route completion events; empty disables them")
 	fs.Int64Var(&c.MaxBodyBytes, "max-body-bytes", d.MaxBodyBytes, "largest accepted request body in bytes")
+	fs.DurationVar(&c.BodyReadTimeout, "body-read-timeout", d.BodyReadTimeout, "longest a request body may take to arrive; slower ones get 408 and their connection closed")
 	fs.DurationVar(&c.RouteTimeout, "route-timeout", d.RouteTimeout, "timeout of each router call")
 	fs.DurationVar(&c.UpstreamHeaderTimeout, "upstream-header-timeout", d.UpstreamHeaderTimeout,
 		"how long to wait for a streaming response's headers before retrying elsewhere")
@@ -182,6 +189,7 @@ func (c *Config) Validate() error {
 		errs = append(errs, fmt.Errorf("max-body-bytes %d: want 1 byte to 1 GiB", c.MaxBodyBytes))
 	}
 	errs = append(errs, configcheck.Positive(
+		configcheck.Duration{Name: "body-read-timeout", Value: c.BodyReadTimeout},
 		configcheck.Duration{Name: "route-timeout", Value: c.RouteTimeout},
 		configcheck.Duration{Name: "upstream-header-timeout", Value: c.UpstreamHeaderTimeout},
 		configcheck.Duration{Name: "stream-idle-timeout", Value: c.StreamIdleTimeout},

@@ -1,7 +1,6 @@
 package gateway
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/json"
@@ -33,9 +32,6 @@ import (
 
 const (
 	maxAttempts = 2 // the first try and one retry
-	// bodyReadTimeout bounds a slow upload; there is no server-wide
-	// ReadTimeout because streams run for minutes.
-	bodyReadTimeout = time.Minute
 	// clientWriteTimeout bounds one write to a client that stopped reading.
 	clientWriteTimeout = time.Minute
 	// maxErrorBody is how much of an upstream 5xx body is kept to replay it.
@@ -197,29 +193,29 @@ func (c *call) serve(w http.ResponseWriter, r *http.Request) {
 
 func (c *call) readBody(w http.ResponseWriter, r *http.Request) ([]byte, *openaiapi.APIError) {
 	limit := c.g.cfg.MaxBodyBytes
-	if r.ContentLength > limit {
+	body, fault, err := readClientBody(w, r, limit, c.g.cfg.BodyReadTimeout)
+	switch fault {
+	case bodyRead:
+		return body, nil
+	case bodyTooLarge:
 		return nil, tooLarge(limit)
-	}
-	rc := http.NewResponseController(w)
-	_ = rc.SetReadDeadline(time.Now().Add(bodyReadTimeout))
-	defer func() { _ = rc.SetReadDeadline(time.Time{}) }()
-	size := 16 << 10
-	if r.ContentLength > 0 {
-		size = int(r.ContentLength) + 1 // +1 so ReadFrom sees EOF without growing
-	}
-	buf := bytes.NewBuffer(make([]byte, 0, size))
-	_, err := buf.ReadFrom(http.MaxBytesReader(w, r.Body, limit))
-	if err != nil {
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			return nil, tooLarge(limit)
-		}
-		if r.Context().Err() != nil {
-			return nil, errClientClosed
-		}
+	case bodySlow:
+		return nil, bodyTimeout(c.g.cfg.BodyReadTimeout)
+	case bodyClientGone:
+		return nil, errClientClosed
+	default:
 		return nil, openaiapi.InvalidRequest("", "could not read the request body: "+err.Error())
 	}
-	return buf.Bytes(), nil
+}
+
+// bodyTimeout answers a body that did not arrive in time.
+func bodyTimeout(d time.Duration) *openaiapi.APIError {
+	return &openaiapi.APIError{
+		Status:  http.StatusRequestTimeout,
+		Type:    openaiapi.ErrTypeInvalidRequest,
+		Message: fmt.Sprintf("the request body did not arrive within %s (the gateway's --body-read-timeout)", d),
+		Code:    "request_timeout",
+	}
 }
 
 func tooLarge(limit int64) *openaiapi.APIError {

@@ -59,6 +59,7 @@ type Tracker struct {
 
 	serving atomic.Bool // first lease round done
 	nc      atomic.Pointer[nats.Conn]
+	redis   atomic.Pointer[lifecycle.RedisWatch]
 	epochs  epochClock
 	jst     jsState
 
@@ -147,7 +148,7 @@ func (t *Tracker) BindEndpoint() string {
 // required: an idle worker is silent too, and a tracker that cannot reach
 // one worker still serves the others.
 func (t *Tracker) checks() []lifecycle.Check {
-	return []lifecycle.Check{
+	cs := []lifecycle.Check{
 		{Name: "nats", Required: true, Probe: func() error {
 			if nc := t.nc.Load(); nc == nil || !nc.IsConnected() {
 				return errors.New("not connected")
@@ -158,6 +159,18 @@ func (t *Tracker) checks() []lifecycle.Check {
 		{Name: "leases", Required: true, Probe: t.probeLeases},
 		{Name: "kv-events", Probe: t.probeKVEvents},
 	}
+	if t.cfg.Redis.URL != "" {
+		// Optional: without Redis the deltas still reach the routers over
+		// NATS; what is lost is the snapshot a router starting meanwhile
+		// would begin from.
+		cs = append(cs, lifecycle.Check{Name: "redis", Probe: func() error {
+			if err := t.redis.Load().Probe(); err != nil {
+				return fmt.Errorf("%w; snapshots for starting routers not stored", err)
+			}
+			return nil
+		}})
+	}
+	return cs
 }
 
 // deps are the connections Serve opens.
@@ -199,6 +212,9 @@ func (t *Tracker) Serve(ctx context.Context) error {
 			<-ctx.Done()
 			return rdb.Close()
 		}})
+		w := lifecycle.WatchRedis(rdb)
+		t.redis.Store(w)
+		comps = append(comps, lifecycle.Component{Name: "redis watch", Run: w.Run})
 	}
 	if t.policyConn != nil {
 		comps = append(comps, lifecycle.Component{Name: "policyd client", Run: func(ctx context.Context) error {
