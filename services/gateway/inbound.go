@@ -61,6 +61,7 @@ func (g *Gateway) admitInbound(w http.ResponseWriter, r *http.Request) (string, 
 		g.metrics.requests.WithLabelValues(unknownModel, statusLabel(c.status)).Inc()
 		return "", false
 	}
+	addHeaders(w, ar.Header)
 	return ar.Tenant, true
 }
 

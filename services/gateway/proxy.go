@@ -162,6 +162,7 @@ func (c *call) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	c.tenant = ar.Tenant
+	addHeaders(w, ar.Header)
 	body, apiErr := c.readBody(w, r)
 	if apiErr != nil {
 		c.fail(w, apiErr)
@@ -323,6 +324,14 @@ func (c *call) proxy(w http.ResponseWriter, r *http.Request, body []byte) {
 	}
 }
 
+// addHeaders puts what admission gave an admitted request (its rate
+// limits' state) on the answer.
+func addHeaders(w http.ResponseWriter, h http.Header) {
+	for k, v := range h {
+		w.Header()[k] = v
+	}
+}
+
 // reserveTokens reserves the routed request's tokens with the ratelimit
 // step: the router's prompt count and the request's max_tokens. Refused,
 // it answers the client, releases the router's slot and returns false.
@@ -330,13 +339,14 @@ func (c *call) reserveTokens(w http.ResponseWriter, r *http.Request, rr *routerv
 	if c.g.ratelimit == nil {
 		return true
 	}
-	res, err := c.g.ratelimit.ReserveTokens(r.Context(), c.tenant, c.req.Model, callerAPI(r) == apiAnthropic,
+	res, h, err := c.g.ratelimit.ReserveTokens(r.Context(), c.tenant, c.req.Model, callerAPI(r) == apiAnthropic,
 		rr.GetDecision().GetPromptTokens(), c.req.MaxTokens)
 	if err != nil {
 		c.completed(rr.GetTarget().GetId(), time.Now(), false, 0)
 		c.refuse(w, r, err)
 		return false
 	}
+	addHeaders(w, h)
 	c.reserved = res
 	return true
 }

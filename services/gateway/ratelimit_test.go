@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -61,6 +62,11 @@ func TestRateLimitRequests(t *testing.T) {
 		switch resp.StatusCode {
 		case http.StatusOK:
 			ok++
+			// An answer carries the limit's state, as OpenAI's do.
+			h := resp.Header
+			if h.Get("x-ratelimit-limit-requests") != "3" || h.Get("x-ratelimit-remaining-requests") != strconv.Itoa(3-ok) || h.Get("x-ratelimit-reset-requests") == "" {
+				t.Errorf("answer %d's rate-limit headers: %v", ok, h)
+			}
 		case http.StatusTooManyRequests:
 			limited++
 			h := resp.Header
@@ -108,6 +114,10 @@ tenants:
 		resp.Body.Close()
 		if resp.StatusCode != http.StatusOK {
 			t.Fatalf("request %d: %d %v", i, resp.StatusCode, resp.Header)
+		}
+		// 60 of 100 reserved for this one; the earlier ones settled at 3.
+		if h := resp.Header; h.Get("x-ratelimit-limit-tokens") != "1000" || h.Get("x-ratelimit-remaining-tokens") == "" {
+			t.Errorf("request %d's token headers: %v", i, h)
 		}
 		e.eventually(t, "the reservation settled", func() bool { return e.gw.settling.Load() == 0 && e.gw.inflight.Load() == 0 })
 	}

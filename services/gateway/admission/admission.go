@@ -39,6 +39,24 @@ type Request struct {
 	// leaves it empty is a configuration error (the gateway refuses such
 	// a chain at start).
 	Tenant string
+	// Header is what an admitted request's answer carries from the steps
+	// (a rate limit's state, as OpenAI and Anthropic send on every
+	// answer); the gateway sends it. Steps add to it with AddHeader.
+	Header http.Header
+}
+
+// AddHeader adds h's fields to the answer's headers, replacing earlier
+// values of the same field.
+func (r *Request) AddHeader(h http.Header) {
+	if len(h) == 0 {
+		return
+	}
+	if r.Header == nil {
+		r.Header = http.Header{}
+	}
+	for k, v := range h {
+		r.Header[k] = v
+	}
 }
 
 // Step is one admission step.

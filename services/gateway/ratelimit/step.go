@@ -77,7 +77,11 @@ func (s *Step) Admit(ctx context.Context, r *admission.Request) error {
 		return nil
 	}
 	d, err := s.lim.Reserve(ctx, r.Tenant, []Scope{{Limits: t.Limits}}, Cost{Requests: 1})
-	return refusal(d, err, IsAnthropic(r.HTTP))
+	if err := refusal(d, err, IsAnthropic(r.HTTP)); err != nil {
+		return err
+	}
+	r.AddHeader(headers(d, IsAnthropic(r.HTTP)))
+	return nil
 }
 
 // IsAnthropic reports whether r is on Anthropic's Messages API, whose
@@ -90,14 +94,15 @@ func IsAnthropic(r *http.Request) bool {
 // count) and maxTokens (its max_tokens or max_completion_tokens; 0 takes
 // the configured default), against the tenant's token limits and budgets
 // and all of its model's limits. A refusal is an *admission.Refusal; a
-// nil Reservation with a nil error means nothing to correct.
-func (s *Step) ReserveTokens(ctx context.Context, tenant, model string, anthropic bool, prompt, maxTokens int64) (*Reservation, error) {
+// nil Reservation with a nil error means nothing to correct. Admitted, the
+// header is the token limits' state for the answer.
+func (s *Step) ReserveTokens(ctx context.Context, tenant, model string, anthropic bool, prompt, maxTokens int64) (*Reservation, http.Header, error) {
 	if s.lim == nil {
-		return nil, errNotStarted
+		return nil, nil, errNotStarted
 	}
 	t, ok := s.tenant(tenant)
 	if !ok {
-		return nil, nil
+		return nil, nil, nil
 	}
 	if maxTokens <= 0 {
 		maxTokens = s.defMax
@@ -110,9 +115,9 @@ func (s *Step) ReserveTokens(ctx context.Context, tenant, model string, anthropi
 	}
 	d, err := s.lim.Reserve(ctx, tenant, scopes, Cost{Requests: 1, Input: prompt, Output: maxTokens})
 	if err := refusal(d, err, anthropic); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return d.Reservation, nil
+	return d.Reservation, headers(d, anthropic), nil
 }
 
 // Settle corrects r with the tokens the request really used (zero for a
@@ -160,7 +165,8 @@ func refusal(d Decision, err error, anthropic bool) error {
 	return ref
 }
 
-// headers are the rate-limit headers of a decision: OpenAI's
+// headers are the rate-limit headers of a decision, on a refusal and on
+// an admitted request's answer alike: OpenAI's
 // x-ratelimit-{limit,remaining,reset}-{requests,tokens}, where "tokens"
 // is the token limit that refused, or else the input tokens' (the output
 // tokens' without one); or Anthropic's
