@@ -14,7 +14,6 @@ package kvtracker
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
 	"sync"
@@ -58,7 +57,7 @@ type Tracker struct {
 	bound      *kvzmq.Subscriber // nil without --bind
 
 	serving atomic.Bool // first lease round done
-	nc      atomic.Pointer[nats.Conn]
+	nc      atomic.Pointer[lifecycle.NATSConn]
 	redis   atomic.Pointer[lifecycle.RedisWatch]
 	epochs  epochClock
 	jst     jsState
@@ -149,12 +148,7 @@ func (t *Tracker) BindEndpoint() string {
 // one worker still serves the others.
 func (t *Tracker) checks() []lifecycle.Check {
 	cs := []lifecycle.Check{
-		{Name: "nats", Required: true, Probe: func() error {
-			if nc := t.nc.Load(); nc == nil || !nc.IsConnected() {
-				return errors.New("not connected")
-			}
-			return nil
-		}},
+		{Name: "nats", Required: true, Probe: func() error { return t.nc.Load().Probe() }},
 		{Name: "jetstream", Required: true, Probe: t.probeJetStream},
 		{Name: "leases", Required: true, Probe: t.probeLeases},
 		{Name: "kv-events", Probe: t.probeKVEvents},
@@ -194,7 +188,7 @@ func (t *Tracker) Serve(ctx context.Context) error {
 		t.release()
 		return err
 	}
-	t.nc.Store(nc.Conn)
+	t.nc.Store(nc)
 	var rdb *redis.Client
 	if t.cfg.Redis.URL == "" {
 		t.log.Warn().Msg("redis disabled: no snapshots or summaries in redis, routers cannot start mid-stream")

@@ -376,8 +376,7 @@ func (p *Publisher) ackLoop() {
 // Only a refusal by the server itself (not a timeout, an outage or a
 // missing stream) counts towards MaxAttempts.
 func (p *Publisher) retry(it item, err error) {
-	noStream := errors.Is(err, jetstream.ErrNoStreamResponse) || errors.Is(err, nats.ErrNoResponders) ||
-		errors.Is(err, jetstream.ErrStreamNotFound)
+	noStream := bus.Missing(err)
 	if noStream {
 		p.needEnsure.Store(true)
 	}
