@@ -25,10 +25,11 @@ type GatewayBackendSpec struct {
 	// Auth is how clients authenticate.
 	// +optional
 	Auth *AuthSpec `json:"auth,omitempty"`
-	// Tenants are who may call when auth.mode is APIKey, each with its
-	// keys. A request's tenant comes only from its key: no header chooses
-	// it. Listing keys with auth.mode None is refused (they would not be
-	// checked).
+	// Tenants are who may call when auth.mode is APIKey or JWT, each with
+	// its keys (APIKey) or named by a JWT's tenant claim (auth.jwt). A
+	// request's tenant comes only from its key or its verified token: no
+	// header chooses it. Listing tenants with auth.mode None is refused
+	// (nothing would check their callers), and so are keys with mode JWT.
 	// +optional
 	// +listType=map
 	// +listMapKey=name
@@ -72,18 +73,86 @@ const (
 
 // AuthSpec is how clients authenticate to the gateway.
 type AuthSpec struct {
-	// Mode: None (no credentials; every request is tenant "default") or
+	// Mode: None (no credentials; every request is tenant "default"),
 	// APIKey (every request carries a key of one of spec.tenants, as
-	// "Authorization: Bearer sy-..." or "x-api-key: sy-..."; any other
-	// is refused 401 and never forwarded).
+	// "Authorization: Bearer sy-..." or "x-api-key: sy-..."; with jwt set,
+	// a bearer JWT of that identity provider is accepted too) or JWT
+	// (every request carries a bearer JWT of the identity provider in jwt;
+	// API keys are refused). A request without acceptable credentials is
+	// refused 401 and never forwarded.
 	// +kubebuilder:default=None
 	Mode AuthMode `json:"mode"`
+	// JWT names the identity provider whose bearer JWTs authenticate
+	// callers: required with mode JWT, optional with APIKey (keys and JWTs
+	// both accepted), refused with None (nothing would check them).
+	// +optional
+	JWT *JWTAuth `json:"jwt,omitempty"`
+}
+
+// JWTAuth is an OIDC identity provider whose bearer JWTs name the
+// caller's tenant. A token is accepted when it is signed with RS256,
+// ES256 or EdDSA by a key of the JWKS at JWKSURL (chosen by its kid),
+// carries Issuer and one of Audiences, has an exp that has not passed
+// (with ClockSkew), and its TenantClaim names one of spec.tenants: the
+// IdP says who is calling, the GatewayBackend which tenants exist (their
+// limits and allowedTags apply as to a key's tenant; a tenant reached
+// only through JWTs lists no key).
+//
+// The keys come from a URL only. A JWKS path would name a file on each
+// gateway's disk, which neither policyd nor this resource's author can
+// see; and a JWKS copied into a Secret or ConfigMap must be copied again
+// by hand at each of the IdP's key rotations, the outage a URL avoids.
+// A gateway run on its own (without policyd) can still read a file
+// (its --jwt-jwks-file flag), and a JWKS kept as a file can be served to
+// the gateways from a sidecar on loopback (http://127.0.0.1:PORT/...).
+type JWTAuth struct {
+	// Issuer is the iss every token must carry, exactly (an OIDC
+	// provider's issuer URL, e.g. https://login.example.com/).
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=1024
+	Issuer string `json:"issuer"`
+	// Audiences: a token's aud must contain one of them (the client id or
+	// API identifier the IdP issues the tokens for).
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=16
+	// +kubebuilder:validation:items:MinLength=1
+	// +kubebuilder:validation:items:MaxLength=1024
+	// +listType=set
+	Audiences []string `json:"audiences"`
+	// TenantClaim names the token's string claim holding the tenant, one
+	// of spec.tenants' names.
+	// +kubebuilder:default=tenant
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=256
+	// +optional
+	TenantClaim string `json:"tenantClaim,omitempty"`
+	// JWKSURL is where the IdP publishes its public keys (its OIDC
+	// discovery's jwks_uri): https, or http to a loopback address only (a
+	// sidecar). Fetched when the gateway gets this resource, every
+	// refreshInterval, and on a token signed with a kid it does not know
+	// (at most once per the gateway's --jwt-min-refresh), so a key the IdP
+	// rotates in is accepted at once.
+	// +kubebuilder:validation:MaxLength=2048
+	// +kubebuilder:validation:Pattern=`^(https://[^/?#@]+|http://(127\.0\.0\.1|localhost|\[::1\])(:[0-9]+)?)([/?].*)?$`
+	JWKSURL string `json:"jwksURL"`
+	// ClockSkew is the leeway on exp, nbf and iat, 0 to 10m (default 1m).
+	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+$`
+	ClockSkew *metav1.Duration `json:"clockSkew,omitempty"`
+	// RefreshInterval is how often the JWKS is fetched again, 10s to 24h
+	// (default 5m).
+	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+$`
+	RefreshInterval *metav1.Duration `json:"refreshInterval,omitempty"`
 }
 
 // Tenant is one tenant and its API keys. Keys are never stored, only
 // their SHA-256 digests ("sha256:" and 64 lowercase hex digits), as
-// `yardctl keys create` prints them. A tenant without keys (its last one
-// revoked) is accepted with a warning: it cannot call.
+// `yardctl keys create` prints them. Without auth.jwt, a tenant without
+// keys (its last one revoked) is accepted with a warning: it cannot call.
+// With auth.jwt, a tenant needs no key: tokens naming it reach it.
 type Tenant struct {
 	// Name is the tenant: policies match it (match.tenants), usage events
 	// and tenant tags use it.
@@ -166,13 +235,14 @@ type RateLimits struct {
 }
 
 // AuthMode is the gateway's client authentication.
-// +kubebuilder:validation:Enum=None;APIKey
+// +kubebuilder:validation:Enum=None;APIKey;JWT
 type AuthMode string
 
 // Auth modes.
 const (
 	AuthNone   AuthMode = "None"
 	AuthAPIKey AuthMode = "APIKey"
+	AuthJWT    AuthMode = "JWT"
 )
 
 // TagsSpec configures where request tags come from.

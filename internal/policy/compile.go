@@ -164,6 +164,9 @@ func compile(cat *catalog) *Snapshot {
 		if b.Auth != nil && b.Auth.Mode != "" {
 			prog.AuthMode = string(b.Auth.Mode)
 		}
+		if b.Auth != nil && b.Auth.JWT != nil {
+			prog.JWT = compileJWT(b.Auth.JWT)
+		}
 		for _, t := range b.Tenants {
 			at := AuthTenant{Name: t.Name, AllowedTags: slices.Clone(t.AllowedTags)}
 			for _, d := range t.KeyDigests {
@@ -375,7 +378,9 @@ func (p *Program) build(policies map[string]*Policy) error {
 	p.keys = make(map[[sha256.Size]byte]keyEntry)
 	p.limits = map[string]tenantlimit.Tenant{}
 	p.tenantAllowed = nil
+	p.authTenants = make(map[string]bool, len(p.AuthTenants))
 	for _, t := range p.AuthTenants {
+		p.authTenants[t.Name] = true
 		if len(t.AllowedTags) > 0 {
 			if p.tenantAllowed == nil {
 				p.tenantAllowed = map[string][]string{}
@@ -511,6 +516,22 @@ func (p *Program) rulesFor(model string) []int32 {
 		return l
 	}
 	return p.anyModel
+}
+
+// compileJWT is spec.auth.jwt with its defaults; validation checked it.
+func compileJWT(j *v1alpha1.JWTAuth) *JWTAuth {
+	out := &JWTAuth{Issuer: j.Issuer, Audiences: slices.Clone(j.Audiences), TenantClaim: j.TenantClaim, JWKSURL: j.JWKSURL,
+		ClockSkew: DefaultJWTClockSkew, Refresh: DefaultJWTRefresh}
+	if out.TenantClaim == "" {
+		out.TenantClaim = DefaultJWTTenantClaim
+	}
+	if j.ClockSkew != nil {
+		out.ClockSkew = j.ClockSkew.Duration
+	}
+	if j.RefreshInterval != nil {
+		out.Refresh = j.RefreshInterval.Duration
+	}
+	return out
 }
 
 // compileLimits is a tenant entry's limits; validation checked them.

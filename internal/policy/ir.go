@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"time"
 
+	"github.com/switchyard-dev/switchyard/api/v1alpha1"
 	"github.com/switchyard-dev/switchyard/internal/tenantlimit"
 )
 
@@ -235,9 +236,12 @@ type Program struct {
 	TagsHeader      string
 	AllowedTags     []string
 	Tenants         []TenantTags
-	// AuthTenants are the tenants that may call with AuthMode APIKey and
-	// their keys' digests.
+	// AuthTenants are the tenants that may call with AuthMode APIKey or
+	// JWT and their keys' digests.
 	AuthTenants []AuthTenant
+	// JWT is the identity provider whose bearer JWTs name a tenant of
+	// AuthTenants (spec.auth.jwt); nil: JWTs are not accepted.
+	JWT *JWTAuth
 
 	route    []*Rule   // Route rules, evaluation order
 	guards   [][]*Rule // each Guard policy's rules
@@ -248,7 +252,48 @@ type Program struct {
 	limits   map[string]tenantlimit.Tenant  // by tenant, those with limits
 	// tenantAllowed are the tenants' AllowedTags, for those that have.
 	tenantAllowed map[string][]string
+	// authTenants are AuthTenants' names.
+	authTenants map[string]bool
 }
+
+// JWTAuth is a GatewayBackend's spec.auth.jwt, defaults applied.
+type JWTAuth struct {
+	Issuer      string
+	Audiences   []string // a token's aud contains one of them
+	TenantClaim string
+	JWKSURL     string
+	ClockSkew   time.Duration
+	Refresh     time.Duration // how often the JWKS is fetched again
+}
+
+// Defaults of spec.auth.jwt's optional fields.
+const (
+	DefaultJWTTenantClaim = "tenant"
+	DefaultJWTClockSkew   = time.Minute
+	DefaultJWTRefresh     = 5 * time.Minute
+)
+
+// Credentials are the kinds of credentials a program accepts, by the
+// auth mode name that asks for each: "APIKey" with mode APIKey, "JWT"
+// with mode JWT or an identity provider in JWT; none with mode None. A
+// gateway must check every one (admission.Authenticator), or refuse
+// every request: accepted means enforced.
+func (p *Program) Credentials() []string {
+	var out []string
+	if p.AuthMode == string(v1alpha1.AuthAPIKey) {
+		out = append(out, string(v1alpha1.AuthAPIKey))
+	}
+	if p.AuthMode == string(v1alpha1.AuthJWT) || (p.JWT != nil && p.AuthMode != string(v1alpha1.AuthNone)) {
+		out = append(out, string(v1alpha1.AuthJWT))
+	}
+	if len(out) == 0 && p.AuthMode != string(v1alpha1.AuthNone) {
+		out = append(out, p.AuthMode) // a mode this build does not know: no step checks it
+	}
+	return out
+}
+
+// IsAuthTenant reports whether tenant is one of AuthTenants.
+func (p *Program) IsAuthTenant(tenant string) bool { return p.authTenants[tenant] }
 
 // TenantLimits returns tenant's limits from spec.tenants[].limits; false
 // when it has none there.

@@ -100,6 +100,10 @@ func ToProto(s *Snapshot, revision int64) *policyv1.Snapshot {
 			}
 			pp.AuthTenants = append(pp.AuthTenants, at)
 		}
+		if j := p.JWT; j != nil {
+			pp.Jwt = &policyv1.JWTAuth{Issuer: j.Issuer, Audiences: j.Audiences, TenantClaim: j.TenantClaim, JwksUrl: j.JWKSURL,
+				ClockSkew: durationpb.New(j.ClockSkew), RefreshInterval: durationpb.New(j.Refresh)}
+		}
 		out.Programs = append(out.Programs, pp)
 	}
 	return out
@@ -224,6 +228,13 @@ func FromProto(p *policyv1.Snapshot) (*Snapshot, error) {
 				}
 			}
 			prog.AuthTenants = append(prog.AuthTenants, at)
+		}
+		if j := pp.GetJwt(); j != nil {
+			prog.JWT = &JWTAuth{Issuer: j.GetIssuer(), Audiences: j.GetAudiences(), TenantClaim: j.GetTenantClaim(), JWKSURL: j.GetJwksUrl(),
+				ClockSkew: j.GetClockSkew().AsDuration(), Refresh: j.GetRefreshInterval().AsDuration()}
+			if prog.JWT.Issuer == "" || len(prog.JWT.Audiences) == 0 || prog.JWT.TenantClaim == "" || prog.JWT.JWKSURL == "" || prog.JWT.Refresh <= 0 || prog.JWT.ClockSkew < 0 {
+				return nil, fmt.Errorf("gateway backend %s: incomplete jwt settings", pp.GetName())
+			}
 		}
 		s.Programs = append(s.Programs, prog)
 	}

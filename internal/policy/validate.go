@@ -4,10 +4,13 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"net/url"
 	"regexp"
 	"slices"
 	"strconv"
 	"strings"
+	"time"
+	"unicode"
 
 	"github.com/switchyard-dev/switchyard/api/v1alpha1"
 	"github.com/switchyard-dev/switchyard/internal/fleet"
@@ -49,7 +52,7 @@ var (
 	// with an adapter (builtin.ProviderTypes) are accepted.
 	crdProviderTypes = []string{string(v1alpha1.ProviderOpenAICompatible), string(v1alpha1.ProviderAnthropic)}
 	modeNames        = []string{string(v1alpha1.PolicyModeRoute), string(v1alpha1.PolicyModeGuard)}
-	authModes        = []string{string(v1alpha1.AuthNone), string(v1alpha1.AuthAPIKey)}
+	authModes        = []string{string(v1alpha1.AuthNone), string(v1alpha1.AuthAPIKey), string(v1alpha1.AuthJWT)}
 )
 
 // validateObject runs the checks that need only the object itself.
@@ -392,11 +395,15 @@ func bound(strict, incl *float64, lower bool) (v float64, inclusive, ok bool) {
 }
 
 // validateTenants checks spec.tenants and their keys: with APIKey at least
-// one tenant has a key; without it no key is listed (it would not be
-// checked); a digest belongs to one tenant only (the key names its
-// tenant).
+// one tenant has a key, unless JWTs are accepted too; with JWT there is a
+// tenant for tokens to name and no key (it would not be checked); with
+// None no tenant is listed (nobody would be checked); a digest belongs to
+// one tenant only (the key names its tenant).
 func (c *checker) validateTenants(o *Object, s *v1alpha1.GatewayBackendSpec) {
-	apiKey := s.Auth != nil && s.Auth.Mode == v1alpha1.AuthAPIKey
+	mode := authMode(s)
+	apiKey, jwtMode := mode == v1alpha1.AuthAPIKey, mode == v1alpha1.AuthJWT
+	// jwtOn: bearer JWTs name tenants, so a tenant needs no key.
+	jwtOn := jwtMode || apiKey && s.Auth.JWT != nil
 	names := map[string]bool{}
 	owner := map[string]string{} // digest → tenant
 	keys := 0
@@ -428,9 +435,18 @@ func (c *checker) validateTenants(o *Object, s *v1alpha1.GatewayBackendSpec) {
 			c.err(o, p+".name", "tenant %q listed twice", t.Name)
 		}
 		names[t.Name] = true
-		if t.KeysSecret == "" && len(t.KeyDigests) == 0 {
+		if t.KeysSecret == "" && len(t.KeyDigests) == 0 && !jwtOn {
 			// A warning: removing a tenant's last key must take effect.
 			c.warn(o, p, "no keysSecret and no keyDigests: tenant %q has no key and cannot call", t.Name)
+		}
+		if jwtMode {
+			// Accepted means enforced: mode JWT refuses every API key.
+			if len(t.KeyDigests) > 0 {
+				c.err(o, p+".keyDigests", "API keys are refused with auth mode JWT: set spec.auth.mode: APIKey to accept keys and JWTs, or remove the keys")
+			}
+			if t.KeysSecret != "" {
+				c.err(o, p+".keysSecret", "API keys are refused with auth mode JWT: set spec.auth.mode: APIKey to accept keys and JWTs, or remove keysSecret")
+			}
 		}
 		for j, d := range t.KeyDigests {
 			addDigest(idx(p+".keyDigests", j), t.Name, d)
@@ -446,7 +462,7 @@ func (c *checker) validateTenants(o *Object, s *v1alpha1.GatewayBackendSpec) {
 				c.warn(o, idx(p+".allowedTags", j), "tag %q is not in spec.tags.allowed: no client may set it", tag)
 			}
 		}
-		if t.KeysSecret == "" {
+		if t.KeysSecret == "" || jwtMode {
 			continue
 		}
 		if !nameRE.MatchString(t.KeysSecret) || len(t.KeysSecret) > 253 {
@@ -470,23 +486,139 @@ func (c *checker) validateTenants(o *Object, s *v1alpha1.GatewayBackendSpec) {
 		}
 	}
 	switch {
+	case apiKey && len(s.Tenants) == 0 && jwtOn:
+		c.err(o, "spec.tenants", "auth mode APIKey needs at least one tenant, for a key or a token's %s claim to name (yardctl keys create --tenant NAME)", jwtTenantClaim(s.Auth.JWT))
 	case apiKey && len(s.Tenants) == 0:
 		c.err(o, "spec.tenants", "auth mode APIKey needs at least one tenant with a key (yardctl keys create --tenant NAME)")
-	case apiKey && keys == 0 && !c.failedAt(o, "spec.tenants"):
+	case jwtMode && len(s.Tenants) == 0:
+		c.err(o, "spec.tenants", "auth mode JWT needs at least one tenant: a token's tenant claim must name one of spec.tenants (an identity provider cannot create tenants)")
+	case apiKey && keys == 0 && !jwtOn && !c.failedAt(o, "spec.tenants"):
 		// A warning, not an error: revoking the last key must take effect
 		// (an error would keep the last snapshot, and the key, serving).
 		c.warn(o, "spec.tenants", "no tenant has a key: every request is refused 401")
-	case !apiKey && len(s.Tenants) > 0:
-		c.err(o, "spec.tenants", "tenants' keys are only checked with auth mode APIKey: set spec.auth.mode: APIKey, or remove spec.tenants")
+	case !apiKey && !jwtMode && len(s.Tenants) > 0:
+		c.err(o, "spec.tenants", "tenants are only checked with auth mode APIKey or JWT: set spec.auth.mode, or remove spec.tenants")
 	}
-	if apiKey && s.Tags != nil {
+	if (apiKey || jwtMode) && s.Tags != nil {
 		for i, tt := range s.Tags.Tenants {
 			if tt.Tenant != "" && !names[tt.Tenant] {
-				c.warn(o, idx("spec.tags.tenants", i)+".tenant", "tenant %q is not in spec.tenants: with API keys no request is its, so its default tags never apply", tt.Tenant)
+				c.warn(o, idx("spec.tags.tenants", i)+".tenant", "tenant %q is not in spec.tenants: a request's tenant is always one of them, so its default tags never apply", tt.Tenant)
 			}
 		}
 	}
 }
+
+// authMode is spec.auth.mode, None when unset.
+func authMode(s *v1alpha1.GatewayBackendSpec) v1alpha1.AuthMode {
+	if s.Auth == nil || s.Auth.Mode == "" {
+		return v1alpha1.AuthNone
+	}
+	return s.Auth.Mode
+}
+
+func jwtTenantClaim(j *v1alpha1.JWTAuth) string {
+	if j.TenantClaim == "" {
+		return DefaultJWTTenantClaim
+	}
+	return j.TenantClaim
+}
+
+// Bounds of spec.auth.jwt, the CRD's.
+const (
+	maxJWTAudiences = 16
+	maxJWTString    = 1024 // issuer, an audience
+	maxJWTClaim     = 256
+	maxJWKSURL      = 2048
+	maxJWTClockSkew = 10 * time.Minute
+	minJWKSRefresh  = 10 * time.Second
+	maxJWKSRefresh  = 24 * time.Hour
+)
+
+// validateAuth checks spec.auth: the mode, and the identity provider it
+// needs (mode JWT) or allows (APIKey) and None refuses.
+func (c *checker) validateAuth(o *Object, s *v1alpha1.GatewayBackendSpec) {
+	if s.Auth == nil {
+		return
+	}
+	c.enum(o, "spec.auth.mode", string(s.Auth.Mode), authModes, "auth mode", false)
+	j := s.Auth.JWT
+	switch mode := authMode(s); {
+	case mode == v1alpha1.AuthJWT && j == nil:
+		c.err(o, "spec.auth.jwt", "required by auth mode JWT: name the identity provider (issuer, audiences, jwksURL)")
+	case mode == v1alpha1.AuthNone && j != nil:
+		c.err(o, "spec.auth.jwt", "set with auth mode None, where no credentials are checked: set spec.auth.mode: JWT (bearer JWTs only) or APIKey (keys and JWTs)")
+	}
+	if j == nil {
+		return
+	}
+	const p = "spec.auth.jwt"
+	switch {
+	case j.Issuer == "":
+		c.err(o, p+".issuer", "required: the iss the identity provider's tokens carry")
+	case len(j.Issuer) > maxJWTString || strings.IndexFunc(j.Issuer, unicode.IsSpace) >= 0:
+		c.err(o, p+".issuer", "want 1 to %d bytes without spaces", maxJWTString)
+	}
+	if len(j.Audiences) == 0 {
+		c.err(o, p+".audiences", "required: list at least one audience a token's aud must contain")
+	} else if len(j.Audiences) > maxJWTAudiences {
+		c.err(o, p+".audiences", "%d audiences, want at most %d", len(j.Audiences), maxJWTAudiences)
+	}
+	seen := map[string]bool{}
+	for i, a := range j.Audiences {
+		switch {
+		case a == "" || len(a) > maxJWTString:
+			c.err(o, idx(p+".audiences", i), "want an audience of 1 to %d bytes", maxJWTString)
+		case seen[a]:
+			c.err(o, idx(p+".audiences", i), "audience %q listed twice", a)
+		}
+		seen[a] = true
+	}
+	if len(j.TenantClaim) > maxJWTClaim {
+		c.err(o, p+".tenantClaim", "want a claim name of at most %d bytes", maxJWTClaim)
+	}
+	if err := checkJWKSURL(j.JWKSURL); err != nil {
+		c.err(o, p+".jwksURL", "%v", err)
+	}
+	if d := j.ClockSkew; d != nil && (d.Duration < 0 || d.Duration > maxJWTClockSkew) {
+		c.err(o, p+".clockSkew", "%s: want 0 to %s", d.Duration, maxJWTClockSkew)
+	}
+	if d := j.RefreshInterval; d != nil && (d.Duration < minJWKSRefresh || d.Duration > maxJWKSRefresh) {
+		c.err(o, p+".refreshInterval", "%s: want %s to %s", d.Duration, minJWKSRefresh, maxJWKSRefresh)
+	}
+}
+
+// checkJWKSURL accepts an https URL, or an http one to a loopback
+// address (a sidecar serving a JWKS file): the keys that say who a caller
+// is must not cross a network in the clear. No credentials (a URL lands
+// in logs and status conditions) and no fragment.
+func checkJWKSURL(raw string) error {
+	if raw == "" {
+		return errors.New("required: the identity provider's JWKS URL (its OIDC discovery's jwks_uri)")
+	}
+	if len(raw) > maxJWKSURL {
+		return fmt.Errorf("URL of %d bytes, want at most %d", len(raw), maxJWKSURL)
+	}
+	u, err := url.Parse(raw)
+	switch {
+	case err != nil:
+		return errors.New("not a URL")
+	case u.User != nil:
+		return errors.New("credentials in the URL are refused: they would show in logs and status")
+	case u.Fragment != "" || strings.Contains(raw, "#"):
+		return errors.New("a JWKS URL has no fragment")
+	case u.Scheme == "https" && u.Host != "":
+		return nil
+	case u.Scheme == "http" && loopbackHosts[u.Hostname()] && !strings.Contains(u.Host, "@"):
+		return nil
+	case u.Scheme == "http":
+		return fmt.Errorf("http is accepted only to a loopback address (127.0.0.1, localhost, [::1]): use https for %s", u.Host)
+	}
+	return errors.New("want an https URL")
+}
+
+// loopbackHosts are the hosts a JWKS URL may use plain http to (the CRD's
+// pattern names the same).
+var loopbackHosts = map[string]bool{"127.0.0.1": true, "localhost": true, "::1": true}
 
 // failedAt reports whether an error was already reported under path.
 func (c *checker) failedAt(o *Object, path string) bool {
@@ -517,9 +649,7 @@ func (c *checker) validateBackend(o *Object, s *v1alpha1.GatewayBackendSpec) {
 		seen[r.Name] = true
 		c.enum(o, p+".mode", string(r.Mode), modeNames, "policy mode", false)
 	}
-	if s.Auth != nil {
-		c.enum(o, "spec.auth.mode", string(s.Auth.Mode), authModes, "auth mode", false)
-	}
+	c.validateAuth(o, s)
 	c.validateTenants(o, s)
 	if t := s.Tags; t != nil {
 		if t.Header != "" && !headerRE.MatchString(t.Header) {

@@ -12,6 +12,8 @@ import (
 	"github.com/switchyard-dev/switchyard/internal/openaiapi"
 	routerv1 "github.com/switchyard-dev/switchyard/proto/switchyard/router/v1"
 	"github.com/switchyard-dev/switchyard/services/gateway/admission"
+	"github.com/switchyard-dev/switchyard/services/gateway/admission/apikey"
+	"github.com/switchyard-dev/switchyard/services/gateway/admission/jwt"
 )
 
 // statusClientClosed is the nginx convention for "client went away"; it is
@@ -166,17 +168,30 @@ func methodNotAllowed(w http.ResponseWriter, r *http.Request) {
 	})
 }
 
-// admitRequest runs the admission chain. A GatewayBackend whose auth mode
-// asks for credentials that no step of the chain checks gets every
-// request refused: served without the check would be a silent open door.
+// admitRequest runs the admission chain. A GatewayBackend accepting
+// credentials that no step of the chain checks (API keys, JWTs) gets
+// every request refused: served without the check would be a silent open
+// door, and a credential it promises that nothing takes a silent lie.
 func (c *call) admitRequest(ar *admission.Request) error {
 	if c.g.catalog != nil {
-		if p := c.g.catalog.program(); p != nil && p.AuthMode != string(v1alpha1.AuthNone) && !c.g.admit.Authenticates(p.AuthMode) {
-			return fmt.Errorf("GatewayBackend %s asks for auth mode %s but --admission %q has no step that checks it (add apikey)", p.Name, p.AuthMode, c.g.cfg.Admission)
+		if p := c.g.catalog.program(); p != nil {
+			for _, cred := range p.Credentials() {
+				if !c.g.admit.Authenticates(cred) {
+					hint := "this gateway has no step for them"
+					if st, ok := credentialStep[cred]; ok {
+						hint = "add " + st
+					}
+					return fmt.Errorf("GatewayBackend %s accepts %s credentials but --admission %q has no step that checks them (%s)", p.Name, cred, c.g.cfg.Admission, hint)
+				}
+			}
 		}
 	}
 	return c.g.admit.Admit(ar.HTTP.Context(), ar)
 }
+
+// credentialStep is the admission step that checks each kind of
+// credentials.
+var credentialStep = map[string]string{string(v1alpha1.AuthAPIKey): apikey.Name, string(v1alpha1.AuthJWT): jwt.Name}
 
 // refuse answers an admission chain's error in the client's API shape: a
 // step's refusal as it said (401, 403, 429 ...) with its headers, anything

@@ -1922,7 +1922,11 @@ type Program struct {
 	Tenants     []*TenantTags `protobuf:"bytes,8,rep,name=tenants,proto3" json:"tenants,omitempty"`
 	// The tenants that may call with auth_mode APIKey, each with the SHA-256
 	// digests of its keys (never a key).
-	AuthTenants   []*AuthTenant `protobuf:"bytes,9,rep,name=auth_tenants,json=authTenants,proto3" json:"auth_tenants,omitempty"`
+	AuthTenants []*AuthTenant `protobuf:"bytes,9,rep,name=auth_tenants,json=authTenants,proto3" json:"auth_tenants,omitempty"`
+	// The identity provider whose bearer JWTs authenticate callers
+	// (spec.auth.jwt): with auth_mode JWT the only credentials, with APIKey
+	// accepted beside keys. Unset: no JWTs.
+	Jwt           *JWTAuth `protobuf:"bytes,10,opt,name=jwt,proto3" json:"jwt,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2016,6 +2020,13 @@ func (x *Program) GetTenants() []*TenantTags {
 func (x *Program) GetAuthTenants() []*AuthTenant {
 	if x != nil {
 		return x.AuthTenants
+	}
+	return nil
+}
+
+func (x *Program) GetJwt() *JWTAuth {
+	if x != nil {
+		return x.Jwt
 	}
 	return nil
 }
@@ -2337,6 +2348,98 @@ func (x *TenantTags) GetTags() []string {
 	return nil
 }
 
+// JWTAuth is an identity provider whose bearer JWTs name the tenant (a
+// GatewayBackend's spec.auth.jwt, defaults applied).
+type JWTAuth struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The iss every token carries.
+	Issuer string `protobuf:"bytes,1,opt,name=issuer,proto3" json:"issuer,omitempty"`
+	// A token's aud contains one of them.
+	Audiences []string `protobuf:"bytes,2,rep,name=audiences,proto3" json:"audiences,omitempty"`
+	// The string claim naming the tenant, one of the program's auth_tenants.
+	TenantClaim string `protobuf:"bytes,3,opt,name=tenant_claim,json=tenantClaim,proto3" json:"tenant_claim,omitempty"`
+	// Where the issuer's public keys (a JWKS) are fetched.
+	JwksUrl string `protobuf:"bytes,4,opt,name=jwks_url,json=jwksUrl,proto3" json:"jwks_url,omitempty"`
+	// Leeway on exp, nbf and iat.
+	ClockSkew *durationpb.Duration `protobuf:"bytes,5,opt,name=clock_skew,json=clockSkew,proto3" json:"clock_skew,omitempty"`
+	// How often the JWKS is fetched again.
+	RefreshInterval *durationpb.Duration `protobuf:"bytes,6,opt,name=refresh_interval,json=refreshInterval,proto3" json:"refresh_interval,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *JWTAuth) Reset() {
+	*x = JWTAuth{}
+	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *JWTAuth) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*JWTAuth) ProtoMessage() {}
+
+func (x *JWTAuth) ProtoReflect() protoreflect.Message {
+	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use JWTAuth.ProtoReflect.Descriptor instead.
+func (*JWTAuth) Descriptor() ([]byte, []int) {
+	return file_switchyard_policy_v1_policy_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *JWTAuth) GetIssuer() string {
+	if x != nil {
+		return x.Issuer
+	}
+	return ""
+}
+
+func (x *JWTAuth) GetAudiences() []string {
+	if x != nil {
+		return x.Audiences
+	}
+	return nil
+}
+
+func (x *JWTAuth) GetTenantClaim() string {
+	if x != nil {
+		return x.TenantClaim
+	}
+	return ""
+}
+
+func (x *JWTAuth) GetJwksUrl() string {
+	if x != nil {
+		return x.JwksUrl
+	}
+	return ""
+}
+
+func (x *JWTAuth) GetClockSkew() *durationpb.Duration {
+	if x != nil {
+		return x.ClockSkew
+	}
+	return nil
+}
+
+func (x *JWTAuth) GetRefreshInterval() *durationpb.Duration {
+	if x != nil {
+		return x.RefreshInterval
+	}
+	return nil
+}
+
 var File_switchyard_policy_v1_policy_proto protoreflect.FileDescriptor
 
 const file_switchyard_policy_v1_policy_proto_rawDesc = "" +
@@ -2466,7 +2569,7 @@ const file_switchyard_policy_v1_policy_proto_rawDesc = "" +
 	"\x04Tier\x125\n" +
 	"\x04type\x18\x01 \x01(\x0e2!.switchyard.policy.v1.BackendTypeR\x04type\x12;\n" +
 	"\bminimize\x18\x02 \x01(\x0e2\x1f.switchyard.policy.v1.ObjectiveR\bminimize\x12\x14\n" +
-	"\x05order\x18\x03 \x03(\tR\x05order\"\xf2\x02\n" +
+	"\x05order\x18\x03 \x03(\tR\x05order\"\xa3\x03\n" +
 	"\aProgram\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x16\n" +
@@ -2477,7 +2580,9 @@ const file_switchyard_policy_v1_policy_proto_rawDesc = "" +
 	"tagsHeader\x12!\n" +
 	"\fallowed_tags\x18\a \x03(\tR\vallowedTags\x12:\n" +
 	"\atenants\x18\b \x03(\v2 .switchyard.policy.v1.TenantTagsR\atenants\x12C\n" +
-	"\fauth_tenants\x18\t \x03(\v2 .switchyard.policy.v1.AuthTenantR\vauthTenants\"\xe6\x01\n" +
+	"\fauth_tenants\x18\t \x03(\v2 .switchyard.policy.v1.AuthTenantR\vauthTenants\x12/\n" +
+	"\x03jwt\x18\n" +
+	" \x01(\v2\x1d.switchyard.policy.v1.JWTAuthR\x03jwt\"\xe6\x01\n" +
 	"\n" +
 	"AuthTenant\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1d\n" +
@@ -2502,7 +2607,15 @@ const file_switchyard_policy_v1_policy_proto_rawDesc = "" +
 	"\n" +
 	"TenantTags\x12\x16\n" +
 	"\x06tenant\x18\x01 \x01(\tR\x06tenant\x12\x12\n" +
-	"\x04tags\x18\x02 \x03(\tR\x04tags*N\n" +
+	"\x04tags\x18\x02 \x03(\tR\x04tags\"\xfd\x01\n" +
+	"\aJWTAuth\x12\x16\n" +
+	"\x06issuer\x18\x01 \x01(\tR\x06issuer\x12\x1c\n" +
+	"\taudiences\x18\x02 \x03(\tR\taudiences\x12!\n" +
+	"\ftenant_claim\x18\x03 \x01(\tR\vtenantClaim\x12\x19\n" +
+	"\bjwks_url\x18\x04 \x01(\tR\ajwksUrl\x128\n" +
+	"\n" +
+	"clock_skew\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\tclockSkew\x12D\n" +
+	"\x10refresh_interval\x18\x06 \x01(\v2\x19.google.protobuf.DurationR\x0frefreshInterval*N\n" +
 	"\bSeverity\x12\x18\n" +
 	"\x14SEVERITY_UNSPECIFIED\x10\x00\x12\x12\n" +
 	"\x0eSEVERITY_ERROR\x10\x01\x12\x14\n" +
@@ -2560,7 +2673,7 @@ func file_switchyard_policy_v1_policy_proto_rawDescGZIP() []byte {
 }
 
 var file_switchyard_policy_v1_policy_proto_enumTypes = make([]protoimpl.EnumInfo, 7)
-var file_switchyard_policy_v1_policy_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
+var file_switchyard_policy_v1_policy_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
 var file_switchyard_policy_v1_policy_proto_goTypes = []any{
 	(Severity)(0),                 // 0: switchyard.policy.v1.Severity
 	(BackendType)(0),              // 1: switchyard.policy.v1.BackendType
@@ -2596,18 +2709,19 @@ var file_switchyard_policy_v1_policy_proto_goTypes = []any{
 	(*ModelRateLimits)(nil),       // 31: switchyard.policy.v1.ModelRateLimits
 	(*PolicyRef)(nil),             // 32: switchyard.policy.v1.PolicyRef
 	(*TenantTags)(nil),            // 33: switchyard.policy.v1.TenantTags
-	(*timestamppb.Timestamp)(nil), // 34: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),   // 35: google.protobuf.Duration
+	(*JWTAuth)(nil),               // 34: switchyard.policy.v1.JWTAuth
+	(*timestamppb.Timestamp)(nil), // 35: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),   // 36: google.protobuf.Duration
 }
 var file_switchyard_policy_v1_policy_proto_depIdxs = []int32{
 	15, // 0: switchyard.policy.v1.WatchResponse.snapshot:type_name -> switchyard.policy.v1.Snapshot
 	15, // 1: switchyard.policy.v1.GetSnapshotResponse.snapshot:type_name -> switchyard.policy.v1.Snapshot
 	14, // 2: switchyard.policy.v1.GetSnapshotResponse.diagnostics:type_name -> switchyard.policy.v1.Diagnostic
-	34, // 3: switchyard.policy.v1.GetSnapshotResponse.checked_at:type_name -> google.protobuf.Timestamp
+	35, // 3: switchyard.policy.v1.GetSnapshotResponse.checked_at:type_name -> google.protobuf.Timestamp
 	12, // 4: switchyard.policy.v1.ValidateRequest.files:type_name -> switchyard.policy.v1.File
 	14, // 5: switchyard.policy.v1.ValidateResponse.diagnostics:type_name -> switchyard.policy.v1.Diagnostic
 	0,  // 6: switchyard.policy.v1.Diagnostic.severity:type_name -> switchyard.policy.v1.Severity
-	34, // 7: switchyard.policy.v1.Snapshot.created_at:type_name -> google.protobuf.Timestamp
+	35, // 7: switchyard.policy.v1.Snapshot.created_at:type_name -> google.protobuf.Timestamp
 	16, // 8: switchyard.policy.v1.Snapshot.worker_sets:type_name -> switchyard.policy.v1.WorkerSet
 	18, // 9: switchyard.policy.v1.Snapshot.pools:type_name -> switchyard.policy.v1.Pool
 	19, // 10: switchyard.policy.v1.Snapshot.providers:type_name -> switchyard.policy.v1.Provider
@@ -2615,7 +2729,7 @@ var file_switchyard_policy_v1_policy_proto_depIdxs = []int32{
 	28, // 12: switchyard.policy.v1.Snapshot.programs:type_name -> switchyard.policy.v1.Program
 	14, // 13: switchyard.policy.v1.Snapshot.warnings:type_name -> switchyard.policy.v1.Diagnostic
 	17, // 14: switchyard.policy.v1.WorkerSet.static_workers:type_name -> switchyard.policy.v1.StaticWorker
-	35, // 15: switchyard.policy.v1.Pool.scrape_interval:type_name -> google.protobuf.Duration
+	36, // 15: switchyard.policy.v1.Pool.scrape_interval:type_name -> google.protobuf.Duration
 	20, // 16: switchyard.policy.v1.Provider.models:type_name -> switchyard.policy.v1.ProviderModel
 	21, // 17: switchyard.policy.v1.Provider.credentials:type_name -> switchyard.policy.v1.Credentials
 	23, // 18: switchyard.policy.v1.Policy.rules:type_name -> switchyard.policy.v1.Rule
@@ -2633,21 +2747,24 @@ var file_switchyard_policy_v1_policy_proto_depIdxs = []int32{
 	32, // 30: switchyard.policy.v1.Program.policies:type_name -> switchyard.policy.v1.PolicyRef
 	33, // 31: switchyard.policy.v1.Program.tenants:type_name -> switchyard.policy.v1.TenantTags
 	29, // 32: switchyard.policy.v1.Program.auth_tenants:type_name -> switchyard.policy.v1.AuthTenant
-	30, // 33: switchyard.policy.v1.AuthTenant.limits:type_name -> switchyard.policy.v1.RateLimits
-	31, // 34: switchyard.policy.v1.AuthTenant.model_limits:type_name -> switchyard.policy.v1.ModelRateLimits
-	30, // 35: switchyard.policy.v1.ModelRateLimits.limits:type_name -> switchyard.policy.v1.RateLimits
-	6,  // 36: switchyard.policy.v1.PolicyRef.mode:type_name -> switchyard.policy.v1.PolicyMode
-	7,  // 37: switchyard.policy.v1.PolicyService.Watch:input_type -> switchyard.policy.v1.WatchRequest
-	9,  // 38: switchyard.policy.v1.PolicyService.GetSnapshot:input_type -> switchyard.policy.v1.GetSnapshotRequest
-	11, // 39: switchyard.policy.v1.PolicyService.Validate:input_type -> switchyard.policy.v1.ValidateRequest
-	8,  // 40: switchyard.policy.v1.PolicyService.Watch:output_type -> switchyard.policy.v1.WatchResponse
-	10, // 41: switchyard.policy.v1.PolicyService.GetSnapshot:output_type -> switchyard.policy.v1.GetSnapshotResponse
-	13, // 42: switchyard.policy.v1.PolicyService.Validate:output_type -> switchyard.policy.v1.ValidateResponse
-	40, // [40:43] is the sub-list for method output_type
-	37, // [37:40] is the sub-list for method input_type
-	37, // [37:37] is the sub-list for extension type_name
-	37, // [37:37] is the sub-list for extension extendee
-	0,  // [0:37] is the sub-list for field type_name
+	34, // 33: switchyard.policy.v1.Program.jwt:type_name -> switchyard.policy.v1.JWTAuth
+	30, // 34: switchyard.policy.v1.AuthTenant.limits:type_name -> switchyard.policy.v1.RateLimits
+	31, // 35: switchyard.policy.v1.AuthTenant.model_limits:type_name -> switchyard.policy.v1.ModelRateLimits
+	30, // 36: switchyard.policy.v1.ModelRateLimits.limits:type_name -> switchyard.policy.v1.RateLimits
+	6,  // 37: switchyard.policy.v1.PolicyRef.mode:type_name -> switchyard.policy.v1.PolicyMode
+	36, // 38: switchyard.policy.v1.JWTAuth.clock_skew:type_name -> google.protobuf.Duration
+	36, // 39: switchyard.policy.v1.JWTAuth.refresh_interval:type_name -> google.protobuf.Duration
+	7,  // 40: switchyard.policy.v1.PolicyService.Watch:input_type -> switchyard.policy.v1.WatchRequest
+	9,  // 41: switchyard.policy.v1.PolicyService.GetSnapshot:input_type -> switchyard.policy.v1.GetSnapshotRequest
+	11, // 42: switchyard.policy.v1.PolicyService.Validate:input_type -> switchyard.policy.v1.ValidateRequest
+	8,  // 43: switchyard.policy.v1.PolicyService.Watch:output_type -> switchyard.policy.v1.WatchResponse
+	10, // 44: switchyard.policy.v1.PolicyService.GetSnapshot:output_type -> switchyard.policy.v1.GetSnapshotResponse
+	13, // 45: switchyard.policy.v1.PolicyService.Validate:output_type -> switchyard.policy.v1.ValidateResponse
+	43, // [43:46] is the sub-list for method output_type
+	40, // [40:43] is the sub-list for method input_type
+	40, // [40:40] is the sub-list for extension type_name
+	40, // [40:40] is the sub-list for extension extendee
+	0,  // [0:40] is the sub-list for field type_name
 }
 
 func init() { file_switchyard_policy_v1_policy_proto_init() }
@@ -2661,7 +2778,7 @@ func file_switchyard_policy_v1_policy_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_switchyard_policy_v1_policy_proto_rawDesc), len(file_switchyard_policy_v1_policy_proto_rawDesc)),
 			NumEnums:      7,
-			NumMessages:   27,
+			NumMessages:   28,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
