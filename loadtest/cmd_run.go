@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -48,6 +49,16 @@ type runConfig struct {
 	ignoreEOS   bool
 	timeout     time.Duration
 	progress    bool
+	// tenants are the --tenant flags; none runs one implicit tenant on
+	// --api-key-env and --concurrency / --rate.
+	tenants tenantFlag
+	// retryAfter waits out 429s with Retry-After up to maxRetryAfter.
+	retryAfter    bool
+	maxRetryAfter time.Duration
+	// set are the flags given on the command line.
+	set map[string]bool
+	// lookupEnv reads the environment (tests replace it).
+	lookupEnv func(string) (string, bool)
 }
 
 func (c *runConfig) registerFlags(fs *flag.FlagSet) {
@@ -86,6 +97,10 @@ func (c *runConfig) registerFlags(fs *flag.FlagSet) {
 	fs.BoolVar(&c.ignoreEOS, "ignore-eos", false, "send vLLM's ignore_eos so every answer has max_tokens tokens")
 	fs.DurationVar(&c.timeout, "request-timeout", 10*time.Minute, "wall-time bound of one request")
 	fs.BoolVar(&c.progress, "progress", true, "show a progress bar when stderr is a terminal")
+	fs.Var(&c.tenants, "tenant", "`"+tenantSyntax+"`: a tenant with its own API key (from the environment variable ENV), load and prompts; repeatable: all run at once, within one --requests / --duration budget, with results per tenant;"+
+		" e.g. steady:key-env=STEADY_KEY:concurrency=2. concurrency= is its clients (concurrent) or cap in flight (poisson), rate= its sessions per second (poisson), priority= is sent as x-switchyard-priority, workload= replaces --workload. Replaces --api-key-env, --concurrency and --rate")
+	fs.BoolVar(&c.retryAfter, "retry-after", false, "wait out a 429 that carries Retry-After and send the request again, timing it from the first attempt (default: record the 429 as a refusal and move on)")
+	fs.DurationVar(&c.maxRetryAfter, "max-retry-after", 30*time.Second, "with --retry-after: the longest Retry-After waited out (wall time); a longer one is recorded as a refusal")
 }
 
 func (c *runConfig) validate() error {
@@ -120,6 +135,36 @@ func (c *runConfig) validate() error {
 	if c.slo <= 0 {
 		errs = append(errs, errors.New("slo: must be positive"))
 	}
+	if c.retryAfter && c.maxRetryAfter <= 0 {
+		errs = append(errs, errors.New("max-retry-after: must be positive with --retry-after"))
+	}
+	if c.set["max-retry-after"] && !c.retryAfter {
+		errs = append(errs, errors.New("max-retry-after: only with --retry-after"))
+	}
+	if len(c.tenants) > 0 {
+		if c.mode == modeSweep {
+			errs = append(errs, errors.New("tenant: not with --mode sweep (give each tenant its load instead)"))
+		}
+		for _, f := range []string{"api-key-env", "concurrency", "rate"} {
+			if c.set[f] {
+				errs = append(errs, fmt.Errorf("%s: not with --tenant (each tenant gives its own key-env, concurrency and rate)", f))
+			}
+		}
+		lookup := c.lookupEnv
+		if lookup == nil {
+			lookup = os.LookupEnv
+		}
+		errs = append(errs, validateTenants(c.tenants, c.mode, c.spec.Seed, lookup))
+		for _, t := range c.tenants {
+			if t.workload != "" && t.workload != c.kind {
+				sp := c.spec
+				sp.Kind = t.workload
+				if err := sp.Validate(); err != nil {
+					errs = append(errs, fmt.Errorf("tenant %s: %w", t.name, err))
+				}
+			}
+		}
+	}
 	return errors.Join(errs...)
 }
 
@@ -143,6 +188,8 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if code, ok := parse(fs, args); !ok {
 		return code
 	}
+	cfg.set = map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { cfg.set[f.Name] = true })
 	if err := cfg.validate(); err != nil {
 		fmt.Fprintf(stderr, "loadtest run: invalid configuration: %v\n", err)
 		return 2
@@ -172,10 +219,34 @@ func runLoad(ctx context.Context, cfg runConfig, out *outputs, status io.Writer)
 	if cfg.mode == modeSweep {
 		levels, mode = cfg.sweep, runner.Concurrent
 	}
-	client := stream.NewClient(slices.Max(levels))
+	conns := slices.Max(levels)
+	if len(cfg.tenants) > 0 {
+		conns = 0
+		for _, t := range cfg.tenants {
+			conns += t.concurrency
+		}
+	}
+	client := stream.NewClient(max(conns, 1))
 	defer client.CloseIdle()
-	if env := cfg.apiKeyEnv; env != "" {
+	if env := cfg.apiKeyEnv; env != "" && len(cfg.tenants) == 0 {
 		client.APIKey = os.Getenv(env)
+	}
+	// Each tenant has its own client (key, priority) over the one
+	// transport, so tenants share connections as clients behind one
+	// proxy would.
+	tenantClients := make([]*stream.Client, len(cfg.tenants))
+	for i, t := range cfg.tenants {
+		c := &stream.Client{HTTP: client.HTTP, APIKey: lookupKey(cfg, t.keyEnv)}
+		if t.priority != "" {
+			c.Header = http.Header{stream.PriorityHeader: {t.priority}}
+		}
+		tenantClients[i] = c
+	}
+	// The model list and the calibration go out with the first tenant's
+	// key: a gateway answers them only to a known key.
+	setup := client
+	if len(tenantClients) > 0 {
+		setup = tenantClients[0]
 	}
 	var targets []runner.Target
 	var pts []pick.Target
@@ -186,7 +257,7 @@ func runLoad(ctx context.Context, cfg runConfig, out *outputs, status io.Writer)
 		pts = append(pts, pick.Target{ID: id, URL: root})
 	}
 	if cfg.model == "" {
-		m, err := firstModel(ctx, client, targets[0].APIBase)
+		m, err := firstModel(ctx, setup, targets[0].APIBase)
 		if err != nil {
 			return nil, err
 		}
@@ -195,7 +266,7 @@ func runLoad(ctx context.Context, cfg runConfig, out *outputs, status io.Writer)
 	spec := cfg.spec
 	if cfg.calibrate {
 		cpt, err := workload.Calibrate(ctx, func(ctx context.Context, text string) (int, error) {
-			return client.CountPrompt(ctx, targets[0].APIBase, cfg.model, text)
+			return setup.CountPrompt(ctx, targets[0].APIBase, cfg.model, text)
 		})
 		if err != nil {
 			return nil, err
@@ -213,6 +284,7 @@ func runLoad(ctx context.Context, cfg runConfig, out *outputs, status io.Writer)
 	}
 	slo := cfg.slo.Seconds()
 	var points []*results.Summary
+	var tenantSums []*results.TenantSummary
 	for _, level := range levels {
 		bgCtx, stopBG := context.WithCancel(ctx)
 		picker, err := pick.New(cfg.strategy, pts, pick.Options{Seed: spec.Seed, HTTP: client.HTTP,
@@ -221,19 +293,41 @@ func runLoad(ctx context.Context, cfg runConfig, out *outputs, status io.Writer)
 			stopBG()
 			return nil, err
 		}
-		gen, err := workload.NewGenerator(spec)
-		if err != nil {
-			stopBG()
-			return nil, err
-		}
 		plan := runner.Plan{
 			Workload: string(cfg.kind), Strategy: cfg.label, Mode: mode, Concurrency: level, Rate: cfg.rate,
 			Requests: cfg.requests, Duration: cfg.duration, TimeScale: cfg.timeScale, Model: cfg.model,
 			IgnoreEOS: cfg.ignoreEOS, RequestTimeout: cfg.timeout, Seed: spec.Seed,
+			RetryAfter: cfg.retryAfter, MaxRetryAfter: cfg.maxRetryAfter,
+		}
+		tenants, err := runTenants(cfg, spec, tenantClients)
+		if err != nil {
+			stopBG()
+			return nil, err
+		}
+		if len(tenants) > 0 {
+			plan.Concurrency, plan.Rate = 0, 0
+			for _, t := range tenants {
+				plan.Concurrency += t.Concurrency
+				plan.Rate += t.Rate
+			}
 		}
 		label := fmt.Sprintf("%s %s %s", cfg.kind, cfg.label, levelName(plan))
+		if len(tenants) > 0 {
+			label = fmt.Sprintf("%s %s %d tenants", cfg.kind, cfg.label, len(tenants))
+		}
 		bar := compare.NewProgress(status, cfg.progress, label, plan)
-		recs, err := runner.Run(ctx, plan, gen, runner.Env{Client: client, Targets: targets, Picker: picker, OnDone: bar.Done})
+		env := runner.Env{Client: client, Targets: targets, Picker: picker, OnDone: bar.Done}
+		var recs []results.Record
+		if len(tenants) > 0 {
+			recs, err = runner.RunTenants(ctx, plan, tenants, env)
+		} else {
+			gen, gerr := workload.NewGenerator(spec)
+			if gerr != nil {
+				stopBG()
+				return nil, gerr
+			}
+			recs, err = runner.Run(ctx, plan, gen, env)
+		}
 		bar.Finish()
 		stopBG()
 		if err != nil {
@@ -246,12 +340,17 @@ func runLoad(ctx context.Context, cfg runConfig, out *outputs, status io.Writer)
 		}
 		s := results.Summarize(recs, cfg.timeScale, slo)
 		if mode == runner.Poisson {
-			s.Rate = cfg.rate
+			s.Rate = plan.Rate
 		} else {
-			s.Concurrency = level
+			s.Concurrency = plan.Concurrency
 		}
 		fmt.Fprintf(status, "%s: ttft p50 %s  goodput %s rpm  shed %s  cache hit %s\n", label,
 			report.Sec(s.TTFTP50), report.Number(s.GoodputRPM, 1), report.Pct(s.ShedRate), report.Pct(s.CacheHitRatio))
+		tenantSums = summarizeTenants(cfg, tenants, recs, slo, mode)
+		for _, ts := range tenantSums {
+			fmt.Fprintf(status, "  tenant %s: %d ok, %d refused (%d × 429), ttft p50 %s p99 %s\n", ts.Tenant,
+				ts.Succeeded, ts.Refused, ts.Refused429, report.Sec(ts.TTFTP50), report.Sec(ts.TTFTP99))
+		}
 		points = append(points, s)
 	}
 	head := points[len(points)-1]
@@ -274,8 +373,20 @@ func runLoad(ctx context.Context, cfg runConfig, out *outputs, status io.Writer)
 		SLOTTFTS:  map[string]float64{string(cfg.kind): slo},
 		Workloads: map[string]workload.Spec{string(cfg.kind): spec.Shape()},
 		Cores:     runtime.NumCPU(), GoVersion: runtime.Version(), Started: started.UTC().Truncate(time.Second),
-		WallSeconds: math.Round(time.Since(started).Seconds()),
+		RetryAfter: cfg.retryAfter,
 	}
+	for _, t := range cfg.tenants {
+		kind := cmp.Or(t.workload, cfg.kind)
+		params.Tenants = append(params.Tenants, results.Tenant{Name: t.name, KeyEnv: t.keyEnv, Workload: string(kind),
+			Concurrency: t.concurrency, Rate: t.rate, Priority: t.priority, Seed: t.seed(spec.Seed)})
+		if kind != cfg.kind {
+			sp := spec
+			sp.Kind = kind
+			params.Workloads[string(kind)] = sp.Shape()
+			params.SLOTTFTS[string(kind)] = slo
+		}
+	}
+	params.WallSeconds = math.Round(time.Since(started).Seconds())
 	if cfg.mode == modeSweep {
 		params.Sweep = levels
 	}
@@ -283,7 +394,59 @@ func runLoad(ctx context.Context, cfg runConfig, out *outputs, status io.Writer)
 		Schema:    results.Schema,
 		Params:    params,
 		Workloads: map[string]map[string]*results.Summary{string(cfg.kind): {cfg.label: head}},
+		Tenants:   tenantSums,
 	}, nil
+}
+
+// lookupKey reads a tenant's API key (validate checked it is set).
+func lookupKey(cfg runConfig, env string) string {
+	lookup := cfg.lookupEnv
+	if lookup == nil {
+		lookup = os.LookupEnv
+	}
+	v, _ := lookup(env)
+	return strings.TrimSpace(v)
+}
+
+// runTenants builds the runner's tenants: each its own client and its own
+// generator, seeded apart so no two tenants send the same text.
+func runTenants(cfg runConfig, spec workload.Spec, clients []*stream.Client) ([]runner.Tenant, error) {
+	var out []runner.Tenant
+	for i, t := range cfg.tenants {
+		sp := spec
+		sp.Kind = cmp.Or(t.workload, cfg.kind)
+		sp.Seed = t.seed(spec.Seed)
+		gen, err := workload.NewGenerator(sp)
+		if err != nil {
+			return nil, fmt.Errorf("tenant %s: %w", t.name, err)
+		}
+		out = append(out, runner.Tenant{Name: t.name, Client: clients[i], Gen: gen,
+			Concurrency: t.concurrency, Rate: t.rate, Seed: sp.Seed})
+	}
+	return out, nil
+}
+
+// summarizeTenants splits a run's records by tenant, in the order of the
+// flags.
+func summarizeTenants(cfg runConfig, tenants []runner.Tenant, recs []results.Record, slo float64, mode runner.Mode) []*results.TenantSummary {
+	var out []*results.TenantSummary
+	for i, t := range tenants {
+		var mine []results.Record
+		for _, r := range recs {
+			if r.Tenant == t.Name {
+				mine = append(mine, r)
+			}
+		}
+		s := results.Summarize(mine, cfg.timeScale, slo)
+		if mode == runner.Poisson {
+			s.Rate = t.Rate
+		} else {
+			s.Concurrency = t.Concurrency
+		}
+		out = append(out, &results.TenantSummary{Tenant: t.Name, Workload: string(t.Gen.Spec().Kind),
+			Priority: cfg.tenants[i].priority, Summary: s})
+	}
+	return out
 }
 
 func levelName(p runner.Plan) string {

@@ -5,17 +5,27 @@
 package fakeoai
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"time"
 )
 
 // Request is what the server saw.
 type Request struct {
+	// Key is the bearer token of the Authorization header; empty
+	// without one.
+	Key string `json:"-"`
+	// Priority is the X-Switchyard-Priority header.
+	Priority string `json:"-"`
+	// Refused is the status the server refused the request with (see
+	// Server.Refuse); 0 when it was answered by the script.
+	Refused   int    `json:"-"`
 	Model     string `json:"model"`
 	MaxTokens int    `json:"max_tokens"`
 	Stream    bool   `json:"stream"`
@@ -58,11 +68,28 @@ type Script struct {
 	SimWorker int
 }
 
+// Refusal is how the server refuses the requests of one API key, as
+// Switchyard's gateway refuses a tenant over its share.
+type Refusal struct {
+	// Status is the answer's status; 0 means 429.
+	Status int
+	// Reasons are sent in turn as X-Switchyard-Shed-Reason, one per
+	// refused request; none sends no such header.
+	Reasons []string
+	// RetryAfter is the Retry-After header; empty for none.
+	RetryAfter string
+	// Times refuses only the key's first Times requests and lets the
+	// rest through to the script; 0 refuses them all.
+	Times int
+}
+
 // Server is a running fake.
 type Server struct {
 	*httptest.Server
-	mu   sync.Mutex
-	seen []Request
+	mu      sync.Mutex
+	seen    []Request
+	refuse  map[string]Refusal
+	refused map[string]int // refusals sent, by key
 	// Estimate, when set, answers POST /sim/v1/estimate.
 	Estimate func(Request) float64
 	// Metrics, when set, is served as /metrics.
@@ -72,7 +99,7 @@ type Server struct {
 // New starts a server answering chat completions with script(request).
 // Close it when done.
 func New(script func(Request) Script) *Server {
-	s := &Server{}
+	s := &Server{refuse: map[string]Refusal{}, refused: map[string]int{}}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/chat/completions", func(w http.ResponseWriter, r *http.Request) {
 		var req Request
@@ -81,9 +108,30 @@ func New(script func(Request) Script) *Server {
 			http.Error(w, `{"error":{"message":"bad json"}}`, http.StatusBadRequest)
 			return
 		}
+		req.Key, _ = strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		req.Priority = r.Header.Get("X-Switchyard-Priority")
 		s.mu.Lock()
+		ref, refuse := s.refuse[req.Key]
+		n := s.refused[req.Key]
+		refuse = refuse && (ref.Times == 0 || n < ref.Times)
+		if refuse {
+			s.refused[req.Key] = n + 1
+			req.Refused = cmp.Or(ref.Status, http.StatusTooManyRequests)
+		}
 		s.seen = append(s.seen, req)
 		s.mu.Unlock()
+		if refuse {
+			if len(ref.Reasons) > 0 {
+				w.Header().Set("X-Switchyard-Shed-Reason", ref.Reasons[n%len(ref.Reasons)])
+			}
+			if ref.RetryAfter != "" {
+				w.Header().Set("Retry-After", ref.RetryAfter)
+			}
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(req.Refused)
+			fmt.Fprintf(w, `{"error":{"message":"over your share","type":"requests","code":"rate_limit_exceeded"}}`)
+			return
+		}
 		serve(w, script(req))
 	})
 	mux.HandleFunc("GET /v1/models", func(w http.ResponseWriter, _ *http.Request) {
@@ -107,6 +155,14 @@ func New(script func(Request) Script) *Server {
 	})
 	s.Server = httptest.NewServer(mux)
 	return s
+}
+
+// Refuse makes the server refuse requests bearing key as r says, before
+// they reach the script.
+func (s *Server) Refuse(key string, r Refusal) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.refuse[key] = r
 }
 
 // Seen returns the requests received so far.

@@ -87,6 +87,21 @@ tr.switchyard td{font-weight:bold;background:#eef8ee}
 		}
 	}
 	b.WriteString("</table>\n")
+	if len(f.Tenants) > 0 {
+		b.WriteString(`<h2>Per tenant</h2><p class="note">Each tenant's requests alone. Refused: answered with a status other than 200; 429 reasons from x-switchyard-shed-reason, else the error's code.</p><table><tr>`)
+		for _, c := range []string{"tenant", "workload", "priority", "c", "ok", "429", "429 reasons", "other refusals", "failed", "TTFT p50", "TTFT p90", "TTFT p99", "E2E p50", "output tok/s"} {
+			fmt.Fprintf(&b, "<th>%s</th>", esc(c))
+		}
+		b.WriteString("</tr>")
+		for _, t := range f.Tenants {
+			b.WriteString("<tr>")
+			for _, c := range TenantRow(t) {
+				fmt.Fprintf(&b, "<td>%s</td>", esc(c))
+			}
+			b.WriteString("</tr>")
+		}
+		b.WriteString("</table>\n")
+	}
 	if lagging := Lagging(f); len(lagging) > 0 {
 		fmt.Fprintf(&b, `<p class="fail">Fidelity warning: first tokens reached the client much later than the simulator produced them in %s; the machine could not keep up with time scale %g.</p>`,
 			esc(strings.Join(lagging, ", ")), p.TimeScale)

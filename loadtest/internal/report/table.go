@@ -123,6 +123,7 @@ func WriteTable(w io.Writer, f *results.File) error {
 			b.WriteString("\n")
 		}
 	}
+	writeTenants(&b, f)
 	writeGoodput(&b, f, hasRandom)
 	writeSweep(&b, f)
 	if lagging := Lagging(f); len(lagging) > 0 {
@@ -243,6 +244,57 @@ func writeGoodput(b *strings.Builder, f *results.File, hasRandom bool) {
 			b.WriteString("\n")
 		}
 	}
+}
+
+// writeTenants adds one row per tenant, when the run had tenants.
+func writeTenants(b *strings.Builder, f *results.File) {
+	if len(f.Tenants) == 0 {
+		return
+	}
+	b.WriteString("\nPer tenant (each tenant's requests alone; refused: answered with a status other than 200; 429 reasons from x-switchyard-shed-reason, else the error's code):\n\n")
+	writeHeader(b, []string{"tenant", "workload", "priority", "c", "ok", "429", "429 reasons", "other refusals", "failed", "TTFT p50", "TTFT p90", "TTFT p99", "E2E p50", "output tok/s"}, 3)
+	for _, t := range f.Tenants {
+		r := TenantRow(t)
+		fmt.Fprintf(b, "| %s |\n", strings.Join(r, " | "))
+	}
+}
+
+// TenantRow is a tenant's row of the per-tenant table, as text cells.
+func TenantRow(t *results.TenantSummary) []string {
+	s := t.Summary
+	prio := t.Priority
+	if prio == "" {
+		prio = "–"
+	}
+	failed := s.Requests - s.Succeeded - s.Refused
+	return []string{t.Tenant, t.Workload, prio, level(s.Concurrency, s.Rate), fmt.Sprint(s.Succeeded), fmt.Sprint(s.Refused429),
+		Counts(s.Refused429Reasons, ""), Counts(s.RefusedByStatus, "429"), fmt.Sprint(failed),
+		Sec(s.TTFTP50), Sec(s.TTFTP90), Sec(s.TTFTP99), Sec(s.E2EP50), Number(s.OutputTokensPerS, 1)}
+}
+
+// Counts formats counts by key, largest first ("a 3, b 1"), leaving skip
+// out; "–" for none.
+func Counts(m map[string]int, skip string) string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		if k != skip {
+			keys = append(keys, k)
+		}
+	}
+	if len(keys) == 0 {
+		return "–"
+	}
+	slices.SortFunc(keys, func(a, b string) int {
+		if m[a] != m[b] {
+			return m[b] - m[a]
+		}
+		return strings.Compare(a, b)
+	})
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = fmt.Sprintf("%s %d", k, m[k])
+	}
+	return strings.Join(parts, ", ")
 }
 
 // level names a load level for a table cell.

@@ -9,7 +9,10 @@
 package results
 
 import (
+	"cmp"
 	"math"
+	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/switchyard-dev/switchyard/loadtest/internal/stats"
@@ -31,6 +34,9 @@ const (
 
 // Record is one request.
 type Record struct {
+	// Tenant is the tenant that sent the request (loadtest run
+	// --tenant); empty in a run without tenants.
+	Tenant      string  `json:"tenant,omitempty"`
 	Workload    string  `json:"workload"`
 	Strategy    string  `json:"strategy"`
 	Concurrency int     `json:"concurrency,omitempty"`
@@ -50,6 +56,14 @@ type Record struct {
 	Status int     `json:"status"`
 	Error  string  `json:"error,omitempty"`
 	Shed   bool    `json:"shed,omitempty"`
+	// RefusalReason is why the server refused the request (a status other
+	// than 200): its x-switchyard-shed-reason header, else the code of its
+	// OpenAI error body.
+	RefusalReason string `json:"refusal_reason,omitempty"`
+	// Retries is how many 429 answers were waited out (their Retry-After)
+	// before the answer recorded here; timings count from the first
+	// attempt, as its user waited from then.
+	Retries int `json:"retries,omitempty"`
 	// Model seconds.
 	TTFTS    Num `json:"ttft_s"`
 	E2ES     Num `json:"e2e_s"`
@@ -135,6 +149,19 @@ type Summary struct {
 	ErrorRate   Num     `json:"error_rate"`
 	// ErrorSamples are a few distinct error messages.
 	ErrorSamples []string `json:"error_samples,omitempty"`
+	// Refused counts the requests the server answered with a status
+	// other than 200 (they are also counted in shed or errors);
+	// RefusedByStatus splits them by status ("429": n).
+	Refused         int            `json:"refused,omitempty"`
+	RefusedByStatus map[string]int `json:"refused_by_status,omitempty"`
+	// Refused429 counts the 429 answers, Refused429Reasons them by reason
+	// (x-switchyard-shed-reason, else the error body's code; "unknown"
+	// for neither).
+	Refused429        int            `json:"refused_429,omitempty"`
+	Refused429Reasons map[string]int `json:"refused_429_reasons,omitempty"`
+	// Retried429 counts the 429 answers waited out and retried
+	// (--retry-after); they are not in Refused.
+	Retried429 int `json:"retried_429,omitempty"`
 
 	DurationS        Num `json:"duration_s"`
 	WallDurationS    Num `json:"wall_duration_s"`
@@ -254,6 +281,11 @@ type Params struct {
 	SLOTTFTS map[string]float64 `json:"slo_ttft_s"`
 	// Workloads are the workload shapes.
 	Workloads map[string]workload.Spec `json:"workloads"`
+	// Tenants are the tenants of a run with --tenant.
+	Tenants []Tenant `json:"tenants,omitempty"`
+	// RetryAfter: 429 answers with Retry-After were waited out and sent
+	// again (false: counted as refusals).
+	RetryAfter bool `json:"retry_after,omitempty"`
 	// SimArgs are extra flags the simulated fleet ran with.
 	SimArgs []string `json:"sim_args,omitempty"`
 	// KVEvents: switchyard ran as deployed, its router fed by KV events
@@ -295,6 +327,36 @@ type File struct {
 	// Bar is the comparison with the reference system's published ratios,
 	// when the strategies needed were run.
 	Bar []Check `json:"bar,omitempty"`
+	// Tenants are the summaries of each tenant's requests, in the order
+	// of the --tenant flags, when the run had tenants; the summary under
+	// workloads covers every tenant's requests together.
+	Tenants []*TenantSummary `json:"tenants,omitempty"`
+}
+
+// TenantSummary is one tenant's share of a run: the Summary of its
+// requests alone, under its name.
+type TenantSummary struct {
+	Tenant   string `json:"tenant"`
+	Workload string `json:"workload"`
+	// Priority is the x-switchyard-priority its requests carried; empty
+	// for none.
+	Priority string `json:"priority,omitempty"`
+	*Summary
+}
+
+// Tenant describes one tenant of a run in Params.
+type Tenant struct {
+	Name string `json:"name"`
+	// KeyEnv is the environment variable its API key came from (never
+	// the key itself).
+	KeyEnv      string  `json:"key_env"`
+	Workload    string  `json:"workload"`
+	Concurrency int     `json:"concurrency,omitempty"`
+	Rate        float64 `json:"rate,omitempty"`
+	Priority    string  `json:"priority,omitempty"`
+	// Seed is the seed of its prompts, distinct per tenant so that
+	// tenants share no prompt prefix.
+	Seed uint64 `json:"seed"`
 }
 
 // Check is one line of the bar.
@@ -311,6 +373,9 @@ type Check struct {
 	Note        string `json:"note,omitempty"`
 }
 
+// UnknownReason counts a 429 that said neither why nor a code.
+const UnknownReason = "unknown"
+
 // Summarize computes the summary of one run's records. scale converts wall
 // to model seconds; slo is the TTFT SLO in model seconds.
 func Summarize(recs []Record, scale, slo float64) *Summary {
@@ -324,6 +389,21 @@ func Summarize(recs []Record, scale, slo float64) *Summary {
 		r := &recs[i]
 		first = min(first, r.StartWallS)
 		last = max(last, r.EndWallS)
+		s.Retried429 += r.Retries
+		if r.Status != 0 && r.Status != http.StatusOK {
+			s.Refused++
+			if s.RefusedByStatus == nil {
+				s.RefusedByStatus = map[string]int{}
+			}
+			s.RefusedByStatus[strconv.Itoa(r.Status)]++
+			if r.Status == http.StatusTooManyRequests {
+				s.Refused429++
+				if s.Refused429Reasons == nil {
+					s.Refused429Reasons = map[string]int{}
+				}
+				s.Refused429Reasons[cmp.Or(r.RefusalReason, UnknownReason)]++
+			}
+		}
 		if !r.OK() {
 			if r.Shed {
 				s.ShedCount++

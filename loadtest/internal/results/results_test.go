@@ -2,6 +2,7 @@ package results
 
 import (
 	"encoding/json"
+	"maps"
 	"math"
 	"strings"
 	"testing"
@@ -168,5 +169,38 @@ func TestProject(t *testing.T) {
 	s = Summarize([]Record{withSim(0.05, 0.4), rec(1, 0.1, 1)}, 10, 5)
 	if s.ProjectedTTFTP50.Valid() || s.GoodputAtSLORPM.Valid() {
 		t.Errorf("projected p50 %v, goodput at SLO %v: want none", s.ProjectedTTFTP50, s.GoodputAtSLORPM)
+	}
+}
+
+// TestSummarizeRefusals: refusals are counted by status, 429s by reason,
+// and 429s waited out are counted apart from the ones that stood.
+func TestSummarizeRefusals(t *testing.T) {
+	ok := rec(0, 0.1, 1)
+	ok.Retries = 2
+	recs := []Record{
+		ok,
+		{StartWallS: 1, EndWallS: 1.1, Status: 429, Shed: true, Error: "status 429: x", RefusalReason: "tenant_over_share"},
+		{StartWallS: 1, EndWallS: 1.1, Status: 429, Shed: true, Error: "status 429: x", RefusalReason: "tenant_over_share"},
+		{StartWallS: 1, EndWallS: 1.1, Status: 429, Shed: true, Error: "status 429: x"},
+		{StartWallS: 2, EndWallS: 2.1, Status: 503, Shed: true, Error: "status 503: x", RefusalReason: "queue_full"},
+		{StartWallS: 2, EndWallS: 2.1, Status: 401, Error: "status 401: x", RefusalReason: "invalid_api_key"},
+		{StartWallS: 3, EndWallS: 3.1, Status: 200, Error: "stream ended without [DONE]"},
+		{StartWallS: 3, EndWallS: 3.1, Error: "connection refused"},
+	}
+	s := Summarize(recs, 1, 5)
+	if s.Refused != 5 || s.Refused429 != 3 || s.Retried429 != 2 || s.Succeeded != 1 || s.ShedCount != 4 || s.ErrorCount != 3 {
+		t.Errorf("refused %d, 429 %d, retried %d, ok %d, shed %d, errors %d; want 5, 3, 2, 1, 4, 3",
+			s.Refused, s.Refused429, s.Retried429, s.Succeeded, s.ShedCount, s.ErrorCount)
+	}
+	wantStatus := map[string]int{"429": 3, "503": 1, "401": 1}
+	wantReasons := map[string]int{"tenant_over_share": 2, UnknownReason: 1}
+	if !maps.Equal(s.RefusedByStatus, wantStatus) || !maps.Equal(s.Refused429Reasons, wantReasons) {
+		t.Errorf("by status %v, 429 reasons %v; want %v, %v", s.RefusedByStatus, s.Refused429Reasons, wantStatus, wantReasons)
+	}
+	b, _ := json.Marshal(s)
+	for _, k := range []string{`"refused":5`, `"refused_by_status":{`, `"refused_429":3`, `"refused_429_reasons":{`, `"retried_429":2`} {
+		if !strings.Contains(string(b), k) {
+			t.Errorf("JSON lacks %s", k)
+		}
 	}
 }

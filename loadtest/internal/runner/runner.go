@@ -1,6 +1,18 @@
 // Package runner drives a workload against targets under a load mode —
 // fixed concurrency (closed loop) or a Poisson arrival rate (open loop) —
 // bounded by a request count and/or a duration, and records every request.
+//
+// A run can have several tenants (RunTenants): client populations with
+// their own API key, workload and load that run side by side against the
+// same targets, to measure how a gateway shares the fleet between them. They
+// share the run's clock and budget, so every tenant sends over the same
+// window: with per-tenant budgets a flooding tenant would finish first and
+// leave the others alone on the fleet, hiding what fairness is about.
+//
+// A 429 is a refusal, recorded like any answer; the client moves on to its
+// next session. With Plan.RetryAfter it waits out the Retry-After the server
+// asked for and sends the request again instead, as the OpenAI SDKs do, and
+// the record times the request from its first attempt.
 package runner
 
 import (
@@ -9,6 +21,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"net/http"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -70,6 +83,11 @@ type Plan struct {
 	RequestTimeout time.Duration
 	// Seed seeds the Poisson arrivals.
 	Seed uint64
+	// RetryAfter waits out a 429 that carries a Retry-After of at most
+	// MaxRetryAfter and sends the request again (false: a 429 is
+	// recorded and the client moves on).
+	RetryAfter    bool
+	MaxRetryAfter time.Duration
 }
 
 // Validate reports an unusable plan.
@@ -96,6 +114,9 @@ func (p Plan) Validate() error {
 	if p.RequestTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("request timeout %v: must be positive", p.RequestTimeout))
 	}
+	if p.RetryAfter && p.MaxRetryAfter <= 0 {
+		errs = append(errs, fmt.Errorf("max retry-after %v: must be positive when waiting out 429s", p.MaxRetryAfter))
+	}
 	return errors.Join(errs...)
 }
 
@@ -108,6 +129,7 @@ type Target struct {
 
 // Env is what a run sends through.
 type Env struct {
+	// Client sends the requests of a run without tenants.
 	Client  *stream.Client
 	Targets []Target
 	Picker  pick.Picker
@@ -116,60 +138,111 @@ type Env struct {
 	OnDone func(*results.Record)
 }
 
-// run is one Run's state.
+// Tenant is one client population of a run: its own client (API key,
+// headers), prompts and load. Concurrency and Rate mean what Plan's do and
+// replace them.
+type Tenant struct {
+	Name        string
+	Client      *stream.Client
+	Gen         *workload.Generator
+	Concurrency int
+	Rate        float64
+	// Seed seeds its Poisson arrivals.
+	Seed uint64
+}
+
+// run is one Run's state, shared by its tenants.
 type run struct {
 	plan   Plan
 	env    Env
 	start  time.Time
 	end    time.Time // zero: no duration bound
 	issued atomic.Int64
-	keep   bool
-
-	genMu sync.Mutex
-	gen   *workload.Generator
 
 	recMu sync.Mutex
 	recs  []results.Record
 }
 
+// population is one tenant's clients.
+type population struct {
+	*run
+	t    Tenant
+	keep bool
+
+	genMu sync.Mutex
+}
+
 // Run sends the workload and returns every request's record. It returns
 // early, with the records so far and ctx's error, when ctx ends.
 func Run(ctx context.Context, plan Plan, gen *workload.Generator, env Env) ([]results.Record, error) {
-	if err := plan.Validate(); err != nil {
+	return RunTenants(ctx, plan, []Tenant{{Client: env.Client, Gen: gen, Concurrency: plan.Concurrency, Rate: plan.Rate, Seed: plan.Seed}}, env)
+}
+
+// RunTenants runs every tenant at once against env's targets, within
+// plan's budget (requests and duration for all tenants together), and
+// returns every request's record, each naming its tenant. Plan's
+// Concurrency and Rate are replaced by each tenant's; env.Client is
+// unused.
+func RunTenants(ctx context.Context, plan Plan, tenants []Tenant, env Env) ([]results.Record, error) {
+	if len(tenants) == 0 {
+		return nil, errors.New("run: no tenant")
+	}
+	if len(env.Targets) == 0 || env.Picker == nil {
+		return nil, errors.New("run: need targets and a picker")
+	}
+	var errs []error
+	for _, t := range tenants {
+		p := plan
+		p.Concurrency, p.Rate = t.Concurrency, t.Rate
+		if err := p.Validate(); err != nil {
+			errs = append(errs, tenantErr(t.Name, err))
+		}
+		if t.Client == nil || t.Gen == nil {
+			errs = append(errs, tenantErr(t.Name, errors.New("run: need a client and a generator")))
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
-	if len(env.Targets) == 0 || env.Picker == nil || env.Client == nil {
-		return nil, errors.New("run: need a client, targets and a picker")
-	}
-	r := &run{plan: plan, env: env, gen: gen, keep: gen.Spec().Kind == workload.MultiTurn, start: time.Now()}
+	r := &run{plan: plan, env: env, start: time.Now()}
 	if plan.Duration > 0 {
 		r.end = r.start.Add(time.Duration(float64(plan.Duration) / plan.TimeScale))
 	}
 	var wg sync.WaitGroup
-	switch plan.Mode {
-	case Concurrent:
-		for range plan.Concurrency {
-			wg.Go(func() {
-				for ctx.Err() == nil && r.session(ctx) {
-				}
-			})
+	for _, t := range tenants {
+		p := &population{run: r, t: t, keep: t.Gen.Spec().Kind == workload.MultiTurn}
+		switch plan.Mode {
+		case Concurrent:
+			for range t.Concurrency {
+				wg.Go(func() {
+					for ctx.Err() == nil && p.session(ctx) {
+					}
+				})
+			}
+		case Poisson:
+			wg.Go(func() { p.arrivals(ctx, &wg) })
 		}
-	case Poisson:
-		r.arrivals(ctx, &wg)
 	}
 	wg.Wait()
 	return r.recs, ctx.Err()
 }
 
+func tenantErr(name string, err error) error {
+	if name == "" {
+		return err
+	}
+	return fmt.Errorf("tenant %s: %w", name, err)
+}
+
 // arrivals starts sessions at Poisson times until the budget runs out.
-func (r *run) arrivals(ctx context.Context, wg *sync.WaitGroup) {
-	rng := rand.New(rand.NewPCG(r.plan.Seed, 0xa441a1))
-	inFlight := r.plan.Concurrency
+func (p *population) arrivals(ctx context.Context, wg *sync.WaitGroup) {
+	rng := rand.New(rand.NewPCG(p.t.Seed, 0xa441a1))
+	inFlight := p.t.Concurrency
 	if inFlight == 0 {
 		inFlight = DefaultMaxInFlight
 	}
 	slots := make(chan struct{}, inFlight)
-	wallRate := r.plan.Rate * r.plan.TimeScale
+	wallRate := p.t.Rate * p.plan.TimeScale
 	next := time.Now()
 	stop := make(chan struct{})
 	var stopOnce sync.Once
@@ -185,7 +258,7 @@ func (r *run) arrivals(ctx context.Context, wg *sync.WaitGroup) {
 			return
 		case <-t.C:
 		}
-		if !r.open() {
+		if !p.open() {
 			return
 		}
 		select {
@@ -195,7 +268,7 @@ func (r *run) arrivals(ctx context.Context, wg *sync.WaitGroup) {
 		}
 		wg.Go(func() {
 			defer func() { <-slots }()
-			if !r.session(ctx) {
+			if !p.session(ctx) {
 				stopOnce.Do(func() { close(stop) })
 			}
 		})
@@ -220,21 +293,21 @@ func (r *run) take() bool {
 }
 
 // session plays the next session; false when the budget ran out.
-func (r *run) session(ctx context.Context) bool {
-	r.genMu.Lock()
-	s := r.gen.Next()
-	r.genMu.Unlock()
+func (p *population) session(ctx context.Context) bool {
+	p.genMu.Lock()
+	s := p.t.Gen.Next()
+	p.genMu.Unlock()
 	var answers []string
 	for k := range s.Turns {
-		if !r.take() {
+		if !p.take() {
 			return false
 		}
-		rec, answer := r.request(ctx, &s, k, answers)
-		r.recMu.Lock()
-		r.recs = append(r.recs, rec)
-		r.recMu.Unlock()
-		if r.env.OnDone != nil {
-			r.env.OnDone(&rec)
+		rec, answer := p.request(ctx, &s, k, answers)
+		p.recMu.Lock()
+		p.recs = append(p.recs, rec)
+		p.recMu.Unlock()
+		if p.env.OnDone != nil {
+			p.env.OnDone(&rec)
 		}
 		if !rec.OK() {
 			// A conversation cannot go on without the answer it builds on.
@@ -245,16 +318,20 @@ func (r *run) session(ctx context.Context) bool {
 	return true
 }
 
-func (r *run) request(ctx context.Context, s *workload.Session, k int, answers []string) (results.Record, string) {
-	p := r.plan
+func (p *population) request(ctx context.Context, s *workload.Session, k int, answers []string) (results.Record, string) {
+	pl := p.plan
 	rec := results.Record{
-		Workload: p.Workload, Strategy: p.Strategy, Concurrency: p.Concurrency,
+		Tenant: p.t.Name, Workload: string(p.t.Gen.Spec().Kind), Strategy: pl.Strategy, Concurrency: p.t.Concurrency,
 		Session: s.ID, Turn: k, Group: s.Group,
 		TTFTS: results.NaN, E2ES: results.NaN, ITLMeanS: results.NaN,
 		WallTTFTS: results.NaN, WallE2ES: results.NaN, SimTTFTS: results.NaN, ProjectedTTFTS: results.NaN,
 	}
-	if p.Mode == Poisson {
-		rec.Concurrency, rec.Rate = 0, p.Rate
+	if p.t.Name == "" {
+		// A run without tenants names its workload as the caller did.
+		rec.Workload = pl.Workload
+	}
+	if pl.Mode == Poisson {
+		rec.Concurrency, rec.Rate = 0, p.t.Rate
 	}
 	msgs := s.Messages(k, answers)
 	sm := make([]stream.Message, len(msgs))
@@ -262,32 +339,56 @@ func (r *run) request(ctx context.Context, s *workload.Session, k int, answers [
 		sm[i] = stream.Message{Role: m.Role, Content: m.Content}
 	}
 	now := time.Now()
-	rec.StartWallS = now.Sub(r.start).Seconds()
-	rec.StartS = rec.StartWallS * p.TimeScale
+	rec.StartWallS = now.Sub(p.start).Seconds()
+	rec.StartS = rec.StartWallS * pl.TimeScale
 	rec.EndWallS = rec.StartWallS
-	body, err := stream.ChatRequest{Model: p.Model, Messages: sm, MaxTokens: s.Turns[k].MaxTokens, IgnoreEOS: p.IgnoreEOS}.Body()
+	body, err := stream.ChatRequest{Model: pl.Model, Messages: sm, MaxTokens: s.Turns[k].MaxTokens, IgnoreEOS: pl.IgnoreEOS}.Body()
 	if err != nil {
 		rec.Error = err.Error()
 		return rec, ""
 	}
-	rctx, cancel := context.WithTimeout(ctx, p.RequestTimeout)
+	rctx, cancel := context.WithTimeout(ctx, pl.RequestTimeout)
 	defer cancel()
-	idx, release, err := r.env.Picker.Pick(rctx, body)
-	if err != nil {
-		rec.Error = "pick target: " + err.Error()
-		rec.EndWallS = time.Since(r.start).Seconds()
-		return rec, ""
+	var first time.Time
+	var res stream.Result
+	for {
+		idx, release, err := p.env.Picker.Pick(rctx, body)
+		if err != nil {
+			rec.Error = "pick target: " + err.Error()
+			rec.EndWallS = time.Since(p.start).Seconds()
+			return rec, ""
+		}
+		t := p.env.Targets[idx]
+		rec.Target = t.ID
+		res = p.t.Client.Chat(rctx, t.APIBase, body, p.keep)
+		release()
+		if first.IsZero() {
+			first = res.Sent
+		}
+		wait, again := p.retry(rctx, &res)
+		if !again {
+			break
+		}
+		timer := time.NewTimer(wait)
+		select {
+		case <-timer.C:
+		case <-rctx.Done():
+			timer.Stop()
+		}
+		if rctx.Err() != nil {
+			break // the 429 stands: the wait outlived the request's time
+		}
+		rec.Retries++
 	}
-	t := r.env.Targets[idx]
-	rec.Target = t.ID
-	res := r.env.Client.Chat(rctx, t.APIBase, body, r.keep)
-	release()
-	// The clock starts when the request is sent, after the pick: a
-	// baseline's own picking time is not the server's latency.
-	rec.StartWallS = res.Sent.Sub(r.start).Seconds()
-	rec.StartS = rec.StartWallS * p.TimeScale
-	rec.EndWallS = rec.StartWallS + res.E2E.Seconds()
+	// The clock starts when the request is first sent, after the pick: a
+	// baseline's own picking time is not the server's latency, but a
+	// Retry-After waited out is the user's.
+	waited := res.Sent.Sub(first)
+	rec.StartWallS = first.Sub(p.start).Seconds()
+	rec.StartS = rec.StartWallS * pl.TimeScale
+	rec.EndWallS = rec.StartWallS + (waited + res.E2E).Seconds()
 	rec.Status, rec.Shed = res.Status, res.Shed
+	rec.RefusalReason = res.Reason
 	rec.Error = strings.TrimSpace(res.Err)
 	rec.PromptTokens, rec.CachedTokens, rec.CompletionTokens, rec.Chunks = res.PromptTokens, res.CachedTokens, res.CompletionToks, res.Chunks
 	if res.SimTTFT >= 0 {
@@ -296,12 +397,12 @@ func (r *run) request(ctx context.Context, s *workload.Session, k int, answers [
 	if res.SimWorker >= 0 {
 		rec.SimWorker = &res.SimWorker
 	}
-	rec.WallE2ES = results.Num(res.E2E.Seconds())
-	rec.E2ES = rec.WallE2ES * results.Num(p.TimeScale)
+	rec.WallE2ES = results.Num((waited + res.E2E).Seconds())
+	rec.E2ES = rec.WallE2ES * results.Num(pl.TimeScale)
 	if res.Chunks > 0 {
-		rec.WallTTFTS = results.Num(res.TTFT.Seconds())
-		rec.TTFTS = rec.WallTTFTS * results.Num(p.TimeScale)
-		rec.ProjectedTTFTS = results.Project(rec.WallTTFTS, rec.SimTTFTS, p.TimeScale)
+		rec.WallTTFTS = results.Num((waited + res.TTFT).Seconds())
+		rec.TTFTS = rec.WallTTFTS * results.Num(pl.TimeScale)
+		rec.ProjectedTTFTS = results.Project(rec.WallTTFTS, rec.SimTTFTS, pl.TimeScale)
 	}
 	if len(res.Gaps) > 0 {
 		rec.Gaps = make([]float64, len(res.Gaps))
@@ -310,7 +411,25 @@ func (r *run) request(ctx context.Context, s *workload.Session, k int, answers [
 			rec.Gaps[i] = g.Seconds()
 			sum += rec.Gaps[i]
 		}
-		rec.ITLMeanS = results.Num(sum / float64(len(res.Gaps)) * p.TimeScale)
+		rec.ITLMeanS = results.Num(sum / float64(len(res.Gaps)) * pl.TimeScale)
 	}
 	return rec, res.Text
+}
+
+// retry says whether to wait out res and send the request again, and for
+// how long: only a 429 with a Retry-After within the plan's bound, when
+// the plan asks for it, and only while the run and the request have the
+// time.
+func (p *population) retry(ctx context.Context, res *stream.Result) (time.Duration, bool) {
+	if !p.plan.RetryAfter || res.Status != http.StatusTooManyRequests || res.RetryAfter < 0 || res.RetryAfter > p.plan.MaxRetryAfter {
+		return 0, false
+	}
+	at := time.Now().Add(res.RetryAfter)
+	if !p.end.IsZero() && !at.Before(p.end) {
+		return 0, false
+	}
+	if d, ok := ctx.Deadline(); ok && !at.Before(d) {
+		return 0, false
+	}
+	return res.RetryAfter, true
 }

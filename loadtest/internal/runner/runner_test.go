@@ -240,3 +240,130 @@ func TestValidate(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// tenantsOf returns two tenants on e's transport: a with key-a, b with
+// key-b, each with its own seed.
+func tenantsOf(t *testing.T, e *env, kind workload.Kind, ca, cb int) []Tenant {
+	t.Helper()
+	var out []Tenant
+	for i, tc := range []struct {
+		name string
+		c    int
+	}{{"a", ca}, {"b", cb}} {
+		spec := smallSpec(kind)
+		spec.Seed = uint64(100 + i)
+		gen, err := workload.NewGenerator(spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, Tenant{Name: tc.name, Gen: gen, Concurrency: tc.c, Rate: 100 * float64(tc.c), Seed: spec.Seed,
+			Client: &stream.Client{HTTP: e.env.Client.HTTP, APIKey: "key-" + tc.name}})
+	}
+	return out
+}
+
+// TestRunTenants: tenants run side by side within one budget, each
+// request carries its tenant's key, and records name their tenant.
+func TestRunTenants(t *testing.T) {
+	for _, mode := range []Mode{Concurrent, Poisson} {
+		t.Run(string(mode), func(t *testing.T) {
+			e := newEnv(t, 1, results.Direct, fakeoai.Echo)
+			p := plan(mode, workload.MultiTurn)
+			p.Requests = 30
+			recs, err := RunTenants(context.Background(), p, tenantsOf(t, e, workload.MultiTurn, 1, 3), e.env)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(recs) != 30 {
+				t.Fatalf("%d records, want the shared budget of 30", len(recs))
+			}
+			byTenant := map[string]int{}
+			for _, r := range recs {
+				byTenant[r.Tenant]++
+				if !r.OK() || r.Workload != string(workload.MultiTurn) {
+					t.Errorf("record %+v", r)
+				}
+			}
+			byKey := map[string]int{}
+			for _, r := range e.srvs[0].Seen() {
+				byKey[r.Key]++
+			}
+			if len(byTenant) != 2 || byKey["key-a"] != byTenant["a"] || byKey["key-b"] != byTenant["b"] || len(byKey) != 2 {
+				t.Errorf("records by tenant %v, requests by key %v: want each tenant's requests under its key", byTenant, byKey)
+			}
+		})
+	}
+}
+
+// TestRetryAfter: by default a 429 is recorded and the client moves on;
+// with RetryAfter it waits the Retry-After out, sends again, and times the
+// request from its first attempt.
+func TestRetryAfter(t *testing.T) {
+	for _, retry := range []bool{false, true} {
+		t.Run(fmt.Sprint("retry=", retry), func(t *testing.T) {
+			e := newEnv(t, 1, results.Direct, fakeoai.Echo)
+			e.srvs[0].Refuse("key-a", fakeoai.Refusal{RetryAfter: "1", Reasons: []string{"over_share"}, Times: 1})
+			p := plan(Concurrent, workload.Control)
+			p.Requests, p.TimeScale = 4, 1
+			p.RetryAfter, p.MaxRetryAfter = retry, 5*time.Second
+			recs, err := RunTenants(context.Background(), p, tenantsOf(t, e, workload.Control, 1, 1)[:1], e.env)
+			if err != nil {
+				t.Fatal(err)
+			}
+			s := results.Summarize(recs, 1, 60)
+			if len(recs) != 4 {
+				t.Fatalf("%d records, want 4", len(recs))
+			}
+			if !retry {
+				if s.Refused429 != 1 || s.Refused429Reasons["over_share"] != 1 || s.Succeeded != 3 || s.Retried429 != 0 {
+					t.Errorf("429 %d (%v), ok %d, retried %d; want the one 429 counted and 3 ok", s.Refused429, s.Refused429Reasons, s.Succeeded, s.Retried429)
+				}
+				return
+			}
+			if s.Refused429 != 0 || s.Succeeded != 4 || s.Retried429 != 1 {
+				t.Fatalf("429 %d, ok %d, retried %d; want the 429 waited out", s.Refused429, s.Succeeded, s.Retried429)
+			}
+			waited := 0
+			for _, r := range recs {
+				if r.Retries == 1 {
+					waited++
+					if r.WallTTFTS < 1 {
+						t.Errorf("retried request's TTFT %v s: want it timed from the first attempt, 1 s of Retry-After before", r.WallTTFTS)
+					}
+				}
+			}
+			if waited != 1 {
+				t.Errorf("%d records with a retry, want 1", waited)
+			}
+		})
+	}
+}
+
+// TestRetryAfterBound: a Retry-After longer than the bound, or than the
+// run has left, is not waited out.
+func TestRetryAfterBound(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		max, dur time.Duration
+	}{
+		{"over the bound", 5 * time.Second, 0},
+		{"past the run's end", 2 * time.Minute, 10 * time.Second},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t, 1, results.Direct, fakeoai.Echo)
+			e.srvs[0].Refuse("key-a", fakeoai.Refusal{RetryAfter: "60"})
+			p := plan(Concurrent, workload.Control)
+			p.Requests, p.Duration, p.TimeScale = 3, tc.dur, 1
+			p.RetryAfter, p.MaxRetryAfter = true, tc.max
+			start := time.Now()
+			recs, err := RunTenants(context.Background(), p, tenantsOf(t, e, workload.Control, 1, 1)[:1], e.env)
+			if err != nil {
+				t.Fatal(err)
+			}
+			s := results.Summarize(recs, 1, 60)
+			if s.Refused429 != 3 || s.Retried429 != 0 || time.Since(start) > 5*time.Second {
+				t.Errorf("429 %d, retried %d after %v; want 3 refusals at once", s.Refused429, s.Retried429, time.Since(start))
+			}
+		})
+	}
+}

@@ -9,8 +9,18 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
+)
+
+// Headers of Switchyard's gateway the client speaks.
+const (
+	// PriorityHeader carries a request's priority class (critical,
+	// standard, sheddable) to the gateway.
+	PriorityHeader = "X-Switchyard-Priority"
+	// ShedReasonHeader says why the gateway refused a request.
+	ShedReasonHeader = "X-Switchyard-Shed-Reason"
 )
 
 // Message is one chat message.
@@ -78,6 +88,13 @@ type Result struct {
 	// SimWorker is the index of the simulated worker that served the
 	// request; -1 when the server is not the simulator.
 	SimWorker int
+	// Reason is why the server refused the request (a status other than
+	// 200): its X-Switchyard-Shed-Reason header, else the code of its
+	// OpenAI error body; empty when it gave neither.
+	Reason string
+	// RetryAfter is the wait a refusal's Retry-After header asked for;
+	// negative without a usable one.
+	RetryAfter time.Duration
 }
 
 // OK reports a complete, successful stream.
@@ -89,6 +106,8 @@ type Client struct {
 	HTTP *http.Client
 	// APIKey is sent as a bearer token when set.
 	APIKey string
+	// Header is added to every request (a tenant's priority class).
+	Header http.Header
 	// Now is the clock measurements read; nil means time.Now. Tests
 	// script it to get exact, known gaps.
 	Now func() time.Time
@@ -124,7 +143,7 @@ const maxErrorBody = 8 << 10
 // Chat posts body to baseURL+"/chat/completions" and reads the stream.
 // keepText keeps the generated text (multi-turn needs the answers).
 func (c *Client) Chat(ctx context.Context, baseURL string, body []byte, keepText bool) Result {
-	res := Result{SimTTFT: -1, SimWorker: -1, Sent: c.now()}
+	res := Result{SimTTFT: -1, SimWorker: -1, RetryAfter: -1, Sent: c.now()}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimSuffix(baseURL, "/")+"/chat/completions", bytes.NewReader(body))
 	if err != nil {
 		res.Err = fmt.Sprintf("build request: %v", err)
@@ -132,6 +151,9 @@ func (c *Client) Chat(ctx context.Context, baseURL string, body []byte, keepText
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "text/event-stream")
+	for k, vs := range c.Header {
+		req.Header[k] = vs
+	}
 	if c.APIKey != "" {
 		req.Header.Set("Authorization", "Bearer "+c.APIKey)
 	}
@@ -144,8 +166,13 @@ func (c *Client) Chat(ctx context.Context, baseURL string, body []byte, keepText
 	defer resp.Body.Close()
 	res.Status = resp.StatusCode
 	if resp.StatusCode != http.StatusOK {
-		msg := errorMessage(io.LimitReader(resp.Body, maxErrorBody))
+		msg, code := errorMessage(io.LimitReader(resp.Body, maxErrorBody))
 		res.E2E = c.now().Sub(res.Sent)
+		res.Reason = strings.TrimSpace(resp.Header.Get(ShedReasonHeader))
+		if res.Reason == "" {
+			res.Reason = code
+		}
+		res.RetryAfter = ParseRetryAfter(resp.Header.Get("Retry-After"), time.Now())
 		res.Shed = resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable
 		res.Err = fmt.Sprintf("status %d: %s", resp.StatusCode, msg)
 		return res
@@ -219,23 +246,54 @@ func transportError(ctx context.Context, err error) string {
 	return err.Error()
 }
 
-// errorMessage pulls the message out of an OpenAI error body, or returns
-// the start of the body.
-func errorMessage(r io.Reader) string {
+// errorMessage pulls the message and code out of an OpenAI error body, or
+// returns the start of the body.
+func errorMessage(r io.Reader) (msg, code string) {
 	b, _ := io.ReadAll(r)
 	var e struct {
 		Error struct {
 			Message string `json:"message"`
+			// Code is a string in OpenAI's errors, but some servers
+			// send a number.
+			Code json.RawMessage `json:"code"`
 		} `json:"error"`
 	}
 	if json.Unmarshal(b, &e) == nil && e.Error.Message != "" {
-		return e.Error.Message
+		var s string
+		if json.Unmarshal(e.Error.Code, &s) != nil {
+			s = ""
+		}
+		return e.Error.Message, s
 	}
 	s := strings.TrimSpace(string(b))
 	if len(s) > 200 {
 		s = s[:200] + "…"
 	}
-	return s
+	return s, ""
+}
+
+// maxRetryAfter bounds a Retry-After a server can ask for, so a garbled
+// header cannot overflow a Duration.
+const maxRetryAfter = 24 * time.Hour
+
+// ParseRetryAfter reads a Retry-After header (RFC 9110: delay-seconds or
+// an HTTP date, taken relative to now); negative when v is neither.
+func ParseRetryAfter(v string, now time.Time) time.Duration {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return -1
+	}
+	n, err := strconv.ParseUint(v, 10, 64)
+	switch {
+	case errors.Is(err, strconv.ErrRange), err == nil && n > uint64(maxRetryAfter/time.Second):
+		return maxRetryAfter
+	case err == nil:
+		return time.Duration(n) * time.Second
+	}
+	if t, err := http.ParseTime(v); err == nil {
+		return min(max(t.Sub(now), 0), maxRetryAfter)
+	}
+	return -1
 }
 
 // CountPrompt sends text as the only user message with max_tokens 1 and

@@ -283,3 +283,58 @@ func FuzzEventStream(f *testing.F) {
 		}
 	})
 }
+
+// TestRefusal: a refusal's reason comes from x-switchyard-shed-reason, else
+// the error body's code; its Retry-After is read; the client's key and
+// extra headers reach the server.
+func TestRefusal(t *testing.T) {
+	srv := fakeoai.New(fakeoai.Echo)
+	defer srv.Close()
+	srv.Refuse("with-reason", fakeoai.Refusal{Reasons: []string{"tenant_over_share"}, RetryAfter: "7"})
+	srv.Refuse("code-only", fakeoai.Refusal{Status: http.StatusServiceUnavailable})
+	for _, tc := range []struct {
+		key, reason string
+		status      int
+		retryAfter  time.Duration
+	}{
+		{"with-reason", "tenant_over_share", 429, 7 * time.Second},
+		{"code-only", "rate_limit_exceeded", 503, -1},
+		{"welcome", "", 200, -1},
+	} {
+		c := NewClient(1)
+		c.APIKey = tc.key
+		c.Header = http.Header{PriorityHeader: {"sheddable"}}
+		res := c.Chat(context.Background(), srv.URL+"/v1", body(t, 2), false)
+		if res.Status != tc.status || res.Reason != tc.reason || res.RetryAfter != tc.retryAfter {
+			t.Errorf("key %s: status %d reason %q retry-after %v; want %d %q %v", tc.key, res.Status, res.Reason, res.RetryAfter,
+				tc.status, tc.reason, tc.retryAfter)
+		}
+	}
+	for _, r := range srv.Seen() {
+		if r.Priority != "sheddable" {
+			t.Errorf("key %s: priority header %q", r.Key, r.Priority)
+		}
+	}
+}
+
+func TestParseRetryAfter(t *testing.T) {
+	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		in   string
+		want time.Duration
+	}{
+		{"", -1},
+		{"0", 0},
+		{" 3 ", 3 * time.Second},
+		{"99999999999999999999", 24 * time.Hour},
+		{"-1", -1},
+		{"1.5", -1},
+		{"soon", -1},
+		{"Tue, 01 Dec 2026 12:00:30 GMT", 30 * time.Second},
+		{"Tue, 01 Dec 2026 11:00:00 GMT", 0},
+	} {
+		if got := ParseRetryAfter(tc.in, now); got != tc.want {
+			t.Errorf("ParseRetryAfter(%q) = %v, want %v", tc.in, got, tc.want)
+		}
+	}
+}
