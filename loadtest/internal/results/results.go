@@ -152,12 +152,12 @@ type Summary struct {
 	// Refused counts the requests the server answered with a status
 	// other than 200 (they are also counted in shed or errors);
 	// RefusedByStatus splits them by status ("429": n).
-	Refused         int            `json:"refused,omitempty"`
+	Refused         int            `json:"refused"`
 	RefusedByStatus map[string]int `json:"refused_by_status,omitempty"`
 	// Refused429 counts the 429 answers, Refused429Reasons them by reason
 	// (x-switchyard-shed-reason, else the error body's code; "unknown"
 	// for neither).
-	Refused429        int            `json:"refused_429,omitempty"`
+	Refused429        int            `json:"refused_429"`
 	Refused429Reasons map[string]int `json:"refused_429_reasons,omitempty"`
 	// Retried429 counts the 429 answers waited out and retried
 	// (--retry-after); they are not in Refused.

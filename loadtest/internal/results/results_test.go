@@ -204,3 +204,29 @@ func TestSummarizeRefusals(t *testing.T) {
 		}
 	}
 }
+
+// TestTenantShape pins the per-tenant keys other tools read: the tenant
+// beside the figures of its own summary, refusal counts present at zero.
+func TestTenantShape(t *testing.T) {
+	f := File{Schema: Schema, Tenants: []*TenantSummary{{Tenant: "steady", Workload: "control", Priority: "critical",
+		Summary: Summarize([]Record{rec(0, 1, 2)}, 1, 8)}}}
+	b, err := json.Marshal(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back struct {
+		Tenants []map[string]any `json:"tenants"`
+	}
+	if err := json.Unmarshal(b, &back); err != nil || len(back.Tenants) != 1 {
+		t.Fatalf("%s: %v", b, err)
+	}
+	s := back.Tenants[0]
+	for _, k := range []string{"tenant", "workload", "priority", "requests", "succeeded", "refused", "refused_429", "ttft_p50_s", "ttft_p90_s", "ttft_p99_s", "e2e_p50_s", "output_tokens_per_s"} {
+		if _, ok := s[k]; !ok {
+			t.Errorf("tenant summary has no %q", k)
+		}
+	}
+	if s["tenant"] != "steady" || s["refused_429"] != 0.0 {
+		t.Errorf("tenant %v, refused_429 %v", s["tenant"], s["refused_429"])
+	}
+}
