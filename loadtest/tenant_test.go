@@ -228,4 +228,10 @@ func TestTenants(t *testing.T) {
 	if page, err := os.ReadFile(filepath.Join(dir, "res.html")); err != nil || !strings.Contains(string(page), "<h2>Per tenant</h2>") {
 		t.Errorf("report page without the tenants (%v)", err)
 	}
+	// `loadtest report` renders them again from the JSON.
+	stdout.Reset()
+	if code := run(context.Background(), []string{"report", "--in", out}, &stdout, &stderr); code != 0 ||
+		!strings.Contains(stdout.String(), "| flood | shared-prefix | sheddable | 10 |") {
+		t.Errorf("report exit %d, table without the tenants:\n%s", code, stdout.String())
+	}
 }
