@@ -523,6 +523,10 @@ func jwtTenantClaim(j *v1alpha1.JWTAuth) string {
 	return j.TenantClaim
 }
 
+// ValidTenant reports whether name is a valid tenant name (spec.tenants'
+// rule: safe as a metric label and in usage events).
+func ValidTenant(name string) bool { return len(name) <= 63 && tenantRE.MatchString(name) }
+
 // Bounds of spec.auth.jwt, the CRD's.
 const (
 	maxJWTAudiences = 16

@@ -90,10 +90,13 @@ type Config struct {
 	GatewayBackend string
 	// Admission names the admission steps every request goes through, in
 	// order, comma-separated (package admission; a step must set the
-	// tenant). The default, apikey,default-tenant, checks API keys when
-	// the GatewayBackend's auth mode is APIKey and gives every request
-	// tenant "default" when it is None. A GatewayBackend asking for keys
-	// served by a chain without apikey gets every request refused.
+	// tenant). The default, jwt,apikey,default-tenant, checks bearer JWTs
+	// when the GatewayBackend names an identity provider (spec.auth.jwt)
+	// or the --jwt-* flags do, API keys when its auth mode is APIKey, and
+	// gives every request tenant "default" when it is None. A
+	// GatewayBackend accepting credentials that no step of the chain
+	// checks (keys without apikey, JWTs without jwt) gets every request
+	// refused.
 	Admission string
 	// ProviderSecretsDir is where Kubernetes Secrets named by providers'
 	// credentials.secretRef are mounted, one directory per Secret.
@@ -107,11 +110,14 @@ type Config struct {
 	// replicas sharing the limits, the output tokens reserved when a
 	// request sets no max_tokens (package ratelimit).
 	RateLimit ratelimit.Config
-	// JWT configures the jwt admission step (bearer JWTs from an identity
-	// provider, --jwt-*): issuer, audience, the tenant claim, the JWKS
-	// file or URL and the clock skew (package jwt). Required when
-	// --admission names jwt, which must come before apikey; refused when
-	// set without it.
+	// JWT configures the jwt admission step locally (bearer JWTs from an
+	// identity provider, --jwt-*): issuer, audience, the tenant claim, the
+	// JWKS file or URL and the clock skew (package jwt). A GatewayBackend
+	// names its identity provider in spec.auth.jwt, which wins over these
+	// (they are then ignored, with a warning); they serve a gateway
+	// without policyd (every request then needs a token) and a
+	// GatewayBackend with auth mode APIKey that names none. Refused
+	// without the jwt step in --admission, which must come before apikey.
 	JWT jwt.Config
 }
 
@@ -131,7 +137,7 @@ func DefaultConfig() Config {
 		StreamIdleTimeout:     30 * time.Second,
 		Stop:                  lifecycle.Stop{ShutdownTimeout: 30 * time.Second},
 		ProviderSecretsDir:    "/var/run/secrets/switchyard/providers",
-		Admission:             "apikey,default-tenant",
+		Admission:             "jwt,apikey,default-tenant",
 		RateLimit:             ratelimit.DefaultConfig(),
 		JWT:                   jwt.DefaultConfig(),
 	}
@@ -232,35 +238,57 @@ func rateLimitAfterTenant(steps []registry.Entry[admission.Factory]) error {
 			return errors.New("admission: ratelimit must come after the step that identifies the tenant (e.g. apikey,default-tenant,ratelimit)")
 		case s.Name == ratelimit.Name:
 			seenRL = true
-		case seenRL && (s.Name == defaulttenant.Name || s.Name == apikey.Name):
+		case seenRL && (s.Name == defaulttenant.Name || s.Name == apikey.Name || s.Name == jwt.Name):
 			return fmt.Errorf("admission: ratelimit must come after %s, which sets the tenant it limits", s.Name)
 		}
 	}
 	return nil
 }
 
-// validateJWT checks the jwt step's flags: required with the step, which
-// must come before apikey (it leaves API keys to apikey, and apikey
-// would refuse a JWT as a malformed key); refused without it.
+// validateJWT checks the order of the steps that identify the caller and
+// the jwt step's flags. jwt comes before apikey (it leaves API keys to
+// apikey, and apikey would refuse a JWT as a malformed key), and
+// default-tenant after both (they leave a request that an earlier step
+// claimed alone, so default-tenant first would let every request through
+// as "default"). The flags are refused without the jwt step, and checked
+// when set; unset, the step takes its identity provider from the
+// GatewayBackend.
 func (c *Config) validateJWT() error {
-	jwtAt, apikeyAt := -1, -1
+	at := map[string]int{}
 	i := 0
 	for n := range strings.SplitSeq(c.Admission, ",") {
-		switch strings.TrimSpace(n) {
-		case jwt.Name:
-			jwtAt = i
-		case "apikey":
-			apikeyAt = i
+		if _, ok := at[strings.TrimSpace(n)]; !ok {
+			at[strings.TrimSpace(n)] = i
 		}
 		i++
 	}
+	pos := func(name string) int {
+		if p, ok := at[name]; ok {
+			return p
+		}
+		return -1
+	}
+	jwtAt, apikeyAt, defaultAt := pos(jwt.Name), pos(apikey.Name), pos(defaulttenant.Name)
+	var errs []error
+	if defaultAt >= 0 {
+		for _, st := range []struct {
+			name string
+			at   int
+		}{{jwt.Name, jwtAt}, {apikey.Name, apikeyAt}} {
+			if st.at > defaultAt {
+				errs = append(errs, fmt.Errorf("admission: default-tenant must come after %s (it claims every request still unclaimed)", st.name))
+			}
+		}
+	}
 	switch {
 	case jwtAt < 0 && c.JWT.Set():
-		return errors.New("jwt-*: set, but --admission does not name the jwt step (e.g. --admission jwt,apikey,default-tenant)")
+		errs = append(errs, errors.New("jwt-*: set, but --admission does not name the jwt step (e.g. --admission jwt,apikey,default-tenant)"))
 	case jwtAt < 0:
-		return nil
 	case apikeyAt >= 0 && apikeyAt < jwtAt:
-		return errors.New("admission: jwt must come before apikey (apikey refuses a JWT as a malformed key)")
+		errs = append(errs, errors.New("admission: jwt must come before apikey (apikey refuses a JWT as a malformed key)"))
 	}
-	return c.JWT.Validate()
+	if jwtAt >= 0 && c.JWT.Set() {
+		errs = append(errs, c.JWT.Validate())
+	}
+	return errors.Join(errs...)
 }

@@ -4,7 +4,8 @@
 // latency and tokens, and publishes one usage event per request.
 //
 // The request path, top to bottom (proxy.go): the admission chain says who
-// is calling (package admission: apikey with API keys, default-tenant
+// is calling (package admission: jwt with bearer JWTs of the identity
+// provider the GatewayBackend names, apikey with API keys, default-tenant
 // without authentication) and may hold it to its rate limits (package
 // ratelimit: one request of its requests per minute), the body is read
 // once (apibody, over jsonscan), the router picks a target, the ratelimit
@@ -418,17 +419,22 @@ func (g *Gateway) checks() []lifecycle.Check {
 			return nil
 		}})
 	}
-	if g.catalog != nil && g.admit.Authenticates(string(v1alpha1.AuthAPIKey)) {
-		// Until the GatewayBackend arrives, whether requests need keys is
-		// unknown and the apikey step refuses them all (503): not ready,
-		// so load balancers send none. Once received it stays, through
-		// policyd outages, as the last snapshot does.
+	if g.catalog != nil && (g.admit.Authenticates(string(v1alpha1.AuthAPIKey)) || g.admit.Authenticates(string(v1alpha1.AuthJWT))) {
+		// Until the GatewayBackend arrives, whether requests need keys or
+		// tokens is unknown and the apikey and jwt steps refuse them all
+		// (503): not ready, so load balancers send none. Once received it
+		// stays, through policyd outages, as the last snapshot does.
 		cs = append(cs, lifecycle.Check{Name: "policy", Required: true, Probe: func() error {
 			if g.catalog.program() == nil {
-				return fmt.Errorf("no GatewayBackend %q from policyd yet: whether requests need API keys is unknown, so they are refused", g.cfg.GatewayBackend)
+				return fmt.Errorf("no GatewayBackend %q from policyd yet: whether requests need API keys or JWTs is unknown, so they are refused", g.cfg.GatewayBackend)
 			}
 			return nil
 		}})
+	}
+	if g.jwt != nil {
+		// Optional: API keys, and requests of a GatewayBackend without
+		// JWTs, are served meanwhile; tokens get a 503 until the keys come.
+		cs = append(cs, lifecycle.Check{Name: "jwks", Probe: g.jwt.Probe})
 	}
 	if g.catalog != nil {
 		cs = append(cs, lifecycle.Check{Name: "policyd", Probe: func() error {

@@ -17,9 +17,11 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -37,6 +39,9 @@ type testIdP struct {
 	keys map[string]crypto.Signer
 	algs map[string]jose.SignatureAlgorithm
 	file string
+
+	mu   sync.Mutex
+	jwks []byte // what publish wrote, served by serve
 }
 
 func newTestIdP(t *testing.T) *testIdP {
@@ -73,6 +78,9 @@ func (idp *testIdP) publish(t *testing.T, kids ...string) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	idp.mu.Lock()
+	idp.jwks = data
+	idp.mu.Unlock()
 	tmp := idp.file + ".tmp"
 	if err := os.WriteFile(tmp, data, 0o600); err != nil {
 		t.Fatal(err)
@@ -80,6 +88,21 @@ func (idp *testIdP) publish(t *testing.T, kids ...string) {
 	if err := os.Rename(tmp, idp.file); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// serve serves the published JWKS over HTTP on loopback, as an IdP's
+// jwks_uri, and returns its URL.
+func (idp *testIdP) serve(t *testing.T) string {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		idp.mu.Lock()
+		data := idp.jwks
+		idp.mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write(data)
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL + "/.well-known/jwks.json"
 }
 
 // sign makes a token with kid's key, under the header kid hdrKid.
@@ -260,9 +283,14 @@ func metricValue(scrape, reason string) int {
 	return 0
 }
 
-// TestJWTConfig: the jwt step's flags are required with it, refused
-// without it, and it must come before apikey.
+// TestJWTConfig: the jwt step's flags are refused without it, checked
+// when set (unset, the step takes its identity provider from the
+// GatewayBackend), and the steps identifying the caller come in the one
+// order that cannot let a request through unchecked.
 func TestJWTConfig(t *testing.T) {
+	if got := DefaultConfig().Admission; got != "jwt,apikey,default-tenant" {
+		t.Errorf("default --admission %q: a GatewayBackend naming an identity provider would not work out of the box", got)
+	}
 	for _, c := range []struct {
 		admission string
 		set       bool
@@ -270,11 +298,16 @@ func TestJWTConfig(t *testing.T) {
 	}{
 		{"apikey,default-tenant", true, "does not name the jwt step"},
 		{"apikey,jwt,default-tenant", true, "jwt must come before apikey"},
-		{"jwt,apikey,default-tenant", false, "jwt-issuer"},
+		{"jwt,apikey,default-tenant", false, ""},
 		{"jwt,apikey,default-tenant", true, ""},
+		{"jwt,default-tenant", false, ""},
+		{"default-tenant,jwt,apikey", false, "default-tenant must come after jwt"},
+		{"jwt,default-tenant,apikey", false, "default-tenant must come after apikey"},
+		{"apikey,default-tenant,ratelimit,jwt", false, "ratelimit must come after jwt"},
 	} {
 		cfg := DefaultConfig()
 		cfg.Admission = c.admission
+		cfg.Redis.URL = "redis://127.0.0.1:6379"
 		if c.set {
 			cfg.JWT.Issuer, cfg.JWT.Audience, cfg.JWT.JWKSFile = "https://idp.example", "switchyard", "/jwks.json"
 		}
@@ -282,5 +315,234 @@ func TestJWTConfig(t *testing.T) {
 		if c.want == "" && err != nil || c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)) {
 			t.Errorf("--admission %s (jwt flags %v): %v, want %q", c.admission, c.set, err, c.want)
 		}
+	}
+	cfg := DefaultConfig()
+	cfg.JWT.Issuer = "https://idp.example"
+	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "jwt-audience") {
+		t.Errorf("only --jwt-issuer set: %v, want the missing flags named", err)
+	}
+}
+
+// jwtBackend is a GatewayBackend of auth mode mode naming the identity
+// provider issuer with its keys at jwksURL; team-a has key (when not
+// empty), team-b none.
+func jwtBackend(mode, issuer, jwksURL, key string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, `apiVersion: switchyard.dev/v1alpha1
+kind: GatewayBackend
+metadata: {name: idp, namespace: inference}
+spec:
+  auth:
+    mode: %s
+    jwt:
+      issuer: %s
+      audiences: [other, switchyard]
+      jwksURL: %s
+      refreshInterval: 10s
+  tenants:
+  - name: team-a
+`, mode, issuer, jwksURL)
+	if key != "" {
+		fmt.Fprintf(&b, "    keyDigests: [%q]\n", apikey.Digest(key))
+	}
+	b.WriteString("  - name: team-b\n")
+	return b.String()
+}
+
+// TestJWTFromGatewayBackend: through a real gateway with its default
+// --admission and no --jwt-* flag, policyd (files mode) and an IdP serving
+// its JWKS over HTTP: the GatewayBackend's spec.auth.jwt alone makes
+// bearer JWTs work, for a tenant without any key; auth mode JWT refuses
+// API keys (and nothing) with a 401 in the client's API shape; with mode
+// APIKey keys and tokens both work; a new issuer, and a new JWKS URL,
+// take effect without a restart.
+func TestJWTFromGatewayBackend(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "gateway.yaml")
+	write := func(yaml string) {
+		t.Helper()
+		if err := os.WriteFile(file+".tmp", []byte(yaml), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(file+".tmp", file); err != nil {
+			t.Fatal(err)
+		}
+	}
+	idp := newTestIdP(t)
+	jwksURL := idp.serve(t)
+	write(jwtBackend("JWT", "https://idp.example", jwksURL, ""))
+	pdAddr := servePolicydFiles(t, dir)
+	up := newVLLM(t, modeOK)
+	e := newEnv(t, envOpts{noNATS: true, cfg: func(c *Config) { c.PolicydAddr, c.GatewayBackend = pdAddr, "idp" }})
+	e.router.setTargets(testModel, up.target("w0"))
+	issuerIs := func(iss string) func() bool {
+		return func() bool { p := e.gw.catalog.program(); return p != nil && p.JWT != nil && p.JWT.Issuer == iss }
+	}
+	e.eventually(t, "the GatewayBackend", issuerIs("https://idp.example"))
+
+	now := time.Now()
+	token := func(idp *testIdP, kid, iss, tenant string) string {
+		return idp.sign(t, kid, kid, map[string]any{"iss": iss, "aud": "switchyard", "tenant": tenant,
+			"iat": now.Unix(), "exp": now.Add(time.Hour).Unix()})
+	}
+	chat := func(cred string) error {
+		client := openai.NewClient(option.WithBaseURL(e.url+"/v1"), option.WithAPIKey(cred), option.WithMaxRetries(0))
+		_, err := client.Chat.Completions.New(context.Background(), openai.ChatCompletionNewParams{
+			Model:    testModel,
+			Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("hi")},
+		})
+		return err
+	}
+	lastTenant := func() string {
+		calls := e.router.calls()
+		if len(calls) == 0 {
+			return ""
+		}
+		return calls[len(calls)-1].GetTenant()
+	}
+	refused := func(t *testing.T, cred, reason string) {
+		t.Helper()
+		before := scrape(t, e.metricsURL)
+		err := chat(cred)
+		var apiErr *openai.Error
+		if !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusUnauthorized || apiErr.Code != "invalid_token" {
+			t.Fatalf("error %v, want 401 invalid_token", err)
+		}
+		if b, a := metricValue(before, reason), metricValue(scrape(t, e.metricsURL), reason); a != b+1 {
+			t.Errorf("auth failures{reason=%q} went %d -> %d, want +1", reason, b, a)
+		}
+	}
+
+	t.Run("a token for a tenant without keys", func(t *testing.T) {
+		if err := chat(token(idp, "ec1", "https://idp.example", "team-b")); err != nil {
+			t.Fatal(err)
+		}
+		if got := lastTenant(); got != "team-b" {
+			t.Errorf("router saw tenant %q, want team-b", got)
+		}
+	})
+	t.Run("mode JWT refuses API keys, and nothing, in OpenAI's shape", func(t *testing.T) {
+		hits, calls := up.hits.Load(), len(e.router.calls())
+		refused(t, apikey.Generate(), "jwt_missing")
+		resp := e.post(t, "/v1/chat/completions", fmt.Sprintf(`{"model":%q,"messages":[{"role":"user","content":"hi"}]}`, testModel), nil)
+		d := decodeError(t, resp)
+		if resp.StatusCode != http.StatusUnauthorized || d.Code == nil || *d.Code != "invalid_token" || resp.Header.Get("WWW-Authenticate") == "" {
+			t.Errorf("no credentials: status %d %+v, want 401 invalid_token with WWW-Authenticate", resp.StatusCode, d)
+		}
+		if up.hits.Load() != hits || len(e.router.calls()) != calls {
+			t.Error("a refused request reached the router or the worker")
+		}
+	})
+	t.Run("mode JWT refuses API keys in Anthropic's shape on /v1/messages", func(t *testing.T) {
+		body := fmt.Sprintf(`{"model":%q,"max_tokens":16,"messages":[{"role":"user","content":"hi"}]}`, testModel)
+		resp := e.post(t, "/v1/messages", body, map[string]string{"x-api-key": apikey.Generate(), "anthropic-version": "2023-06-01"})
+		out, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusUnauthorized || !strings.Contains(string(out), `"type":"authentication_error"`) || !strings.Contains(string(out), "API keys are refused") {
+			t.Fatalf("status %d %s, want 401 authentication_error saying API keys are refused", resp.StatusCode, out)
+		}
+	})
+	t.Run("a tenant not in spec.tenants", func(t *testing.T) {
+		refused(t, token(idp, "ec1", "https://idp.example", "team-z"), "jwt_tenant")
+	})
+	t.Run("a new issuer takes effect without a restart", func(t *testing.T) {
+		write(jwtBackend("JWT", "https://idp2.example", jwksURL, ""))
+		e.eventually(t, "the new GatewayBackend", issuerIs("https://idp2.example"))
+		refused(t, token(idp, "rsa1", "https://idp.example", "team-a"), "jwt_claims")
+		if err := chat(token(idp, "rsa1", "https://idp2.example", "team-a")); err != nil || lastTenant() != "team-a" {
+			t.Fatalf("a token of the new issuer: %v, tenant %q", err, lastTenant())
+		}
+	})
+	t.Run("a new JWKS URL takes effect without a restart", func(t *testing.T) {
+		other := newTestIdP(t)
+		write(jwtBackend("JWT", "https://idp2.example", other.serve(t), ""))
+		e.eventually(t, "the new GatewayBackend", func() bool { p := e.gw.catalog.program(); return p != nil && p.JWT.JWKSURL != jwksURL })
+		// Same kids, other keys: a stale key set would refuse the new
+		// IdP's tokens and accept the old one's.
+		if err := chat(token(other, "ed1", "https://idp2.example", "team-b")); err != nil {
+			t.Fatalf("a token signed by the new JWKS's key: %v", err)
+		}
+		refused(t, token(idp, "ed1", "https://idp2.example", "team-b"), "jwt_invalid")
+	})
+	t.Run("mode APIKey with auth.jwt: keys and tokens both", func(t *testing.T) {
+		key := apikey.Generate()
+		write(jwtBackend("APIKey", "https://idp.example", jwksURL, key))
+		e.eventually(t, "the new GatewayBackend", func() bool { p := e.gw.catalog.program(); return p != nil && p.AuthMode == "APIKey" })
+		if err := chat(key); err != nil || lastTenant() != "team-a" {
+			t.Fatalf("API key: %v, tenant %q", err, lastTenant())
+		}
+		if err := chat(token(idp, "rsa1", "https://idp.example", "team-b")); err != nil || lastTenant() != "team-b" {
+			t.Fatalf("JWT of the keyless tenant: %v, tenant %q", err, lastTenant())
+		}
+		var apiErr *openai.Error
+		if err := chat(apikey.Generate()); !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusUnauthorized || apiErr.Code != "invalid_api_key" {
+			t.Fatalf("an unknown key: %v, want 401 invalid_api_key", err)
+		}
+	})
+}
+
+// TestJWTModeWithoutStep: a GatewayBackend accepting JWTs served by a
+// chain without the jwt step refuses every request rather than serve it
+// unauthenticated (mode JWT) or refuse the tokens it promises (APIKey).
+func TestJWTModeWithoutStep(t *testing.T) {
+	dir := t.TempDir()
+	key := apikey.Generate()
+	for _, mode := range []string{"JWT", "APIKey"} {
+		t.Run(mode, func(t *testing.T) {
+			if err := os.WriteFile(filepath.Join(dir, "gateway.yaml"), []byte(jwtBackend(mode, "https://idp.example", "https://idp.example/keys", map[string]string{"APIKey": key}[mode])), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			pdAddr := servePolicydFiles(t, dir)
+			up := newVLLM(t, modeOK)
+			e := newEnv(t, envOpts{noNATS: true, cfg: func(c *Config) { c.PolicydAddr, c.Admission = pdAddr, "apikey,default-tenant" }})
+			e.router.setTargets(testModel, up.target("w0"))
+			e.eventually(t, "policy snapshot", func() bool { return e.gw.catalog.program() != nil })
+			resp := e.post(t, "/v1/chat/completions", fmt.Sprintf(`{"model":%q,"messages":[{"role":"user","content":"hi"}]}`, testModel), map[string]string{"Authorization": "Bearer " + key})
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusInternalServerError || up.hits.Load() != 0 {
+				t.Fatalf("status %d, %d forwarded; want 500 and nothing forwarded", resp.StatusCode, up.hits.Load())
+			}
+		})
+	}
+}
+
+// TestJWTFlagsWithoutPolicyd: a gateway without policyd takes its
+// identity provider from the --jwt-* flags, and then every request needs
+// a valid token; its tenant claim is the tenant (a valid tenant name).
+func TestJWTFlagsWithoutPolicyd(t *testing.T) {
+	idp := newTestIdP(t)
+	up := newVLLM(t, modeOK)
+	e := newEnv(t, envOpts{noNATS: true, cfg: func(c *Config) {
+		c.JWT.Issuer, c.JWT.Audience, c.JWT.JWKSURL = "https://idp.example", "switchyard", idp.serve(t)
+	}})
+	e.router.setTargets(testModel, up.target("w0"))
+	now := time.Now()
+	for _, c := range []struct {
+		name, auth, tenant string
+		status             int
+	}{
+		{"no credentials", "", "", http.StatusUnauthorized},
+		{"an API key", "Bearer " + apikey.Generate(), "", http.StatusUnauthorized},
+		{"a token", "Bearer " + idp.sign(t, "ec1", "ec1", map[string]any{"iss": "https://idp.example", "aud": "switchyard", "tenant": "ml-research", "exp": now.Add(time.Hour).Unix()}), "ml-research", http.StatusOK},
+		{"a token naming no valid tenant", "Bearer " + idp.sign(t, "ec1", "ec1", map[string]any{"iss": "https://idp.example", "aud": "switchyard", "tenant": "ML Research", "exp": now.Add(time.Hour).Unix()}), "", http.StatusUnauthorized},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			calls := len(e.router.calls())
+			hdr := map[string]string{}
+			if c.auth != "" {
+				hdr["Authorization"] = c.auth
+			}
+			resp := e.post(t, "/v1/chat/completions", fmt.Sprintf(`{"model":%q,"messages":[{"role":"user","content":"hi"}]}`, testModel), hdr)
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != c.status {
+				t.Fatalf("status %d, want %d", resp.StatusCode, c.status)
+			}
+			if got := e.router.calls(); c.tenant != "" && (len(got) != calls+1 || got[len(got)-1].GetTenant() != c.tenant) {
+				t.Errorf("router calls %d -> %d, want one with tenant %s", calls, len(got), c.tenant)
+			} else if c.tenant == "" && len(got) != calls {
+				t.Error("a refused request reached the router")
+			}
+		})
 	}
 }

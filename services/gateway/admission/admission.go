@@ -115,7 +115,7 @@ type Chain []Step
 type Authenticator interface {
 	Step
 	// Authenticates reports whether the step checks the auth mode's
-	// credentials (APIKey, ...).
+	// credentials (APIKey: keys; JWT: bearer JWTs).
 	Authenticates(mode string) bool
 }
 

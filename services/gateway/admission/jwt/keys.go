@@ -17,7 +17,13 @@ import (
 	"github.com/rs/zerolog"
 )
 
-// Config is the jwt step's configuration (gateway flags --jwt-*).
+// Config is the jwt step's local configuration (gateway flags --jwt-*):
+// the identity provider of a gateway without policyd, or of a
+// GatewayBackend with auth.mode APIKey that names none in spec.auth.jwt.
+// A GatewayBackend's spec.auth.jwt wins over them (they are then ignored,
+// with a warning), and with auth.mode None they are not used. MinRefresh
+// applies to every identity provider: it protects the IdP and the
+// gateway, not a tenant's setting.
 type Config struct {
 	// Issuer is the iss every token must carry (--jwt-issuer).
 	Issuer string
@@ -92,46 +98,76 @@ func (c Config) Validate() error {
 // maxJWKSBytes bounds a JWKS read or fetched.
 const maxJWKSBytes = 1 << 20
 
-// keySet is the issuer's JWKS, refreshed in the background and on
+// jwksSource is where a key set comes from and how often it is re-read:
+// exactly one of File and URL.
+type jwksSource struct {
+	File, URL           string
+	Refresh, MinRefresh time.Duration
+}
+
+// keySet is an issuer's JWKS, refreshed in the background and on
 // unknown kids.
 type keySet struct {
-	cfg    Config
+	src    jwksSource
 	log    zerolog.Logger
 	client *http.Client
+	// loaded is closed once the first load has been tried: a request
+	// meeting a key set still loading waits for it rather than be
+	// refused, so a GatewayBackend's new identity provider takes over
+	// without a burst of 503s.
+	loaded     chan struct{}
+	loadedOnce sync.Once
 
-	mu      sync.Mutex
-	set     jose.JSONWebKeySet
-	stamp   string    // the file's modification time and size at its last read
-	lastTry time.Time // the last refresh an unknown kid triggered
+	mu       sync.Mutex
+	set      jose.JSONWebKeySet
+	stamp    string    // the file's modification time and size at its last read
+	lastTry  time.Time // the last refresh an unknown kid triggered
+	lastTick time.Time // the last periodic refresh
+	lastErr  error     // the last refresh's error, nil after a success
 }
 
-func newKeySet(cfg Config, log zerolog.Logger) *keySet {
-	return &keySet{cfg: cfg, log: log, client: &http.Client{Timeout: 5 * time.Second}}
+func newKeySet(src jwksSource, log zerolog.Logger) *keySet {
+	return &keySet{src: src, log: log, client: &http.Client{Timeout: 5 * time.Second}, loaded: make(chan struct{}), lastTick: time.Now()}
 }
 
-// run refreshes every cfg.Refresh until ctx ends.
-func (k *keySet) run(ctx context.Context) {
-	t := time.NewTicker(k.cfg.Refresh)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			if err := k.refresh(ctx); err != nil {
-				k.log.Warn().Err(err).Msg("JWKS refresh failed; keeping the keys loaded before")
-			}
-		}
+// load is the first refresh; whatever its outcome, requests stop waiting.
+func (k *keySet) load(ctx context.Context) error {
+	defer k.loadedOnce.Do(func() { close(k.loaded) })
+	return k.refresh(ctx)
+}
+
+// tick refreshes when src.Refresh has passed since the last periodic
+// refresh.
+func (k *keySet) tick(ctx context.Context, now time.Time) {
+	k.mu.Lock()
+	due := now.Sub(k.lastTick) >= k.src.Refresh
+	if due {
+		k.lastTick = now
+	}
+	k.mu.Unlock()
+	if !due {
+		return
+	}
+	if err := k.refresh(ctx); err != nil {
+		k.log.Warn().Err(err).Msg("JWKS refresh failed; keeping the keys loaded before")
 	}
 }
 
 // refresh re-reads the file when it changed, or fetches the URL; on
 // error the keys loaded before stay.
 func (k *keySet) refresh(ctx context.Context) error {
+	err := k.fetch(ctx)
+	k.mu.Lock()
+	k.lastErr = err
+	k.mu.Unlock()
+	return err
+}
+
+func (k *keySet) fetch(ctx context.Context) error {
 	var data []byte
 	stamp := ""
-	if k.cfg.JWKSFile != "" {
-		fi, err := os.Stat(k.cfg.JWKSFile)
+	if k.src.File != "" {
+		fi, err := os.Stat(k.src.File)
 		if err != nil {
 			return err
 		}
@@ -142,7 +178,7 @@ func (k *keySet) refresh(ctx context.Context) error {
 		if same {
 			return nil
 		}
-		f, err := os.Open(k.cfg.JWKSFile)
+		f, err := os.Open(k.src.File)
 		if err != nil {
 			return err
 		}
@@ -152,7 +188,7 @@ func (k *keySet) refresh(ctx context.Context) error {
 			return err
 		}
 	} else {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, k.cfg.JWKSURL, nil)
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, k.src.URL, nil)
 		if err != nil {
 			return err
 		}
@@ -166,7 +202,7 @@ func (k *keySet) refresh(ctx context.Context) error {
 			return err
 		}
 		if resp.StatusCode != http.StatusOK {
-			return fmt.Errorf("JWKS %s: HTTP %d", k.cfg.JWKSURL, resp.StatusCode)
+			return fmt.Errorf("JWKS %s: HTTP %d", k.src.URL, resp.StatusCode)
 		}
 	}
 	set, err := parseJWKS(data)
@@ -201,13 +237,23 @@ func parseJWKS(data []byte) (jose.JSONWebKeySet, error) {
 }
 
 // key returns the public key of kid, and whether it may verify alg; an
-// unknown kid triggers one refresh, at most once per cfg.MinRefresh.
+// unknown kid triggers one refresh, at most once per src.MinRefresh. A
+// key set whose first load is under way is waited for (within ctx).
 func (k *keySet) key(ctx context.Context, kid, alg string) (key any, algOK, found bool) {
+	select {
+	case <-k.loaded:
+	default:
+		select {
+		case <-k.loaded:
+		case <-ctx.Done():
+			return nil, false, false
+		}
+	}
 	if key, algOK, found = k.lookup(kid, alg); found {
 		return key, algOK, true
 	}
 	k.mu.Lock()
-	due := time.Since(k.lastTry) >= k.cfg.MinRefresh
+	due := time.Since(k.lastTry) >= k.src.MinRefresh
 	if due {
 		k.lastTry = time.Now()
 	}
@@ -243,4 +289,18 @@ func (k *keySet) empty() bool {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	return len(k.set.Keys) == 0
+}
+
+// state is an error when the key set has no key (not loaded yet, or every
+// load failed), for readiness.
+func (k *keySet) state() error {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if len(k.set.Keys) > 0 {
+		return nil
+	}
+	if k.lastErr != nil {
+		return k.lastErr
+	}
+	return errors.New("not loaded yet")
 }
