@@ -421,6 +421,17 @@ func TestJWTFromGatewayBackend(t *testing.T) {
 			t.Errorf("router saw tenant %q, want team-b", got)
 		}
 	})
+	t.Run("readiness lists the identity provider's keys", func(t *testing.T) {
+		resp, err := e.client.Get(e.url + "/readyz?verbose")
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if !strings.Contains(string(body), "[+]jwks") {
+			t.Errorf("readyz:\n%s", body)
+		}
+	})
 	t.Run("mode JWT refuses API keys, and nothing, in OpenAI's shape", func(t *testing.T) {
 		hits, calls := up.hits.Load(), len(e.router.calls())
 		refused(t, apikey.Generate(), "jwt_missing")

@@ -318,6 +318,16 @@ func TestProgramBinding(t *testing.T) {
 	if err := s.Probe(); err != nil {
 		t.Errorf("Probe: %v", err)
 	}
+
+	dead := httptest.NewServer(http.NotFoundHandler())
+	dead.Close()
+	cur.Store(testProgram(t, v1alpha1.AuthJWT, "iss2", dead.URL))
+	if _, err := admit(map[string]string{"Authorization": "Bearer " + sign(kB, "iss2")}); refusal(err) != "503 invalid_token" {
+		t.Errorf("a JWKS URL that cannot be fetched: %v, want 503 (jwt_no_keys)", err)
+	}
+	if err := s.Probe(); err == nil || !strings.Contains(err.Error(), "no key of the identity provider iss2") {
+		t.Errorf("Probe with no keys: %v", err)
+	}
 }
 
 // syncWriter serialises a logger's writes (the key set loads in the
