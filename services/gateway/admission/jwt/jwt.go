@@ -115,6 +115,9 @@ type Step struct {
 	mu       sync.Mutex
 	progKeys *keySet
 	lastNote string
+	// runCtx is Run's context (nil before Run): a new key set's first
+	// fetch ends with the step.
+	runCtx context.Context
 }
 
 // binding is how the step treats requests under one program.
@@ -188,6 +191,9 @@ var tickEvery = time.Second
 // Run keeps the key set in use fresh, and follows a new program's IdP
 // before a request needs it, until ctx ends.
 func (s *Step) Run(ctx context.Context) error {
+	s.mu.Lock()
+	s.runCtx = ctx
+	s.mu.Unlock()
 	t := time.NewTicker(tickEvery)
 	defer t.Stop()
 	for {
@@ -276,9 +282,12 @@ func (s *Step) programVerifier(j *policy.JWTAuth) *verifier {
 	src := jwksSource{URL: j.JWKSURL, Refresh: j.Refresh, MinRefresh: s.flags.MinRefresh}
 	if s.progKeys == nil || s.progKeys.src != src {
 		ks := newKeySet(src, s.deps.Log.With().Str("jwks_url", j.JWKSURL).Logger())
+		ctx := s.runCtx
+		if ctx == nil {
+			ctx = context.Background() // bounded by the key set's client timeout all the same
+		}
 		go func() {
-			// Bounded by the key set's client timeout.
-			if err := ks.load(context.Background()); err != nil {
+			if err := ks.load(ctx); err != nil {
 				ks.log.Warn().Err(err).Msg("JWKS not fetched yet; JWTs are refused until it is")
 			}
 		}()
