@@ -97,6 +97,9 @@ type decision struct {
 	// name the chosen target serves (the gateway writes it into the body).
 	chosen int
 	served string
+	// held indexes the row the program picked when flow control held the
+	// request instead (see hold), -1 when it was not held.
+	held int
 	// ctx is the caller's; Pick refuses to choose once it is done, and
 	// ctxErr then says why.
 	ctx    context.Context
@@ -107,7 +110,7 @@ func (s *service) getDecision() *decision {
 	if d, ok := s.scratch.Get().(*decision); ok {
 		return d
 	}
-	return &decision{}
+	return &decision{held: -1}
 }
 
 // putDecision returns d to the pool, holding no request's bytes.
@@ -115,6 +118,7 @@ func (s *service) putDecision(d *decision) {
 	d.lookup.reset()
 	d.req, d.st, d.creq, d.preq = nil, nil, classify.Request{}, policy.Request{}
 	d.served = ""
+	d.held = -1
 	d.ctx, d.ctxErr = nil, nil
 	s.scratch.Put(d)
 }
@@ -493,7 +497,40 @@ func (d *decision) Pick(rows []load.Backend, rotation uint64) int {
 	}
 	d.preq.Rotation = rotation
 	d.st.prog.Evaluate(&d.preq, d.bs, &d.pd)
+	if c := d.pd.Chosen; c >= 0 && d.hold(rows, c) {
+		d.held = c
+		return -1
+	}
 	return d.pd.Chosen
+}
+
+// hold is flow control's test, made under the table's lock with the pick
+// in hand: a request the program sends to a local worker is held when the
+// gateway asks (its queue has requests waiting) or when every eligible
+// local worker has the gateway's queue threshold or more requests waiting
+// for their first token. Holding it here, rather than sending it on,
+// keeps the waiting in the gateway, where it is released fairly across
+// tenants, and out of vLLM's first-come-first-served queue. A provider's
+// pick is never held: a burst policy already decided where the overflow
+// goes.
+func (d *decision) hold(rows []load.Backend, chosen int) bool {
+	if rows[chosen].Kind == endpoints.KindProvider {
+		return false
+	}
+	if d.req.GetHold() {
+		return true
+	}
+	threshold := int64(d.req.GetQueueThreshold())
+	if threshold <= 0 {
+		return false
+	}
+	for i := range rows {
+		r := &rows[i]
+		if r.Kind != endpoints.KindProvider && d.bs[i].Unavailable == "" && r.Load.WaitingNow() < threshold {
+			return false
+		}
+	}
+	return true
 }
 
 // servedModel is the model name the chosen row's target serves: the

@@ -183,3 +183,33 @@ func TestApproxIndexSampled(t *testing.T) {
 		}
 	}
 }
+
+// A provider's pick is never held: a burst policy has already said where
+// the overflow goes. An unavailable worker's empty queue does not count
+// as room.
+func TestHoldSkipsProvidersAndUnavailable(t *testing.T) {
+	full := load.Load{Untracked: 5}
+	rows := []load.Backend{
+		{EndpointID: "w0", Kind: endpoints.KindLocal, Healthy: true, Load: full},
+		{EndpointID: "w1", Kind: endpoints.KindLocal, Healthy: false},
+		{EndpointID: "p", Kind: endpoints.KindProvider, Healthy: true},
+	}
+	d := &decision{req: &routerv1.RouteRequest{QueueThreshold: 2}}
+	for i := range rows {
+		d.bs = append(d.bs, rows[i].Policy())
+	}
+	if !d.hold(rows, 0) {
+		t.Error("w0 full and w1 unhealthy: want held")
+	}
+	if d.hold(rows, 2) {
+		t.Error("a provider's pick was held")
+	}
+	rows[0].Load = load.Load{Pending: 1}
+	if d.hold(rows, 0) {
+		t.Error("w0 has one waiting under a threshold of 2: want routed")
+	}
+	d.req = &routerv1.RouteRequest{Hold: true}
+	if !d.hold(rows, 0) || d.hold(rows, 2) {
+		t.Error("hold: want a worker's pick held and a provider's not")
+	}
+}

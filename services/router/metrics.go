@@ -46,7 +46,7 @@ func newMetrics(table *load.Table, kv *kvblock.Index, kvStats func() (kvsync.Sta
 		}),
 		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "switchyard_router_decisions_total",
-			Help: "Route decisions by requested model, chosen endpoint and outcome (routed, model_not_found, no_healthy_endpoint, policy_rejected).",
+			Help: "Route decisions by requested model, chosen endpoint and outcome (routed, model_not_found, no_healthy_endpoint, policy_rejected, held: flow control kept it at the gateway).",
 		}, []string{"model", "endpoint", "outcome"}),
 		scrapeErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "switchyard_router_scrape_errors_total",

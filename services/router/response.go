@@ -8,6 +8,7 @@ import (
 	"github.com/switchyard-dev/switchyard/internal/policy"
 	routerv1 "github.com/switchyard-dev/switchyard/proto/switchyard/router/v1"
 	"github.com/switchyard-dev/switchyard/services/router/internal/load"
+	"github.com/switchyard-dev/switchyard/services/router/internal/prompt"
 )
 
 // StrategyPolicy names decisions a policy rule made; default routing's is
@@ -22,16 +23,19 @@ const (
 	modelNotFound
 	noHealthyEndpoint
 	policyRejected
+	held
 )
 
 func (o outcome) String() string {
-	return [...]string{"routed", "model_not_found", "no_healthy_endpoint", "policy_rejected"}[o]
+	return [...]string{"routed", "model_not_found", "no_healthy_endpoint", "policy_rejected", "held"}[o]
 }
 
 func (d *decision) outcome() outcome {
 	switch {
 	case d.pd.Outcome == policy.Rejected:
 		return policyRejected
+	case d.held >= 0:
+		return held
 	case d.chosen < 0 && len(d.rows) == 0:
 		return modelNotFound
 	case d.chosen < 0:
@@ -67,8 +71,27 @@ func (d *decision) response() *routerv1.RouteResponse {
 		}
 	case modelNotFound:
 		return rejection(routerv1.RejectCode_REJECT_CODE_MODEL_NOT_FOUND, "no endpoint serves model "+model)
+	case held:
+		row := &d.rows[d.held]
+		return &routerv1.RouteResponse{Held: true, Decision: &routerv1.Decision{
+			Policy:            d.pd.Policy(),
+			Rule:              d.pd.RuleName(),
+			Strategy:          d.strategy(),
+			CachedTokens:      row.CachedTokens,
+			PromptTokens:      d.tokens,
+			PromptTokensExact: d.prompt.Kind == prompt.Tokens,
+			Reason:            d.holdReason(),
+		}}
 	}
 	return rejection(routerv1.RejectCode_REJECT_CODE_NO_HEALTHY_ENDPOINT, "no healthy endpoint for model "+model+" (all unhealthy or excluded)")
+}
+
+// holdReason says why a request was held.
+func (d *decision) holdReason() string {
+	if d.req.GetHold() {
+		return "held: the gateway's queue has requests waiting"
+	}
+	return "held: every eligible local worker has " + strconv.Itoa(int(d.req.GetQueueThreshold())) + " or more requests waiting for their first token"
 }
 
 func rejection(code routerv1.RejectCode, msg string) *routerv1.RouteResponse {

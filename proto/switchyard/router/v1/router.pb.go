@@ -209,7 +209,18 @@ type RouteRequest struct {
 	// prompt_tokens_exact); no target is picked and nothing is recorded. A
 	// model no endpoint serves is rejected as for Route. The gateway's
 	// count_tokens endpoints use it.
-	CountOnly     bool `protobuf:"varint,8,opt,name=count_only,json=countOnly,proto3" json:"count_only,omitempty"`
+	CountOnly bool `protobuf:"varint,8,opt,name=count_only,json=countOnly,proto3" json:"count_only,omitempty"`
+	// Flow control (the gateway's queue, when the fleet is saturated). With
+	// queue_threshold > 0, a request the program would send to a local
+	// worker while every eligible local worker has queue_threshold or more
+	// requests waiting to start their prefill is held rather than routed:
+	// the answer sets held, nothing is recorded, and the gateway asks again
+	// when capacity frees. A pick of a provider is never held.
+	QueueThreshold int32 `protobuf:"varint,9,opt,name=queue_threshold,json=queueThreshold,proto3" json:"queue_threshold,omitempty"`
+	// Hold a request the program would send to a local worker whatever the
+	// load: the gateway's queue has requests waiting, and a new one joins
+	// them instead of overtaking them. The answer is as for queue_threshold.
+	Hold          bool `protobuf:"varint,10,opt,name=hold,proto3" json:"hold,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -296,6 +307,20 @@ func (x *RouteRequest) GetExcludeEndpoints() []string {
 func (x *RouteRequest) GetCountOnly() bool {
 	if x != nil {
 		return x.CountOnly
+	}
+	return false
+}
+
+func (x *RouteRequest) GetQueueThreshold() int32 {
+	if x != nil {
+		return x.QueueThreshold
+	}
+	return 0
+}
+
+func (x *RouteRequest) GetHold() bool {
+	if x != nil {
+		return x.Hold
 	}
 	return false
 }
@@ -552,13 +577,18 @@ func (x *Rejection) GetMessage() string {
 	return ""
 }
 
-// Exactly one of target and rejection is set (neither for a count_only
+// Exactly one of target, rejection and held is set (none for a count_only
 // request that is not rejected).
 type RouteResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Target        *Target                `protobuf:"bytes,1,opt,name=target,proto3" json:"target,omitempty"`
-	Decision      *Decision              `protobuf:"bytes,3,opt,name=decision,proto3" json:"decision,omitempty"`
-	Rejection     *Rejection             `protobuf:"bytes,4,opt,name=rejection,proto3" json:"rejection,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Target    *Target                `protobuf:"bytes,1,opt,name=target,proto3" json:"target,omitempty"`
+	Decision  *Decision              `protobuf:"bytes,3,opt,name=decision,proto3" json:"decision,omitempty"`
+	Rejection *Rejection             `protobuf:"bytes,4,opt,name=rejection,proto3" json:"rejection,omitempty"`
+	// The request was held (RouteRequest.queue_threshold, hold): no target,
+	// nothing recorded; decision carries the prompt's length and what the
+	// pick would have had cached, which the gateway's queue charges the
+	// tenant.
+	Held          bool `protobuf:"varint,5,opt,name=held,proto3" json:"held,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -612,6 +642,13 @@ func (x *RouteResponse) GetRejection() *Rejection {
 		return x.Rejection
 	}
 	return nil
+}
+
+func (x *RouteResponse) GetHeld() bool {
+	if x != nil {
+		return x.Held
+	}
+	return false
 }
 
 type Candidate struct {
@@ -1006,7 +1043,7 @@ var File_switchyard_router_v1_router_proto protoreflect.FileDescriptor
 
 const file_switchyard_router_v1_router_proto_rawDesc = "" +
 	"\n" +
-	"!switchyard/router/v1/router.proto\x12\x14switchyard.router.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\x80\x02\n" +
+	"!switchyard/router/v1/router.proto\x12\x14switchyard.router.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xbd\x02\n" +
 	"\fRouteRequest\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x16\n" +
@@ -1017,7 +1054,10 @@ const file_switchyard_router_v1_router_proto_rawDesc = "" +
 	"\x04body\x18\x06 \x01(\fR\x04body\x12+\n" +
 	"\x11exclude_endpoints\x18\a \x03(\tR\x10excludeEndpoints\x12\x1d\n" +
 	"\n" +
-	"count_only\x18\b \x01(\bR\tcountOnly\"\xb3\x01\n" +
+	"count_only\x18\b \x01(\bR\tcountOnly\x12'\n" +
+	"\x0fqueue_threshold\x18\t \x01(\x05R\x0equeueThreshold\x12\x12\n" +
+	"\x04hold\x18\n" +
+	" \x01(\bR\x04hold\"\xb3\x01\n" +
 	"\x06Target\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x10\n" +
 	"\x03url\x18\x02 \x01(\tR\x03url\x124\n" +
@@ -1036,11 +1076,12 @@ const file_switchyard_router_v1_router_proto_rawDesc = "" +
 	"\x13prompt_tokens_exact\x18\b \x01(\bR\x11promptTokensExact\"[\n" +
 	"\tRejection\x124\n" +
 	"\x04code\x18\x01 \x01(\x0e2 .switchyard.router.v1.RejectCodeR\x04code\x12\x18\n" +
-	"\amessage\x18\x02 \x01(\tR\amessage\"\xd6\x01\n" +
+	"\amessage\x18\x02 \x01(\tR\amessage\"\xea\x01\n" +
 	"\rRouteResponse\x124\n" +
 	"\x06target\x18\x01 \x01(\v2\x1c.switchyard.router.v1.TargetR\x06target\x12:\n" +
 	"\bdecision\x18\x03 \x01(\v2\x1e.switchyard.router.v1.DecisionR\bdecision\x12=\n" +
-	"\trejection\x18\x04 \x01(\v2\x1f.switchyard.router.v1.RejectionR\trejectionJ\x04\b\x02\x10\x03R\x0erewritten_body\"\xe6\x02\n" +
+	"\trejection\x18\x04 \x01(\v2\x1f.switchyard.router.v1.RejectionR\trejection\x12\x12\n" +
+	"\x04held\x18\x05 \x01(\bR\x04heldJ\x04\b\x02\x10\x03R\x0erewritten_body\"\xe6\x02\n" +
 	"\tCandidate\x12:\n" +
 	"\bendpoint\x18\x01 \x01(\v2\x1e.switchyard.router.v1.EndpointR\bendpoint\x12\x1a\n" +
 	"\beligible\x18\x02 \x01(\bR\beligible\x12'\n" +

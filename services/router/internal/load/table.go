@@ -128,6 +128,14 @@ func (l Load) Queue() int64 {
 // Ahead is the number of requests queued or running ahead of a new one.
 func (l Load) Ahead() int64 { return l.Queue() + l.Fresh }
 
+// WaitingNow is the requests believed to be waiting for their first
+// token: the table's pending entries (waiting or prefilling, fresh ones
+// included, which no scrape has seen yet) and the scraped waiting
+// requests it has no entry for. Flow control's saturation test reads it:
+// unlike the scraped figure it moves with every decision, on every
+// replica, and with the predicted progress of the prefills.
+func (l Load) WaitingNow() int64 { return l.Pending + l.Untracked }
+
 // Estimate is a predicted TTFT on one endpoint and how it breaks down.
 type Estimate struct {
 	// TTFT = Wait + Prefill, seconds.
