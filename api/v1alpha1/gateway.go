@@ -184,6 +184,51 @@ type Tenant struct {
 	// the gateway's ratelimit admission step across every replica.
 	// +optional
 	Limits *TenantLimits `json:"limits,omitempty"`
+	// Weight is the tenant's share of the fleet while it is saturated
+	// (the gateway's flow control, --queue-threshold): within a priority
+	// class, waiting requests are released so that each tenant gets
+	// prefill tokens in proportion to its weight. Default 1.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=1000
+	Weight int32 `json:"weight,omitempty"`
+	// Priority is the class of the tenant's requests in the gateway's
+	// queue: Critical goes before Standard, Standard before Sheddable,
+	// and Sheddable requests are the first refused when the queue is
+	// full. Default Standard.
+	// +optional
+	Priority Priority `json:"priority,omitempty"`
+	// MaxPriority is the highest class a request of the tenant may ask for
+	// with the X-Switchyard-Priority header (asking higher is refused
+	// 403); a request may always ask for a lower one. Default: the
+	// tenant's priority.
+	// +optional
+	MaxPriority Priority `json:"maxPriority,omitempty"`
+}
+
+// Priority is a request's class in the gateway's queue.
+// +kubebuilder:validation:Enum=Critical;Standard;Sheddable
+type Priority string
+
+// Priorities, highest first.
+const (
+	PriorityCritical  Priority = "Critical"
+	PriorityStandard  Priority = "Standard"
+	PrioritySheddable Priority = "Sheddable"
+)
+
+// Rank orders priorities: Sheddable 0, Standard 1, Critical 2; -1 for an
+// unknown value. Empty is Standard.
+func (p Priority) Rank() int {
+	switch p {
+	case PrioritySheddable:
+		return 0
+	case PriorityStandard, "":
+		return 1
+	case PriorityCritical:
+		return 2
+	}
+	return -1
 }
 
 // TenantLimits are a tenant's rate limits and token budgets; a field left

@@ -178,6 +178,7 @@ func compile(cat *catalog) *Snapshot {
 				}
 			}
 			at.Limits = compileLimits(t.Limits)
+			at.Flow = compileFlow(&t)
 			prog.AuthTenants = append(prog.AuthTenants, at)
 		}
 		if t := b.Tags; t != nil {
@@ -377,10 +378,12 @@ func (p *Program) build(policies map[string]*Policy) error {
 	}
 	p.keys = make(map[[sha256.Size]byte]keyEntry)
 	p.limits = map[string]tenantlimit.Tenant{}
+	p.flows = make(map[string]TenantFlow, len(p.AuthTenants))
 	p.tenantAllowed = nil
 	p.authTenants = make(map[string]bool, len(p.AuthTenants))
 	for _, t := range p.AuthTenants {
 		p.authTenants[t.Name] = true
+		p.flows[t.Name] = t.Flow.withDefaults()
 		if len(t.AllowedTags) > 0 {
 			if p.tenantAllowed == nil {
 				p.tenantAllowed = map[string][]string{}

@@ -250,6 +250,7 @@ type Program struct {
 	tenants  map[string][]string
 	keys     map[[sha256.Size]byte]keyEntry // by key digest
 	limits   map[string]tenantlimit.Tenant  // by tenant, those with limits
+	flows    map[string]TenantFlow          // by tenant, every AuthTenant
 	// tenantAllowed are the tenants' AllowedTags, for those that have.
 	tenantAllowed map[string][]string
 	// authTenants are AuthTenants' names.
@@ -314,6 +315,51 @@ type AuthTenant struct {
 	// AllowedTags narrow the program's for this tenant; empty: the
 	// program's alone.
 	AllowedTags []string
+	// Flow is the tenant's share and classes in the gateway's queue.
+	Flow TenantFlow
+}
+
+// TenantFlow is a tenant's share and classes in the gateway's flow
+// control (spec.tenants[].weight, priority, maxPriority).
+type TenantFlow struct {
+	// Weight is the tenant's share within a class, at least 1.
+	Weight int32
+	// Priority is the class of its requests, MaxPriority the highest one
+	// a request may ask for; both v1alpha1.Priority values, never empty.
+	Priority, MaxPriority v1alpha1.Priority
+}
+
+// DefaultTenantFlow is a tenant's when its entry sets nothing, and tenant
+// "default"'s (auth mode None).
+var DefaultTenantFlow = TenantFlow{Weight: 1, Priority: v1alpha1.PriorityStandard, MaxPriority: v1alpha1.PriorityStandard}
+
+// TenantFlow returns tenant's share and classes; DefaultTenantFlow for a
+// tenant the program does not list, or a nil program.
+func (p *Program) TenantFlow(tenant string) TenantFlow {
+	if p == nil {
+		return DefaultTenantFlow
+	}
+	if f, ok := p.flows[tenant]; ok {
+		return f
+	}
+	return DefaultTenantFlow
+}
+
+// compileFlow is a tenant entry's flow settings with defaults filled in.
+func compileFlow(t *v1alpha1.Tenant) TenantFlow {
+	f := TenantFlow{Weight: max(1, t.Weight), Priority: t.Priority, MaxPriority: t.MaxPriority}
+	return f.withDefaults()
+}
+
+func (f TenantFlow) withDefaults() TenantFlow {
+	f.Weight = max(1, f.Weight)
+	if f.Priority == "" {
+		f.Priority = v1alpha1.PriorityStandard
+	}
+	if f.MaxPriority == "" || f.MaxPriority.Rank() < f.Priority.Rank() {
+		f.MaxPriority = f.Priority
+	}
+	return f
 }
 
 // WorkerSet is a compiled InferenceWorkerSet.

@@ -10,6 +10,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/switchyard-dev/switchyard/api/v1alpha1"
 	"github.com/switchyard-dev/switchyard/internal/tenantlimit"
 	policyv1 "github.com/switchyard-dev/switchyard/proto/switchyard/policy/v1"
 )
@@ -88,7 +89,8 @@ func ToProto(s *Snapshot, revision int64) *policyv1.Snapshot {
 			pp.Tenants = append(pp.Tenants, &policyv1.TenantTags{Tenant: t.Tenant, Tags: t.Tags})
 		}
 		for _, t := range p.AuthTenants {
-			at := &policyv1.AuthTenant{Name: t.Name, AllowedTags: t.AllowedTags}
+			at := &policyv1.AuthTenant{Name: t.Name, AllowedTags: t.AllowedTags,
+				Weight: t.Flow.Weight, Priority: string(t.Flow.Priority), MaxPriority: string(t.Flow.MaxPriority)}
 			for _, k := range t.Keys {
 				at.KeySha256 = append(at.KeySha256, k[:])
 			}
@@ -205,7 +207,13 @@ func FromProto(p *policyv1.Snapshot) (*Snapshot, error) {
 			prog.Tenants = append(prog.Tenants, TenantTags{Tenant: t.GetTenant(), Tags: t.GetTags()})
 		}
 		for _, t := range pp.GetAuthTenants() {
-			at := AuthTenant{Name: t.GetName(), AllowedTags: t.GetAllowedTags()}
+			at := AuthTenant{Name: t.GetName(), AllowedTags: t.GetAllowedTags(), Flow: TenantFlow{
+				Weight: t.GetWeight(), Priority: v1alpha1.Priority(t.GetPriority()), MaxPriority: v1alpha1.Priority(t.GetMaxPriority()),
+			}}
+			if at.Flow.Weight < 0 || at.Flow.Weight > 1000 || at.Flow.Priority.Rank() < 0 || at.Flow.MaxPriority.Rank() < 0 {
+				return nil, fmt.Errorf("gateway backend %s tenant %s: weight %d, priority %q, max priority %q: want a weight of 1 to 1000 and Critical, Standard or Sheddable",
+					pp.GetName(), t.GetName(), at.Flow.Weight, at.Flow.Priority, at.Flow.MaxPriority)
+			}
 			for _, k := range t.GetKeySha256() {
 				if len(k) != sha256.Size {
 					return nil, fmt.Errorf("gateway backend %s tenant %s: key digest of %d bytes, want %d", pp.GetName(), t.GetName(), len(k), sha256.Size)

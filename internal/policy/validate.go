@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"maps"
@@ -394,6 +395,25 @@ func bound(strict, incl *float64, lower bool) (v float64, inclusive, ok bool) {
 	return *strict, false, true
 }
 
+// validateTenantFlow checks a tenant's share and classes in the gateway's
+// flow control.
+func (c *checker) validateTenantFlow(o *Object, p string, t *v1alpha1.Tenant) {
+	if t.Weight < 0 || t.Weight > 1000 {
+		c.err(o, p+".weight", "%d: want 1 to 1000 (0 or unset: 1)", t.Weight)
+	}
+	for _, f := range []struct {
+		name string
+		v    v1alpha1.Priority
+	}{{"priority", t.Priority}, {"maxPriority", t.MaxPriority}} {
+		if f.v.Rank() < 0 {
+			c.err(o, p+"."+f.name, "%q: want Critical, Standard or Sheddable", f.v)
+		}
+	}
+	if t.MaxPriority != "" && t.Priority.Rank() > t.MaxPriority.Rank() && t.MaxPriority.Rank() >= 0 {
+		c.err(o, p+".maxPriority", "%s is below the tenant's priority %s: a tenant may always ask for its own class", t.MaxPriority, cmp.Or(t.Priority, v1alpha1.PriorityStandard))
+	}
+}
+
 // validateTenants checks spec.tenants and their keys: with APIKey at least
 // one tenant has a key, unless JWTs are accepted too; with JWT there is a
 // tenant for tokens to name and no key (it would not be checked); with
@@ -452,6 +472,7 @@ func (c *checker) validateTenants(o *Object, s *v1alpha1.GatewayBackendSpec) {
 			addDigest(idx(p+".keyDigests", j), t.Name, d)
 		}
 		c.validateLimits(o, p+".limits", t.Limits)
+		c.validateTenantFlow(o, p, &t)
 		for j, tag := range t.AllowedTags {
 			switch {
 			case !tagRE.MatchString(tag):

@@ -2043,7 +2043,13 @@ type AuthTenant struct {
 	ModelLimits []*ModelRateLimits `protobuf:"bytes,4,rep,name=model_limits,json=modelLimits,proto3" json:"model_limits,omitempty"`
 	// The tags the tenant may set through the tags header (and the
 	// program's allowed_tags); empty: allowed_tags alone decides.
-	AllowedTags   []string `protobuf:"bytes,5,rep,name=allowed_tags,json=allowedTags,proto3" json:"allowed_tags,omitempty"`
+	AllowedTags []string `protobuf:"bytes,5,rep,name=allowed_tags,json=allowedTags,proto3" json:"allowed_tags,omitempty"`
+	// The tenant's share and classes in the gateway's flow control: weight
+	// (at least 1), the class of its requests and the highest class a
+	// request may ask for (Critical, Standard or Sheddable).
+	Weight        int32  `protobuf:"varint,6,opt,name=weight,proto3" json:"weight,omitempty"`
+	Priority      string `protobuf:"bytes,7,opt,name=priority,proto3" json:"priority,omitempty"`
+	MaxPriority   string `protobuf:"bytes,8,opt,name=max_priority,json=maxPriority,proto3" json:"max_priority,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2111,6 +2117,27 @@ func (x *AuthTenant) GetAllowedTags() []string {
 		return x.AllowedTags
 	}
 	return nil
+}
+
+func (x *AuthTenant) GetWeight() int32 {
+	if x != nil {
+		return x.Weight
+	}
+	return 0
+}
+
+func (x *AuthTenant) GetPriority() string {
+	if x != nil {
+		return x.Priority
+	}
+	return ""
+}
+
+func (x *AuthTenant) GetMaxPriority() string {
+	if x != nil {
+		return x.MaxPriority
+	}
+	return ""
 }
 
 // RateLimits are per-minute rates and UTC day/month token budgets; 0 is no
@@ -2582,7 +2609,7 @@ const file_switchyard_policy_v1_policy_proto_rawDesc = "" +
 	"\atenants\x18\b \x03(\v2 .switchyard.policy.v1.TenantTagsR\atenants\x12C\n" +
 	"\fauth_tenants\x18\t \x03(\v2 .switchyard.policy.v1.AuthTenantR\vauthTenants\x12/\n" +
 	"\x03jwt\x18\n" +
-	" \x01(\v2\x1d.switchyard.policy.v1.JWTAuthR\x03jwt\"\xe6\x01\n" +
+	" \x01(\v2\x1d.switchyard.policy.v1.JWTAuthR\x03jwt\"\xbd\x02\n" +
 	"\n" +
 	"AuthTenant\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1d\n" +
@@ -2590,7 +2617,10 @@ const file_switchyard_policy_v1_policy_proto_rawDesc = "" +
 	"key_sha256\x18\x02 \x03(\fR\tkeySha256\x128\n" +
 	"\x06limits\x18\x03 \x01(\v2 .switchyard.policy.v1.RateLimitsR\x06limits\x12H\n" +
 	"\fmodel_limits\x18\x04 \x03(\v2%.switchyard.policy.v1.ModelRateLimitsR\vmodelLimits\x12!\n" +
-	"\fallowed_tags\x18\x05 \x03(\tR\vallowedTags\"\xfc\x01\n" +
+	"\fallowed_tags\x18\x05 \x03(\tR\vallowedTags\x12\x16\n" +
+	"\x06weight\x18\x06 \x01(\x05R\x06weight\x12\x1a\n" +
+	"\bpriority\x18\a \x01(\tR\bpriority\x12!\n" +
+	"\fmax_priority\x18\b \x01(\tR\vmaxPriority\"\xfc\x01\n" +
 	"\n" +
 	"RateLimits\x12.\n" +
 	"\x13requests_per_minute\x18\x01 \x01(\x03R\x11requestsPerMinute\x125\n" +
