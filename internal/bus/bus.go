@@ -60,6 +60,9 @@ const (
 	// UsageOutcomeEndpointUnhealthy: the router marked the endpoint
 	// unhealthy while its stream was silent.
 	UsageOutcomeEndpointUnhealthy = "endpoint_unhealthy"
+	// UsageOutcomeShed: the fleet was saturated and the gateway's
+	// flow-control queue refused the request or gave it up (429).
+	UsageOutcomeShed = "shed"
 )
 
 // UsageSubject is the subject a tenant's usage events are published on.

@@ -14,6 +14,7 @@ import (
 	"github.com/switchyard-dev/switchyard/services/gateway/admission/apikey"
 	"github.com/switchyard-dev/switchyard/services/gateway/admission/defaulttenant"
 	"github.com/switchyard-dev/switchyard/services/gateway/admission/jwt"
+	"github.com/switchyard-dev/switchyard/services/gateway/flowcontrol"
 	"github.com/switchyard-dev/switchyard/services/gateway/ratelimit"
 )
 
@@ -119,6 +120,11 @@ type Config struct {
 	// GatewayBackend with auth mode APIKey that names none. Refused
 	// without the jwt step in --admission, which must come before apikey.
 	JWT jwt.Config
+	// Flow is the gateway's flow control (--queue-*): when every worker
+	// that could serve a request has the queue threshold of requests
+	// waiting, the request waits in the gateway's queue, released by
+	// priority and fairly across tenants (package flowcontrol).
+	Flow flowcontrol.Config
 }
 
 // DefaultConfig returns the configuration the flags default to. Unlike the
@@ -140,6 +146,7 @@ func DefaultConfig() Config {
 		Admission:             "jwt,apikey,default-tenant",
 		RateLimit:             ratelimit.DefaultConfig(),
 		JWT:                   jwt.DefaultConfig(),
+		Flow:                  flowcontrol.DefaultConfig(),
 	}
 }
 
@@ -170,6 +177,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	c.Redis.RegisterFlags(fs, "", "the tenants' rate-limit counters, shared by the replicas; needed by the ratelimit admission step")
 	c.RateLimit.RegisterFlags(fs)
 	c.JWT.RegisterFlags(fs)
+	c.Flow.RegisterFlags(fs)
 	fs.BoolVar(&c.AllowTagsHeader, "allow-tags-header", d.AllowTagsHeader, "accept routing tags from clients in the "+TagsHeader+" header")
 }
 
@@ -214,7 +222,7 @@ func (c *Config) Validate() error {
 		errs = append(errs, c.RateLimit.Validate())
 	}
 	errs = append(errs, c.Redis.Validate(false))
-	errs = append(errs, c.validateJWT())
+	errs = append(errs, c.validateJWT(), c.Flow.Validate())
 	return errors.Join(errs...)
 }
 

@@ -66,6 +66,7 @@ import (
 	"github.com/switchyard-dev/switchyard/services/gateway/admission"
 	"github.com/switchyard-dev/switchyard/services/gateway/admission/defaulttenant"
 	"github.com/switchyard-dev/switchyard/services/gateway/admission/jwt"
+	"github.com/switchyard-dev/switchyard/services/gateway/flowcontrol"
 	"github.com/switchyard-dev/switchyard/services/gateway/internal/publish"
 	"github.com/switchyard-dev/switchyard/services/gateway/ratelimit"
 )
@@ -132,6 +133,9 @@ type Gateway struct {
 
 	// limiter caps each client's requests in flight; nil without a cap.
 	limiter *clientLimiter
+	// flow is the flow-control queue, nil when --queue-threshold is 0.
+	flow        *flowcontrol.Queue
+	flowMetrics *flowcontrol.Metrics
 	// live is the upstream responses being relayed, by endpoint.
 	live liveSet
 	// nats and pub are set by Serve (nil without NATS), read by readiness.
@@ -179,6 +183,13 @@ func New(cfg Config, log zerolog.Logger) (*Gateway, error) {
 	}
 	reg := prometheus.NewRegistry()
 	g.metrics = newMetrics(reg, func() float64 { return float64(g.inflight.Load()) })
+	if cfg.Flow.Enabled() {
+		g.flow = flowcontrol.New(flowcontrol.Limits{MaxQueued: cfg.Flow.MaxQueued, MaxWait: cfg.Flow.MaxWait})
+		if g.flowMetrics, err = flowcontrol.NewMetrics(reg, g.flow); err != nil {
+			_ = conn.Close()
+			return nil, fmt.Errorf("gateway metrics: %w", err)
+		}
+	}
 	deps := admission.Deps{Metrics: reg, Log: log}
 	if g.catalog != nil {
 		deps.Program = g.catalog.program
@@ -328,6 +339,12 @@ func (g *Gateway) Serve(ctx context.Context) error {
 	}
 	if g.jwt != nil {
 		comps = append(comps, lifecycle.Component{Name: "jwks", Run: g.jwt.Run})
+	}
+	if g.flow != nil {
+		comps = append(comps, lifecycle.Component{Name: "flow control", Run: func(ctx context.Context) error {
+			g.flow.Run(ctx, g.cfg.Flow.RetryInterval)
+			return nil
+		}})
 	}
 	if g.catalog != nil {
 		comps = append(comps, lifecycle.Component{Name: "policy watch", Run: func(ctx context.Context) error {

@@ -25,6 +25,7 @@ import (
 	eventsv1 "github.com/switchyard-dev/switchyard/proto/switchyard/events/v1"
 	routerv1 "github.com/switchyard-dev/switchyard/proto/switchyard/router/v1"
 	"github.com/switchyard-dev/switchyard/services/gateway/admission"
+	"github.com/switchyard-dev/switchyard/services/gateway/flowcontrol"
 	"github.com/switchyard-dev/switchyard/services/gateway/internal/apibody"
 	"github.com/switchyard-dev/switchyard/services/gateway/internal/sse"
 	"github.com/switchyard-dev/switchyard/services/gateway/ratelimit"
@@ -76,6 +77,11 @@ type call struct {
 	// reserved is the request's tokens reserved by the ratelimit step,
 	// settled with the real usage in finish; nil without limits.
 	reserved *ratelimit.Reservation
+	// class and weight place the request in the flow-control queue;
+	// queued is how long it waited there.
+	class  flowcontrol.Class
+	weight float64
+	queued time.Duration
 
 	attempts int
 	target   *routerv1.Target
@@ -174,6 +180,12 @@ func (c *call) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	c.req, c.parsed = req, true
+	class, weight, err := c.priority(r)
+	if err != nil {
+		c.refuse(w, r, err)
+		return
+	}
+	c.class, c.weight = class, weight
 	header := ""
 	if c.g.catalog != nil {
 		header = c.g.catalog.tagsHeader()
@@ -289,7 +301,17 @@ func (c *call) proxy(w http.ResponseWriter, r *http.Request, body []byte) {
 	var exclude []string
 	var first *failure
 	for attempt := 1; attempt <= maxAttempts; attempt++ {
-		rr, apiErr := c.route(ctx, body, exclude)
+		var rr *routerv1.RouteResponse
+		var apiErr *openaiapi.APIError
+		if attempt == 1 {
+			var shed error
+			if rr, apiErr, shed = c.routeFirst(ctx, body); shed != nil {
+				c.refuse(w, r, shed)
+				return
+			}
+		} else {
+			rr, apiErr = c.route(ctx, body, exclude, flowRoute{})
+		}
 		if apiErr != nil {
 			if first != nil && apiErr != errClientClosed {
 				// Nowhere left to retry: the client hears about the
@@ -352,7 +374,7 @@ func (c *call) reserveTokens(w http.ResponseWriter, r *http.Request, rr *routerv
 }
 
 // route asks the router for a target; errors are client-facing.
-func (c *call) route(ctx context.Context, body []byte, exclude []string) (*routerv1.RouteResponse, *openaiapi.APIError) {
+func (c *call) route(ctx context.Context, body []byte, exclude []string, fr flowRoute) (*routerv1.RouteResponse, *openaiapi.APIError) {
 	rctx, cancel := context.WithTimeout(ctx, c.g.cfg.RouteTimeout)
 	defer cancel()
 	api := routerv1.ApiKind_API_KIND_CHAT_COMPLETIONS
@@ -368,6 +390,8 @@ func (c *call) route(ctx context.Context, body []byte, exclude []string) (*route
 		Tags:             c.tags,
 		Body:             body,
 		ExcludeEndpoints: exclude,
+		QueueThreshold:   fr.threshold,
+		Hold:             fr.hold,
 	})
 	c.g.metrics.routeSeconds.Observe(time.Since(t0).Seconds())
 	if err != nil {
@@ -385,6 +409,10 @@ func (c *call) route(ctx context.Context, body []byte, exclude []string) (*route
 		c.modelKnown = rej.GetCode() == routerv1.RejectCode_REJECT_CODE_NO_HEALTHY_ENDPOINT ||
 			rej.GetCode() == routerv1.RejectCode_REJECT_CODE_POLICY
 		return nil, rejectionError(c.req.Model, rej)
+	}
+	if resp.GetHeld() && (fr.threshold > 0 || fr.hold) {
+		c.modelKnown = true
+		return resp, nil
 	}
 	if resp.GetTarget().GetUrl() == "" || resp.GetTarget().GetId() == "" {
 		c.log.Error().Msg("router answered without target or rejection")
@@ -774,6 +802,10 @@ func (c *call) tokens() (prompt, cached, completion int64) {
 // finish records metrics and publishes the usage event.
 func (c *call) finish() {
 	end := time.Now()
+	if c.g.flow != nil && c.target != nil {
+		// A routed request's end frees a slot: the queue's head may go.
+		c.g.flow.Kick()
+	}
 	if c.reserved != nil {
 		// Off the response's path: the client need not wait for Redis.
 		// Bounded by --ratelimit-redis-timeout.
@@ -835,6 +867,7 @@ func (c *call) finish() {
 		StartedAt:          timestamppb.New(c.start),
 		FinishedAt:         timestamppb.New(end),
 		Tags:               c.tags,
+		QueueSeconds:       c.queued.Seconds(),
 	}
 	if c.status >= 400 || c.abort {
 		ev.ErrorType = c.errType

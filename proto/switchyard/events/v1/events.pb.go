@@ -270,8 +270,13 @@ type UsageEvent struct {
 	// idle timeout), "endpoint_unhealthy" (the router marked the endpoint
 	// unhealthy while its stream was silent). In the last three, the client
 	// got a 200 whose stream ended with an error event: the tokens counted
-	// are those it received.
-	Outcome       string `protobuf:"bytes,22,opt,name=outcome,proto3" json:"outcome,omitempty"`
+	// are those it received. "shed": the fleet was saturated and the
+	// gateway's flow-control queue refused the request or gave it up (429).
+	Outcome string `protobuf:"bytes,22,opt,name=outcome,proto3" json:"outcome,omitempty"`
+	// Time the request waited in the gateway's flow-control queue (the
+	// fleet was saturated), included in ttft_seconds and e2e_seconds; 0 when
+	// it did not wait.
+	QueueSeconds  float64 `protobuf:"fixed64,23,opt,name=queue_seconds,json=queueSeconds,proto3" json:"queue_seconds,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -458,6 +463,13 @@ func (x *UsageEvent) GetOutcome() string {
 		return x.Outcome
 	}
 	return ""
+}
+
+func (x *UsageEvent) GetQueueSeconds() float64 {
+	if x != nil {
+		return x.QueueSeconds
+	}
+	return 0
 }
 
 // KVBlockDelta is what changed in one worker's prefix cache, in Switchyard's
@@ -855,7 +867,7 @@ const file_switchyard_events_v1_events_proto_rawDesc = "" +
 	"\fttft_seconds\x18\x05 \x01(\x01R\vttftSeconds\x12#\n" +
 	"\rprompt_tokens\x18\x06 \x01(\x03R\fpromptTokens\x12#\n" +
 	"\rcached_tokens\x18\a \x01(\x03R\fcachedTokens\x12+\n" +
-	"\x11completion_tokens\x18\b \x01(\x03R\x10completionTokens\"\xf8\x05\n" +
+	"\x11completion_tokens\x18\b \x01(\x03R\x10completionTokens\"\x9d\x06\n" +
 	"\n" +
 	"UsageEvent\x12\x1d\n" +
 	"\n" +
@@ -888,7 +900,8 @@ const file_switchyard_events_v1_events_proto_rawDesc = "" +
 	"\vfinished_at\x18\x14 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"finishedAt\x12\x12\n" +
 	"\x04tags\x18\x15 \x03(\tR\x04tags\x12\x18\n" +
-	"\aoutcome\x18\x16 \x01(\tR\aoutcome\"\xb3\x02\n" +
+	"\aoutcome\x18\x16 \x01(\tR\aoutcome\x12#\n" +
+	"\rqueue_seconds\x18\x17 \x01(\x01R\fqueueSeconds\"\xb3\x02\n" +
 	"\fKVBlockDelta\x12\x12\n" +
 	"\x04pool\x18\x01 \x01(\tR\x04pool\x12\x1b\n" +
 	"\tworker_id\x18\x02 \x01(\tR\bworkerId\x12\x14\n" +
