@@ -50,6 +50,27 @@ type testRouter struct {
 	requests []*routerv1.RouteRequest
 	// unhealthy endpoints are reported so by ListEndpoints.
 	unhealthy map[string]bool
+	// Flow control: with capacity set, a request asking with a queue
+	// threshold is routed while free > 0 (taking one) and held
+	// otherwise, and one asking to be held is held; routed lists the
+	// routed requests' tenants in order.
+	capacity bool
+	free     int
+	routed   []string
+}
+
+// setFree makes the router hold requests asking with a queue threshold
+// until n more are routed.
+func (tr *testRouter) setFree(n int) {
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	tr.capacity, tr.free = true, n
+}
+
+func (tr *testRouter) routedTenants() []string {
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	return slices.Clone(tr.routed)
 }
 
 func (tr *testRouter) Route(_ context.Context, req *routerv1.RouteRequest) (*routerv1.RouteResponse, error) {
@@ -63,6 +84,13 @@ func (tr *testRouter) Route(_ context.Context, req *routerv1.RouteRequest) (*rou
 	if !ok {
 		return &routerv1.RouteResponse{Rejection: &routerv1.Rejection{Code: routerv1.RejectCode_REJECT_CODE_MODEL_NOT_FOUND}}, nil
 	}
+	if tr.capacity && (req.GetHold() || (req.GetQueueThreshold() > 0 && tr.free == 0)) {
+		return &routerv1.RouteResponse{Held: true, Decision: &routerv1.Decision{PromptTokens: promptTokens, CachedTokens: 2}}, nil
+	}
+	if tr.capacity && req.GetQueueThreshold() > 0 {
+		tr.free--
+	}
+	tr.routed = append(tr.routed, req.GetTenant())
 	for _, t := range targets {
 		if !slices.Contains(req.GetExcludeEndpoints(), t.GetId()) {
 			return &routerv1.RouteResponse{
