@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/switchyard-dev/switchyard/internal/bus"
 	"github.com/switchyard-dev/switchyard/internal/apikey"
+	"github.com/switchyard-dev/switchyard/internal/bus"
 )
 
 // flowCatalog is a GatewayBackend with two keyed tenants: team-a (weight
