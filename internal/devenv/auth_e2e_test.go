@@ -5,6 +5,8 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -14,9 +16,10 @@ import (
 	"github.com/switchyard-dev/switchyard/internal/apikey"
 )
 
-// TestDevAuth: `switchyard dev --auth` makes a key, prints it with the
-// banner's examples, and the gateway takes it (and refuses a request
-// without it).
+// TestDevAuth: `switchyard dev --auth --tenants team-a,team-b` makes a
+// key per tenant, prints them (the first in the banner's examples) and
+// writes them to the keys file, and the gateway takes each as its
+// tenant's (and refuses another key).
 func TestDevAuth(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end to end; skipped in -short")
@@ -25,14 +28,28 @@ func TestDevAuth(t *testing.T) {
 	cfg.Sim.Port = 0
 	cfg.Sim.KVEventsConfig = ""
 	cfg.Auth = true
+	cfg.Tenants = []string{"team-a", "team-b"}
+	cfg.KeysFile = filepath.Join(t.TempDir(), "keys.env")
 	s := start(t, cfg)
 	key := s.APIKey()
-	if !apikey.WellFormed(key) {
-		t.Fatalf("dev's key %q", key)
+	keys := s.APIKeys()
+	if !apikey.WellFormed(key) || keys["team-a"] != key || !apikey.WellFormed(keys["team-b"]) || len(keys) != 2 {
+		t.Fatalf("dev's keys %q, first %q", keys, key)
+	}
+	file, err := os.ReadFile(cfg.KeysFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "team-a=" + key + "\nteam-b=" + keys["team-b"] + "\n"; string(file) != want {
+		t.Errorf("keys file %q, want %q", file, want)
+	}
+	if st, err := os.Stat(cfg.KeysFile); err != nil || st.Mode().Perm() != 0o600 {
+		t.Errorf("keys file mode %v (%v), want 0600", st.Mode(), err)
 	}
 	var banner bytes.Buffer
 	s.PrintBanner(&banner, cfg)
-	if !strings.Contains(banner.String(), "API keys are on") || !strings.Contains(banner.String(), "Authorization: Bearer "+key) {
+	if !strings.Contains(banner.String(), "API keys are on") || !strings.Contains(banner.String(), "Authorization: Bearer "+key) ||
+		!strings.Contains(banner.String(), keys["team-b"]) {
 		t.Errorf("the banner does not show the key and how to send it:\n%s", banner.String())
 	}
 	chat := func(key string) error {
@@ -44,8 +61,10 @@ func TestDevAuth(t *testing.T) {
 		})
 		return err
 	}
-	if err := chat(key); err != nil {
-		t.Fatalf("dev's key: %v", err)
+	for tenant, key := range keys {
+		if err := chat(key); err != nil {
+			t.Fatalf("%s's key: %v", tenant, err)
+		}
 	}
 	var apiErr *openai.Error
 	if err := chat(apikey.Generate()); !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusUnauthorized {

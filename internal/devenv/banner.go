@@ -105,9 +105,12 @@ func (s *Stack) writeBanner(out io.Writer, cfg Config) {
 		fmt.Fprintf(out, "  and each worker's vLLM metrics at <HTTP>/metrics\n")
 	}
 
-	if key := s.APIKey(); key != "" {
-		// Shown once, here: dev's key lives as long as this process.
-		fmt.Fprintf(out, "\nAPI keys are on. The key of tenant %s (every request needs it):\n\n  %s\n", DevTenant, key)
+	if s.catalog != nil && len(s.catalog.keys) > 0 {
+		// Shown once, here: dev's keys live as long as this process.
+		fmt.Fprintf(out, "\nAPI keys are on (every request needs one):\n\n")
+		for _, k := range s.catalog.keys {
+			fmt.Fprintf(out, "  tenant %-12s %s\n", k.tenant, k.key)
+		}
 	}
 	if s.catalog != nil {
 		var try bytes.Buffer

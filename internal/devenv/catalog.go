@@ -37,9 +37,12 @@ type catalogFleet struct {
 	kvEvents bool
 	// models served locally and by providers, for the banner.
 	models, aliases []string
-	// apiKey is the key of tenant DevTenant when Config.Auth is on.
-	apiKey string
+	// keys are the tenants' keys when Config.Auth is on, in
+	// Config.Tenants order.
+	keys []tenantKey
 }
+
+type tenantKey struct{ tenant, key string }
 
 // DevTenant is the tenant whose key `switchyard dev --auth` makes.
 const DevTenant = "dev"
@@ -176,11 +179,18 @@ func (s *Stack) startCatalog(ctx context.Context, cfg Config, log zerolog.Logger
 
 	var keyed func(*v1alpha1.GatewayBackend)
 	if cfg.Auth {
-		cf.apiKey = apikey.Generate()
-		digest := apikey.Digest(cf.apiKey)
+		var tenants []v1alpha1.Tenant
+		for _, name := range cfg.Tenants {
+			key := apikey.Generate()
+			cf.keys = append(cf.keys, tenantKey{tenant: name, key: key})
+			tenants = append(tenants, v1alpha1.Tenant{Name: name, KeyDigests: []string{apikey.Digest(key)}})
+		}
 		keyed = func(gb *v1alpha1.GatewayBackend) {
 			gb.Spec.Auth = &v1alpha1.AuthSpec{Mode: v1alpha1.AuthAPIKey}
-			gb.Spec.Tenants = append(gb.Spec.Tenants, v1alpha1.Tenant{Name: DevTenant, KeyDigests: []string{digest}})
+			gb.Spec.Tenants = append(gb.Spec.Tenants, tenants...)
+		}
+		if err := writeKeys(cfg.KeysFile, cf.keys); err != nil {
+			return nil, err
 		}
 	}
 	if len(moved) > 0 || keyed != nil {
@@ -192,6 +202,22 @@ func (s *Stack) startCatalog(ctx context.Context, cfg Config, log zerolog.Logger
 		cf.dir = dir
 	}
 	return cf, nil
+}
+
+// writeKeys writes keys to path (none when path is empty), one
+// TENANT=KEY line each, readable by the owner only.
+func writeKeys(path string, keys []tenantKey) error {
+	if path == "" {
+		return nil
+	}
+	var b strings.Builder
+	for _, k := range keys {
+		fmt.Fprintf(&b, "%s=%s\n", k.tenant, k.key)
+	}
+	if err := os.WriteFile(path, []byte(b.String()), 0o600); err != nil {
+		return fmt.Errorf("keys-file: %w", err)
+	}
+	return nil
 }
 
 func servedLocally(snap *policy.Snapshot, model string) bool {

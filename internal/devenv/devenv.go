@@ -20,6 +20,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/switchyard-dev/switchyard/internal/natsembed"
+	"github.com/switchyard-dev/switchyard/internal/policy"
 	"github.com/switchyard-dev/switchyard/internal/sim"
 	"github.com/switchyard-dev/switchyard/services/gateway"
 	"github.com/switchyard-dev/switchyard/services/kvtracker"
@@ -64,9 +65,20 @@ type Config struct {
 	// banner. Off by default, so the dev catalog answers without keys;
 	// needs Policies.
 	Auth bool
+	// Tenants are the tenants dev makes a key for when Auth is on (each
+	// printed in the banner); DevTenant alone by default.
+	Tenants []string
+	// KeysFile, when set, is where dev writes the keys it made, one
+	// TENANT=KEY line each (mode 0600), for scripts to read.
+	KeysFile string
+	// QueueThreshold is the gateway's --queue-threshold: flow control's
+	// per-worker threshold of requests waiting (0: off).
+	QueueThreshold int
 	// PolicydGRPCAddr and PolicydHTTPAddr are policyd's listen addresses.
 	PolicydGRPCAddr string
 	PolicydHTTPAddr string
+
+	tenantsSet bool // --tenants was given
 }
 
 // DefaultKVEventsConfig makes each simulated worker publish KV events like a
@@ -93,6 +105,8 @@ func DefaultConfig() Config {
 		Policies:           defaultPolicies(),
 		PolicydGRPCAddr:    "127.0.0.1:9092",
 		PolicydHTTPAddr:    "127.0.0.1:9093",
+		Tenants:            []string{DevTenant},
+		QueueThreshold:     gateway.DefaultConfig().Flow.Threshold,
 	}
 }
 
@@ -124,7 +138,19 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.Sim.KVEventsConfig, "kv-events-config", d.Sim.KVEventsConfig, "vLLM KV events config of the workers (ports offset per worker); empty disables")
 	fs.StringVar(&c.Endpoints, "endpoints", "", "use running workers (id=url,id=url) instead of starting simulated ones")
 	fs.StringVar(&c.Policies, "policies", d.Policies, "catalog directory run by an in-process policyd, whose worker sets and providers are simulated ("+DefaultPolicies+" when run from a checkout; empty: --workers anonymous workers, no policies)")
-	fs.BoolVar(&c.Auth, "auth", false, "turn API keys on: the catalog's GatewayBackends ask for keys, and dev makes and prints one for tenant "+DevTenant+" (needs --policies)")
+	fs.BoolVar(&c.Auth, "auth", false, "turn API keys on: the catalog's GatewayBackends ask for keys, and dev makes and prints one per --tenants tenant (needs --policies)")
+	fs.Func("tenants", "with --auth: the tenants dev makes a key for, comma-separated (default "+DevTenant+")", func(s string) error {
+		c.Tenants = nil
+		for n := range strings.SplitSeq(s, ",") {
+			if n = strings.TrimSpace(n); n != "" {
+				c.Tenants = append(c.Tenants, n)
+			}
+		}
+		c.tenantsSet = true
+		return nil
+	})
+	fs.StringVar(&c.KeysFile, "keys-file", "", "with --auth: also write the keys dev made to this file, one TENANT=KEY line each (mode 0600)")
+	fs.IntVar(&c.QueueThreshold, "queue-threshold", d.QueueThreshold, "the gateway's flow control: requests waiting per worker at which it is full and requests wait in the gateway's queue, released fairly across tenants (0: off)")
 	fs.StringVar(&c.PolicydGRPCAddr, "policyd-grpc-addr", d.PolicydGRPCAddr, "policyd gRPC listen address")
 	fs.StringVar(&c.PolicydHTTPAddr, "policyd-http-addr", d.PolicydHTTPAddr, "policyd REST listen address")
 	fs.DurationVar(&c.ReadyTimeout, "ready-timeout", d.ReadyTimeout, "how long to wait for every component to become ready")
@@ -144,6 +170,24 @@ func (c *Config) Validate() error {
 	}
 	if c.Auth && (c.Policies == "" || c.Endpoints != "") {
 		errs = append(errs, errors.New("auth: needs a catalog (--policies) and no --endpoints: the key is checked against the catalog's GatewayBackend"))
+	}
+	if !c.Auth && (c.tenantsSet || c.KeysFile != "") {
+		errs = append(errs, errors.New("tenants, keys-file: only with --auth (without it nobody needs a key)"))
+	}
+	seen := map[string]bool{}
+	if c.Auth && len(c.Tenants) == 0 {
+		errs = append(errs, errors.New("tenants: name at least one"))
+	}
+	for _, t := range c.Tenants {
+		if !policy.ValidTenant(t) {
+			errs = append(errs, fmt.Errorf("tenants: %q is not a valid tenant name (1-63 lowercase letters, digits, '.', '_' and '-', starting and ending with a letter or digit)", t))
+		} else if seen[t] {
+			errs = append(errs, fmt.Errorf("tenants: %q listed twice", t))
+		}
+		seen[t] = true
+	}
+	if c.QueueThreshold < 0 {
+		errs = append(errs, fmt.Errorf("queue-threshold %d: want 0 (off) or more", c.QueueThreshold))
 	}
 	if c.Endpoints == "" {
 		if err := c.Sim.Validate(); err != nil {
@@ -274,6 +318,7 @@ func Start(ctx context.Context, cfg Config, log zerolog.Logger) (_ *Stack, err e
 	gc.RouterAddr = rs.GRPCAddr()
 	gc.NATS.URL = s.natsURL
 	gc.AllowTagsHeader = true
+	gc.Flow.Threshold = cfg.QueueThreshold
 	if s.policyd != nil {
 		gc.PolicydAddr = s.policyd.GRPCAddr()
 	}
@@ -342,13 +387,25 @@ func waitReady(ctx context.Context, url string) error {
 	}
 }
 
-// APIKey is the key dev made for tenant DevTenant; empty without
-// Config.Auth.
+// APIKey is the key dev made for its first tenant (DevTenant unless
+// Config.Tenants says otherwise); empty without Config.Auth.
 func (s *Stack) APIKey() string {
-	if s.catalog == nil {
+	if s.catalog == nil || len(s.catalog.keys) == 0 {
 		return ""
 	}
-	return s.catalog.apiKey
+	return s.catalog.keys[0].key
+}
+
+// APIKeys are the keys dev made, by tenant; nil without Config.Auth.
+func (s *Stack) APIKeys() map[string]string {
+	if s.catalog == nil || len(s.catalog.keys) == 0 {
+		return nil
+	}
+	out := make(map[string]string, len(s.catalog.keys))
+	for _, k := range s.catalog.keys {
+		out[k.tenant] = k.key
+	}
+	return out
 }
 
 // GatewayURL is the gateway's base URL (OpenAI clients use GatewayURL()+"/v1").
