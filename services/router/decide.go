@@ -508,7 +508,7 @@ func (d *decision) Pick(rows []load.Backend, rotation uint64) int {
 // in hand: a request the program sends to a local worker is held when the
 // gateway asks (its queue has requests waiting) or when every eligible
 // local worker has the gateway's queue threshold or more requests waiting
-// for their first token. Holding it here, rather than sending it on,
+// to be scheduled (load.Load.WaitingNow). Holding it here, rather than sending it on,
 // keeps the waiting in the gateway, where it is released fairly across
 // tenants, and out of vLLM's first-come-first-served queue. A provider's
 // pick is never held: a burst policy already decided where the overflow

@@ -188,7 +188,7 @@ func TestApproxIndexSampled(t *testing.T) {
 // the overflow goes. An unavailable worker's empty queue does not count
 // as room.
 func TestHoldSkipsProvidersAndUnavailable(t *testing.T) {
-	full := load.Load{Untracked: 5}
+	full := load.Load{Waiting: 5}
 	rows := []load.Backend{
 		{EndpointID: "w0", Kind: endpoints.KindLocal, Healthy: true, Load: full},
 		{EndpointID: "w1", Kind: endpoints.KindLocal, Healthy: false},
@@ -204,7 +204,7 @@ func TestHoldSkipsProvidersAndUnavailable(t *testing.T) {
 	if d.hold(rows, 2) {
 		t.Error("a provider's pick was held")
 	}
-	rows[0].Load = load.Load{Pending: 1}
+	rows[0].Load = load.Load{Waiting: 0, Fresh: 1}
 	if d.hold(rows, 0) {
 		t.Error("w0 has one waiting under a threshold of 2: want routed")
 	}

@@ -9,9 +9,9 @@ import (
 )
 
 // Flow control: a request is held, not routed, while every eligible worker
-// has the gateway's queue threshold of requests waiting for their first
-// token, counting both what the last scrape saw and what was routed since;
-// a held request leaves no record.
+// has the gateway's queue threshold of requests waiting to be scheduled,
+// counting both what the last scrape saw and what was routed since; a held
+// request leaves no record.
 func TestHoldWhenSaturated(t *testing.T) {
 	a, b := newFakeWorker(t, "m"), newFakeWorker(t, "m")
 	tr := startRouter(t, nil, a, b)
@@ -57,9 +57,9 @@ func TestHoldWhenSaturated(t *testing.T) {
 		t.Errorf("no threshold: routed to %s, want b (the shorter queue)", id)
 	}
 
-	// b's queue drains to one waiting (r2, still predicted to be
-	// prefilling its long prompt): room for one more, then b has two
-	// waiting for their first token (r2 and r3) and the next is held.
+	// b's queue drains to one waiting: room for one more, then b has two
+	// waiting (the scraped one and r3, routed since) and the next is
+	// held.
 	b.setLoad(1, 4)
 	tr.waitLoads(t, a, b)
 	if id, err := chosen(route("r3", 2, false, long)); err != nil || id != "b" {

@@ -91,7 +91,7 @@ func (d *decision) holdReason() string {
 	if d.req.GetHold() {
 		return "held: the gateway's queue has requests waiting"
 	}
-	return "held: every eligible local worker has " + strconv.Itoa(int(d.req.GetQueueThreshold())) + " or more requests waiting for their first token"
+	return "held: every eligible local worker has " + strconv.Itoa(int(d.req.GetQueueThreshold())) + " or more requests waiting to be scheduled"
 }
 
 func rejection(code routerv1.RejectCode, msg string) *routerv1.RouteResponse {

@@ -11,7 +11,7 @@ import (
 
 // Config is the gateway's flow control (its --queue-* flags).
 type Config struct {
-	// Threshold is the requests waiting for their first token a worker
+	// Threshold is the requests waiting to be scheduled a worker
 	// may have before it counts as full: when every worker that could
 	// serve a request is full, the request waits in the gateway's queue.
 	// 0 turns flow control off (requests queue in vLLM, first come first
@@ -38,7 +38,7 @@ func DefaultConfig() Config {
 // RegisterFlags registers the --queue-* flags.
 func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	d := DefaultConfig()
-	fs.IntVar(&c.Threshold, "queue-threshold", d.Threshold, "requests waiting for their first token per worker at which it is full; when every worker that could serve a request is full, it waits in the gateway's queue, released fairly across tenants (0: off, requests queue in vLLM)")
+	fs.IntVar(&c.Threshold, "queue-threshold", d.Threshold, "requests waiting to be scheduled (vllm:num_requests_waiting, plus those routed since the last scrape) per worker at which it is full; when every worker that could serve a request is full, it waits in the gateway's queue, released fairly across tenants (0: off, requests queue in vLLM)")
 	fs.IntVar(&c.MaxQueued, "queue-max-length", d.MaxQueued, "most requests waiting in the gateway's queue; when full, the tenant queueing most in the lowest class gives way (429, X-Switchyard-Shed-Reason: queue-full)")
 	fs.DurationVar(&c.MaxWait, "queue-max-wait", d.MaxWait, "longest wait in the gateway's queue; then 429 with Retry-After (X-Switchyard-Shed-Reason: queue-timeout)")
 	fs.DurationVar(&c.RetryInterval, "queue-retry-interval", d.RetryInterval, "how often the head of the gateway's queue asks the router again while nothing finishes here")

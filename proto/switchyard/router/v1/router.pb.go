@@ -213,7 +213,9 @@ type RouteRequest struct {
 	// Flow control (the gateway's queue, when the fleet is saturated). With
 	// queue_threshold > 0, a request the program would send to a local
 	// worker while every eligible local worker has queue_threshold or more
-	// requests waiting to start their prefill is held rather than routed:
+	// requests waiting to be scheduled (vllm:num_requests_waiting at the
+	// last scrape, plus the requests routed there since) is held rather than
+	// routed:
 	// the answer sets held, nothing is recorded, and the gateway asks again
 	// when capacity frees. A pick of a provider is never held.
 	QueueThreshold int32 `protobuf:"varint,9,opt,name=queue_threshold,json=queueThreshold,proto3" json:"queue_threshold,omitempty"`

@@ -128,13 +128,15 @@ func (l Load) Queue() int64 {
 // Ahead is the number of requests queued or running ahead of a new one.
 func (l Load) Ahead() int64 { return l.Queue() + l.Fresh }
 
-// WaitingNow is the requests believed to be waiting for their first
-// token: the table's pending entries (waiting or prefilling, fresh ones
-// included, which no scrape has seen yet) and the scraped waiting
-// requests it has no entry for. Flow control's saturation test reads it:
-// unlike the scraped figure it moves with every decision, on every
-// replica, and with the predicted progress of the prefills.
-func (l Load) WaitingNow() int64 { return l.Pending + l.Untracked }
+// WaitingNow is the requests believed waiting to be scheduled: the
+// worker's own count at the last scrape (vllm:num_requests_waiting, which
+// excludes what it is prefilling or decoding) plus the requests routed to
+// it since that scrape was sent, which it may not have scheduled yet.
+// Flow control's saturation test reads it: counting only what vLLM has
+// not scheduled leaves its batching alone (a worker prefilling several
+// prompts in one step is not full), and the fresh decisions keep the
+// count moving between scrapes, on every replica.
+func (l Load) WaitingNow() int64 { return l.Waiting + l.Fresh }
 
 // Estimate is a predicted TTFT on one endpoint and how it breaks down.
 type Estimate struct {
