@@ -204,7 +204,7 @@ func TestHoldSkipsProvidersAndUnavailable(t *testing.T) {
 	if d.hold(rows, 2) {
 		t.Error("a provider's pick was held")
 	}
-	rows[0].Load = load.Load{Waiting: 0, Fresh: 1}
+	rows[0].Load = load.Load{Waiting: 0, FreshPending: 1}
 	if d.hold(rows, 0) {
 		t.Error("w0 has one waiting under a threshold of 2: want routed")
 	}

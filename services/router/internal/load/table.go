@@ -115,6 +115,9 @@ type Load struct {
 	// PendingTokens their uncached prompt tokens.
 	Pending       int64
 	PendingTokens int64
+	// FreshPending counts the pending entries decided since the last
+	// scrape was sent, which the scraped counts do not include.
+	FreshPending int64
 	// Untracked is the scraped waiting requests the table has no pending
 	// entry for.
 	Untracked int64
@@ -131,12 +134,13 @@ func (l Load) Ahead() int64 { return l.Queue() + l.Fresh }
 // WaitingNow is the requests believed waiting to be scheduled: the
 // worker's own count at the last scrape (vllm:num_requests_waiting, which
 // excludes what it is prefilling or decoding) plus the requests routed to
-// it since that scrape was sent, which it may not have scheduled yet.
-// Flow control's saturation test reads it: counting only what vLLM has
+// it since that scrape was sent and not yet predicted to have their first
+// token. Flow control's saturation test reads it: counting what vLLM has
 // not scheduled leaves its batching alone (a worker prefilling several
-// prompts in one step is not full), and the fresh decisions keep the
-// count moving between scrapes, on every replica.
-func (l Load) WaitingNow() int64 { return l.Waiting + l.Fresh }
+// prompts in one step is not full, nor is one decoding many), and the
+// fresh decisions keep the count moving between scrapes, on every
+// replica.
+func (l Load) WaitingNow() int64 { return l.Waiting + l.FreshPending }
 
 // Estimate is a predicted TTFT on one endpoint and how it breaks down.
 type Estimate struct {
@@ -787,6 +791,7 @@ func (ep *endpoint) load() Load {
 		CompletedSinceScrape: ep.completedOld,
 		Pending:              ep.pending,
 		PendingTokens:        ep.pendingTokens,
+		FreshPending:         ep.pending - ep.pendingOld,
 		Untracked:            max(0, ep.waiting-ep.pendingOld),
 	}
 }
