@@ -35,6 +35,7 @@ const (
 // threshold, and whether to hold the request whatever the load.
 type flowRoute struct {
 	threshold int32
+	kv        float64
 	hold      bool
 }
 
@@ -85,7 +86,7 @@ func (c *call) routeFirst(ctx context.Context, body []byte) (*routerv1.RouteResp
 		rr, apiErr := c.route(ctx, body, nil, flowRoute{})
 		return rr, apiErr, nil
 	}
-	fr := flowRoute{threshold: int32(c.g.cfg.Flow.Threshold), hold: q.Busy()}
+	fr := flowRoute{threshold: int32(c.g.cfg.Flow.Threshold), kv: c.g.cfg.Flow.KVCacheThreshold, hold: q.Busy()}
 	rr, apiErr := c.route(ctx, body, nil, fr)
 	if apiErr != nil || !rr.GetHeld() {
 		return rr, apiErr, nil

@@ -391,6 +391,7 @@ func (c *call) route(ctx context.Context, body []byte, exclude []string, fr flow
 		Body:             body,
 		ExcludeEndpoints: exclude,
 		QueueThreshold:   fr.threshold,
+		KvCacheThreshold: fr.kv,
 		Hold:             fr.hold,
 	})
 	c.g.metrics.routeSeconds.Observe(time.Since(t0).Seconds())

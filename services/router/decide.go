@@ -508,7 +508,8 @@ func (d *decision) Pick(rows []load.Backend, rotation uint64) int {
 // in hand: a request the program sends to a local worker is held when the
 // gateway asks (its queue has requests waiting) or when every eligible
 // local worker has the gateway's queue threshold or more requests waiting
-// to be scheduled (load.Load.WaitingNow). Holding it here, rather than sending it on,
+// to be scheduled (load.Load.WaitingNow), or its KV cache filled to the
+// gateway's KV threshold. Holding it here, rather than sending it on,
 // keeps the waiting in the gateway, where it is released fairly across
 // tenants, and out of vLLM's first-come-first-served queue. A provider's
 // pick is never held: a burst policy already decided where the overflow
@@ -524,9 +525,13 @@ func (d *decision) hold(rows []load.Backend, chosen int) bool {
 	if threshold <= 0 {
 		return false
 	}
+	kv := d.req.GetKvCacheThreshold()
 	for i := range rows {
 		r := &rows[i]
-		if r.Kind != endpoints.KindProvider && d.bs[i].Unavailable == "" && r.Load.WaitingNow() < threshold {
+		if r.Kind == endpoints.KindProvider || d.bs[i].Unavailable != "" {
+			continue
+		}
+		if r.Load.WaitingNow() < threshold && (kv <= 0 || r.KVCacheUsage < kv) {
 			return false
 		}
 	}

@@ -208,6 +208,18 @@ func TestHoldSkipsProvidersAndUnavailable(t *testing.T) {
 	if d.hold(rows, 0) {
 		t.Error("w0 has one waiting under a threshold of 2: want routed")
 	}
+	rows[0].KVCacheUsage = 0.95
+	if d.hold(rows, 0) {
+		t.Error("no KV threshold: a full cache does not hold")
+	}
+	d.req = &routerv1.RouteRequest{QueueThreshold: 2, KvCacheThreshold: 0.9}
+	if !d.hold(rows, 0) {
+		t.Error("w0's KV cache 95% full over a 90% threshold: want held")
+	}
+	rows[0].KVCacheUsage = 0.5
+	if d.hold(rows, 0) {
+		t.Error("w0's KV cache half full: want routed")
+	}
 	d.req = &routerv1.RouteRequest{Hold: true}
 	if !d.hold(rows, 0) || d.hold(rows, 2) {
 		t.Error("hold: want a worker's pick held and a provider's not")

@@ -91,7 +91,11 @@ func (d *decision) holdReason() string {
 	if d.req.GetHold() {
 		return "held: the gateway's queue has requests waiting"
 	}
-	return "held: every eligible local worker has " + strconv.Itoa(int(d.req.GetQueueThreshold())) + " or more requests waiting to be scheduled"
+	msg := "held: every eligible local worker has " + strconv.Itoa(int(d.req.GetQueueThreshold())) + " or more requests waiting to be scheduled"
+	if kv := d.req.GetKvCacheThreshold(); kv > 0 {
+		msg += " or its KV cache " + strconv.FormatFloat(kv*100, 'f', -1, 64) + "% full"
+	}
+	return msg
 }
 
 func rejection(code routerv1.RejectCode, msg string) *routerv1.RouteResponse {

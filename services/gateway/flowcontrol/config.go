@@ -19,6 +19,11 @@ type Config struct {
 	// shorter; too low leaves a worker idle between a prefill finishing
 	// and the next request arriving.
 	Threshold int
+	// KVCacheThreshold is the KV cache usage (0..1) at which a worker is
+	// full too, whatever its queue (0: queue only). Keeping some of the
+	// cache free lets a newcomer start at once rather than wait for a
+	// running request to finish; only meaningful with Threshold > 0.
+	KVCacheThreshold float64
 	// MaxQueued bounds the requests waiting in the gateway's queue; a full
 	// queue sheds (package comment).
 	MaxQueued int
@@ -32,13 +37,14 @@ type Config struct {
 
 // DefaultConfig is what the flags default to.
 func DefaultConfig() Config {
-	return Config{Threshold: 2, MaxQueued: 1024, MaxWait: 30 * time.Second, RetryInterval: 20 * time.Millisecond}
+	return Config{Threshold: 2, KVCacheThreshold: 0.9, MaxQueued: 1024, MaxWait: 30 * time.Second, RetryInterval: 20 * time.Millisecond}
 }
 
 // RegisterFlags registers the --queue-* flags.
 func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	d := DefaultConfig()
 	fs.IntVar(&c.Threshold, "queue-threshold", d.Threshold, "requests waiting to be scheduled (vllm:num_requests_waiting, plus those routed since the last scrape) per worker at which it is full; when every worker that could serve a request is full, it waits in the gateway's queue, released fairly across tenants (0: off, requests queue in vLLM)")
+	fs.Float64Var(&c.KVCacheThreshold, "queue-kv-cache-threshold", d.KVCacheThreshold, "KV cache usage (0..1, vllm:kv_cache_usage_perc) at which a worker is full too, whatever its queue (0: queue only); the cache left free lets a newcomer start at once")
 	fs.IntVar(&c.MaxQueued, "queue-max-length", d.MaxQueued, "most requests waiting in the gateway's queue; when full, the tenant queueing most in the lowest class gives way (429, X-Switchyard-Shed-Reason: queue-full)")
 	fs.DurationVar(&c.MaxWait, "queue-max-wait", d.MaxWait, "longest wait in the gateway's queue; then 429 with Retry-After (X-Switchyard-Shed-Reason: queue-timeout)")
 	fs.DurationVar(&c.RetryInterval, "queue-retry-interval", d.RetryInterval, "how often the head of the gateway's queue asks the router again while nothing finishes here")
@@ -52,6 +58,9 @@ func (c *Config) Validate() error {
 	var errs []error
 	if c.Threshold < 0 || c.Threshold > 10_000 {
 		errs = append(errs, fmt.Errorf("queue-threshold %d: want 0 (off) to 10000", c.Threshold))
+	}
+	if c.KVCacheThreshold < 0 || c.KVCacheThreshold > 1 {
+		errs = append(errs, fmt.Errorf("queue-kv-cache-threshold %g: want 0 (off) to 1", c.KVCacheThreshold))
 	}
 	if !c.Enabled() {
 		return errors.Join(errs...)

@@ -222,9 +222,15 @@ type RouteRequest struct {
 	// Hold a request the program would send to a local worker whatever the
 	// load: the gateway's queue has requests waiting, and a new one joins
 	// them instead of overtaking them. The answer is as for queue_threshold.
-	Hold          bool `protobuf:"varint,10,opt,name=hold,proto3" json:"hold,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Hold bool `protobuf:"varint,10,opt,name=hold,proto3" json:"hold,omitempty"`
+	// With kv_cache_threshold > 0, a worker whose KV cache usage
+	// (vllm:kv_cache_usage_perc, 0..1, at the last scrape) is at or above it
+	// is full too, whatever its queue: the KV cache left free is what lets a
+	// newcomer start at once instead of waiting for a running request to
+	// finish (or preempting one).
+	KvCacheThreshold float64 `protobuf:"fixed64,11,opt,name=kv_cache_threshold,json=kvCacheThreshold,proto3" json:"kv_cache_threshold,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *RouteRequest) Reset() {
@@ -325,6 +331,13 @@ func (x *RouteRequest) GetHold() bool {
 		return x.Hold
 	}
 	return false
+}
+
+func (x *RouteRequest) GetKvCacheThreshold() float64 {
+	if x != nil {
+		return x.KvCacheThreshold
+	}
+	return 0
 }
 
 type Target struct {
@@ -1045,7 +1058,7 @@ var File_switchyard_router_v1_router_proto protoreflect.FileDescriptor
 
 const file_switchyard_router_v1_router_proto_rawDesc = "" +
 	"\n" +
-	"!switchyard/router/v1/router.proto\x12\x14switchyard.router.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xbd\x02\n" +
+	"!switchyard/router/v1/router.proto\x12\x14switchyard.router.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xeb\x02\n" +
 	"\fRouteRequest\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x16\n" +
@@ -1059,7 +1072,8 @@ const file_switchyard_router_v1_router_proto_rawDesc = "" +
 	"count_only\x18\b \x01(\bR\tcountOnly\x12'\n" +
 	"\x0fqueue_threshold\x18\t \x01(\x05R\x0equeueThreshold\x12\x12\n" +
 	"\x04hold\x18\n" +
-	" \x01(\bR\x04hold\"\xb3\x01\n" +
+	" \x01(\bR\x04hold\x12,\n" +
+	"\x12kv_cache_threshold\x18\v \x01(\x01R\x10kvCacheThreshold\"\xb3\x01\n" +
 	"\x06Target\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x10\n" +
 	"\x03url\x18\x02 \x01(\tR\x03url\x124\n" +
