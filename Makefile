@@ -74,6 +74,10 @@ bench-routing: ## Routing benchmark on a simulated fleet, scaled down (~7.5 min 
 	$(BIN)/loadtest compare --switchyard-bin $(BIN)/switchyard --time-scale 10 --kv-events \
 	  --out bench/routing.json --table bench/routing.md --records -
 
+.PHONY: bench-fairness
+bench-fairness: ## Tenant fairness on a simulated fleet: a steady tenant beside a 10x flood, flow control on and off (~7 min): bench/fairness/fairness.md.
+	bench/fairness.sh
+
 .PHONY: fuzz
 fuzz: ## Run every fuzz target for FUZZTIME each (default 20s); see scripts/fuzz.sh.
 	FUZZTIME=$(FUZZTIME) scripts/fuzz.sh

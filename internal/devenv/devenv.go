@@ -71,6 +71,8 @@ type Config struct {
 	// KeysFile, when set, is where dev writes the keys it made, one
 	// TENANT=KEY line each (mode 0600), for scripts to read.
 	KeysFile string
+	// ScrapeInterval is how often the router scrapes the workers' metrics.
+	ScrapeInterval time.Duration
 	// QueueThreshold is the gateway's --queue-threshold: flow control's
 	// per-worker threshold of requests waiting (0: off).
 	QueueThreshold int
@@ -107,6 +109,9 @@ func DefaultConfig() Config {
 		PolicydHTTPAddr:    "127.0.0.1:9093",
 		Tenants:            []string{DevTenant},
 		QueueThreshold:     gateway.DefaultConfig().Flow.Threshold,
+		// Simulated workers answer in microseconds; scrape them often so
+		// the load the router sees is fresh even at high time scales.
+		ScrapeInterval: 250 * time.Millisecond,
 	}
 }
 
@@ -150,6 +155,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 		return nil
 	})
 	fs.StringVar(&c.KeysFile, "keys-file", "", "with --auth: also write the keys dev made to this file, one TENANT=KEY line each (mode 0600)")
+	fs.DurationVar(&c.ScrapeInterval, "scrape-interval", d.ScrapeInterval, "how often the router scrapes the workers' metrics (wall time: at --time-scale 10, 250ms is 2.5 s of model time)")
 	fs.IntVar(&c.QueueThreshold, "queue-threshold", d.QueueThreshold, "the gateway's flow control: requests waiting per worker at which it is full and requests wait in the gateway's queue, released fairly across tenants (0: off)")
 	fs.StringVar(&c.PolicydGRPCAddr, "policyd-grpc-addr", d.PolicydGRPCAddr, "policyd gRPC listen address")
 	fs.StringVar(&c.PolicydHTTPAddr, "policyd-http-addr", d.PolicydHTTPAddr, "policyd REST listen address")
@@ -185,6 +191,9 @@ func (c *Config) Validate() error {
 			errs = append(errs, fmt.Errorf("tenants: %q listed twice", t))
 		}
 		seen[t] = true
+	}
+	if c.ScrapeInterval < 10*time.Millisecond || c.ScrapeInterval > time.Minute {
+		errs = append(errs, fmt.Errorf("scrape-interval %s: want 10ms to 1m", c.ScrapeInterval))
 	}
 	if c.QueueThreshold < 0 {
 		errs = append(errs, fmt.Errorf("queue-threshold %d: want 0 (off) or more", c.QueueThreshold))
@@ -303,9 +312,7 @@ func Start(ctx context.Context, cfg Config, log zerolog.Logger) (_ *Stack, err e
 	if s.policyd != nil {
 		rc.PolicydAddr = s.policyd.GRPCAddr()
 	}
-	// Simulated workers answer in microseconds; scrape them often so the
-	// load the router sees is fresh even at high time scales.
-	rc.ScrapeInterval = 250 * time.Millisecond
+	rc.ScrapeInterval = cfg.ScrapeInterval
 	rs, err := router.New(rc, log.With().Str("service", "router").Logger())
 	if err != nil {
 		return nil, fmt.Errorf("start router: %w", err)
