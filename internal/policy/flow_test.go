@@ -7,7 +7,9 @@ import (
 	"github.com/switchyard-dev/switchyard/api/v1alpha1"
 )
 
-func flowBackend(t *testing.T, tenants ...v1alpha1.Tenant) *Object {
+// tenantsBackend is GatewayBackend inference/front asking for API keys,
+// with tenants.
+func tenantsBackend(t *testing.T, tenants ...v1alpha1.Tenant) *Object {
 	t.Helper()
 	gw, err := ObjectOf(&v1alpha1.GatewayBackend{
 		Spec: v1alpha1.GatewayBackendSpec{Auth: &v1alpha1.AuthSpec{Mode: v1alpha1.AuthAPIKey}, Tenants: tenants},
@@ -25,7 +27,7 @@ func flowBackend(t *testing.T, tenants ...v1alpha1.Tenant) *Object {
 func TestTenantFlow(t *testing.T) {
 	dA, _ := digestOf("sy-key-of-team-a")
 	dB, _ := digestOf("sy-key-of-team-b")
-	gw := flowBackend(t,
+	gw := tenantsBackend(t,
 		v1alpha1.Tenant{Name: "team-a", KeyDigests: []string{dA}, Weight: 3, Priority: v1alpha1.PrioritySheddable, MaxPriority: v1alpha1.PriorityCritical},
 		v1alpha1.Tenant{Name: "team-b", KeyDigests: []string{dB}, Priority: v1alpha1.PriorityCritical})
 	snap, diags := Compile([]*Object{gw})
@@ -56,7 +58,7 @@ func TestTenantFlow(t *testing.T) {
 // Bad flow settings are refused with their field paths.
 func TestTenantFlowInvalid(t *testing.T) {
 	dA, _ := digestOf("sy-key-of-team-a")
-	gw := flowBackend(t,
+	gw := tenantsBackend(t,
 		v1alpha1.Tenant{Name: "team-a", KeyDigests: []string{dA}, Weight: 1001, Priority: "Urgent", MaxPriority: v1alpha1.PriorityStandard},
 		v1alpha1.Tenant{Name: "team-b", Priority: v1alpha1.PriorityCritical, MaxPriority: v1alpha1.PrioritySheddable})
 	_, diags := Compile([]*Object{gw})

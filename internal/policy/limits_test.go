@@ -14,18 +14,7 @@ import (
 func limitedBackend(t *testing.T, limits *v1alpha1.TenantLimits) *Object {
 	t.Helper()
 	dA, _ := digestOf("sy-key-of-team-a")
-	gw, err := ObjectOf(&v1alpha1.GatewayBackend{
-		Spec: v1alpha1.GatewayBackendSpec{
-			Auth:    &v1alpha1.AuthSpec{Mode: v1alpha1.AuthAPIKey},
-			Tenants: []v1alpha1.Tenant{{Name: "team-a", KeyDigests: []string{dA}, Limits: limits}},
-		},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	gw.Namespace, gw.Name = "inference", "front"
-	gw.Backend.Namespace, gw.Backend.Name = "inference", "front"
-	return gw
+	return tenantsBackend(t, v1alpha1.Tenant{Name: "team-a", KeyDigests: []string{dA}, Limits: limits})
 }
 
 // A tenant's limits reach the program, and the gateway, through the wire.
