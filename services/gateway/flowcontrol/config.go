@@ -37,7 +37,7 @@ type Config struct {
 
 // DefaultConfig is what the flags default to.
 func DefaultConfig() Config {
-	return Config{Threshold: 2, KVCacheThreshold: 0.9, MaxQueued: 1024, MaxWait: 30 * time.Second, RetryInterval: 20 * time.Millisecond}
+	return Config{Threshold: 0, MaxQueued: 1024, MaxWait: 30 * time.Second, RetryInterval: 20 * time.Millisecond}
 }
 
 // RegisterFlags registers the --queue-* flags.
