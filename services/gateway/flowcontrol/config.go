@@ -14,8 +14,8 @@ type Config struct {
 	// Threshold is the requests waiting to be scheduled a worker
 	// may have before it counts as full: when every worker that could
 	// serve a request is full, the request waits in the gateway's queue.
-	// 0 turns flow control off (requests queue in vLLM, first come first
-	// served). Lower keeps the workers' queues, and so a newcomer's wait,
+	// 0, the default, turns flow control off (requests queue in vLLM,
+	// first come first served). Lower keeps the workers' queues, and so a newcomer's wait,
 	// shorter; too low leaves a worker idle between a prefill finishing
 	// and the next request arriving.
 	Threshold int

@@ -30,7 +30,7 @@ func TestConfigValidate(t *testing.T) {
 			t.Errorf("%v: want %q", err, want)
 		}
 	}
-	err = parse("--queue-max-length", "0", "--queue-max-wait", "0s", "--queue-retry-interval", "0s")
+	err = parse("--queue-threshold", "2", "--queue-max-length", "0", "--queue-max-wait", "0s", "--queue-retry-interval", "0s")
 	for _, want := range []string{"queue-max-length 0", "queue-max-wait 0s", "queue-retry-interval 0s"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%v: want %q", err, want)
