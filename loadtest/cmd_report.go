@@ -16,11 +16,17 @@ func reportCmd(_ context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	in := fs.String("in", "bench/routing.json", "result JSON to render")
 	var out outputs
-	fs.StringVar(&out.html, "html", "", "write the HTML report here")
-	fs.StringVar(&out.table, "table", "", "write the Markdown table here")
+	fs.StringVar(&out.html, "html", "", "write the HTML report here (empty or -: none)")
+	fs.StringVar(&out.table, "table", "", "write the Markdown table here (empty or -: none)")
 	title := fs.String("title", "Switchyard routing benchmark", "report title")
 	if code, ok := parse(fs, args); !ok {
 		return code
+	}
+	// "-" is none, as for run's outputs: not a file named "-".
+	for _, p := range []*string{&out.html, &out.table} {
+		if *p == "-" {
+			*p = ""
+		}
 	}
 	b, err := os.ReadFile(*in)
 	if err != nil {

@@ -230,8 +230,12 @@ func TestTenants(t *testing.T) {
 	}
 	// `loadtest report` renders them again from the JSON.
 	stdout.Reset()
-	if code := run(context.Background(), []string{"report", "--in", out}, &stdout, &stderr); code != 0 ||
+	t.Chdir(dir) // where a file named "-" would land
+	if code := run(context.Background(), []string{"report", "--in", out, "--html", "-", "--table", "-"}, &stdout, &stderr); code != 0 ||
 		!strings.Contains(stdout.String(), "| flood | shared-prefix | sheddable | 10 |") {
 		t.Errorf("report exit %d, table without the tenants:\n%s", code, stdout.String())
+	}
+	if _, err := os.Stat(filepath.Join(dir, "-")); !os.IsNotExist(err) {
+		t.Errorf("--html - / --table - wrote a file named -: %v", err)
 	}
 }
