@@ -75,41 +75,25 @@ func TestAPIKeys(t *testing.T) {
 	e.router.setTargets(testModel, up.target("w0"))
 	e.eventually(t, "policy snapshot", func() bool { p := e.gw.catalog.program(); return p != nil && p.AuthKeys() == 2 })
 
-	chat := func(key string, opts ...option.RequestOption) error {
-		client := openai.NewClient(append([]option.RequestOption{option.WithBaseURL(e.url + "/v1"), option.WithAPIKey(key), option.WithMaxRetries(0)}, opts...)...)
-		_, err := client.Chat.Completions.New(context.Background(), openai.ChatCompletionNewParams{
-			Model:    testModel,
-			Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("hi")},
-		})
-		return err
-	}
-	lastTenant := func() string {
-		calls := e.router.calls()
-		if len(calls) == 0 {
-			return ""
-		}
-		return calls[len(calls)-1].GetTenant()
-	}
-
 	t.Run("key accepted, tenant from the key", func(t *testing.T) {
-		if err := chat(keyA); err != nil {
+		if err := e.chat(keyA); err != nil {
 			t.Fatal(err)
 		}
-		if got := lastTenant(); got != "team-a" {
+		if got := e.router.lastTenant(); got != "team-a" {
 			t.Errorf("router saw tenant %q, want team-a", got)
 		}
 	})
 	t.Run("a header cannot choose the tenant", func(t *testing.T) {
-		if err := chat(keyA, option.WithHeader("X-Switchyard-Tenant", "team-b"), option.WithHeader("X-Tenant", "team-b")); err != nil {
+		if err := e.chat(keyA, option.WithHeader("X-Switchyard-Tenant", "team-b"), option.WithHeader("X-Tenant", "team-b")); err != nil {
 			t.Fatal(err)
 		}
-		if got := lastTenant(); got != "team-a" {
+		if got := e.router.lastTenant(); got != "team-a" {
 			t.Errorf("router saw tenant %q, want team-a", got)
 		}
 	})
 	t.Run("wrong key: 401 in OpenAI's shape, nothing forwarded", func(t *testing.T) {
 		hits, calls := up.hits.Load(), len(e.router.calls())
-		err := chat(apikey.Generate())
+		err := e.chat(apikey.Generate())
 		var apiErr *openai.Error
 		if !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusUnauthorized || apiErr.Code != "invalid_api_key" || apiErr.Type != "invalid_request_error" {
 			t.Fatalf("error %v, want 401 invalid_api_key", err)
@@ -122,8 +106,8 @@ func TestAPIKeys(t *testing.T) {
 		body := fmt.Sprintf(`{"model":%q,"messages":[{"role":"user","content":"hi"}]}`, testModel)
 		resp := e.post(t, "/v1/chat/completions", body, map[string]string{"x-api-key": keyB})
 		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK || lastTenant() != "team-b" {
-			t.Fatalf("x-api-key: status %d tenant %q, want 200 team-b", resp.StatusCode, lastTenant())
+		if resp.StatusCode != http.StatusOK || e.router.lastTenant() != "team-b" {
+			t.Fatalf("x-api-key: status %d tenant %q, want 200 team-b", resp.StatusCode, e.router.lastTenant())
 		}
 		resp = e.post(t, "/v1/chat/completions", body, map[string]string{"x-api-key": "sy-" + strings.Repeat("x", 43), "anthropic-version": "2023-06-01"})
 		out, _ := io.ReadAll(resp.Body)
@@ -155,7 +139,7 @@ func TestAPIKeys(t *testing.T) {
 		}
 	})
 	t.Run("revoked key: 401 from the next request after the update", func(t *testing.T) {
-		if err := chat(keyB); err != nil {
+		if err := e.chat(keyB); err != nil {
 			t.Fatal(err)
 		}
 		if err := os.WriteFile(file, []byte(keyedCatalog(map[string]string{"team-a": keyA})), 0o600); err != nil {
@@ -163,10 +147,10 @@ func TestAPIKeys(t *testing.T) {
 		}
 		e.eventually(t, "the revocation served", func() bool { return e.gw.catalog.program().AuthKeys() == 1 })
 		var apiErr *openai.Error
-		if err := chat(keyB); !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusUnauthorized {
+		if err := e.chat(keyB); !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusUnauthorized {
 			t.Fatalf("revoked key: %v, want 401", err)
 		}
-		if err := chat(keyA); err != nil {
+		if err := e.chat(keyA); err != nil {
 			t.Fatalf("the other tenant's key: %v", err)
 		}
 	})

@@ -19,6 +19,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
 	"github.com/rs/zerolog"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
@@ -130,6 +132,16 @@ func (tr *testRouter) setUnhealthy(id string) {
 		tr.unhealthy = map[string]bool{}
 	}
 	tr.unhealthy[id] = true
+}
+
+// lastTenant is the tenant of the last Route call, "" before any.
+func (tr *testRouter) lastTenant() string {
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	if len(tr.requests) == 0 {
+		return ""
+	}
+	return tr.requests[len(tr.requests)-1].GetTenant()
 }
 
 func (tr *testRouter) calls() []*routerv1.RouteRequest {
@@ -414,6 +426,17 @@ func newEnv(t testing.TB, o envOpts) *env {
 		return resp.StatusCode == http.StatusOK
 	})
 	return e
+}
+
+// chat sends one chat completion with the official OpenAI client, cred as
+// its API key (sent as Authorization: Bearer), without retries.
+func (e *env) chat(cred string, opts ...option.RequestOption) error {
+	client := openai.NewClient(append([]option.RequestOption{option.WithBaseURL(e.url + "/v1"), option.WithAPIKey(cred), option.WithMaxRetries(0)}, opts...)...)
+	_, err := client.Chat.Completions.New(context.Background(), openai.ChatCompletionNewParams{
+		Model:    testModel,
+		Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("hi")},
+	})
+	return err
 }
 
 func (e *env) eventually(t testing.TB, what string, cond func() bool) {

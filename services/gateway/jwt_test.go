@@ -1,7 +1,6 @@
 package gateway
 
 import (
-	"context"
 	"crypto"
 	"crypto/ecdsa"
 	"crypto/ed25519"
@@ -28,7 +27,6 @@ import (
 	jose "github.com/go-jose/go-jose/v4"
 	josejwt "github.com/go-jose/go-jose/v4/jwt"
 	"github.com/openai/openai-go/v3"
-	"github.com/openai/openai-go/v3/option"
 
 	"github.com/switchyard-dev/switchyard/internal/apikey"
 )
@@ -152,21 +150,6 @@ func TestJWT(t *testing.T) {
 	e.router.setTargets(testModel, up.target("w0"))
 	e.eventually(t, "policy snapshot", func() bool { p := e.gw.catalog.program(); return p != nil && p.AuthKeys() == 2 })
 
-	chat := func(token string) error {
-		client := openai.NewClient(option.WithBaseURL(e.url+"/v1"), option.WithAPIKey(token), option.WithMaxRetries(0))
-		_, err := client.Chat.Completions.New(context.Background(), openai.ChatCompletionNewParams{
-			Model:    testModel,
-			Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("hi")},
-		})
-		return err
-	}
-	lastTenant := func() string {
-		calls := e.router.calls()
-		if len(calls) == 0 {
-			return ""
-		}
-		return calls[len(calls)-1].GetTenant()
-	}
 	now := time.Now()
 	claims := func(edit func(map[string]any)) map[string]any {
 		c := map[string]any{"iss": "https://idp.example", "aud": []string{"other", "switchyard"}, "sub": "alice",
@@ -179,22 +162,22 @@ func TestJWT(t *testing.T) {
 
 	for _, kid := range []string{"rsa1", "ec1", "ed1"} {
 		t.Run("valid "+kid+" token: tenant from the claim", func(t *testing.T) {
-			if err := chat(idp.sign(t, kid, kid, claims(nil))); err != nil {
+			if err := e.chat(idp.sign(t, kid, kid, claims(nil))); err != nil {
 				t.Fatal(err)
 			}
-			if got := lastTenant(); got != "team-b" {
+			if got := e.router.lastTenant(); got != "team-b" {
 				t.Errorf("router saw tenant %q, want team-b", got)
 			}
 		})
 	}
 	t.Run("within the clock skew", func(t *testing.T) {
-		if err := chat(idp.sign(t, "ec1", "ec1", claims(func(c map[string]any) { c["exp"] = now.Add(-30 * time.Second).Unix() }))); err != nil {
+		if err := e.chat(idp.sign(t, "ec1", "ec1", claims(func(c map[string]any) { c["exp"] = now.Add(-30 * time.Second).Unix() }))); err != nil {
 			t.Fatal(err)
 		}
 	})
 	t.Run("API keys still work", func(t *testing.T) {
-		if err := chat(keyA); err != nil || lastTenant() != "team-a" {
-			t.Fatalf("API key: %v, tenant %q", err, lastTenant())
+		if err := e.chat(keyA); err != nil || e.router.lastTenant() != "team-a" {
+			t.Fatalf("API key: %v, tenant %q", err, e.router.lastTenant())
 		}
 	})
 
@@ -225,7 +208,7 @@ func TestJWT(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			hits, calls := up.hits.Load(), len(e.router.calls())
 			before := scrape(t, e.metricsURL)
-			err := chat(c.token)
+			err := e.chat(c.token)
 			var apiErr *openai.Error
 			if !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusUnauthorized || apiErr.Code != "invalid_token" {
 				t.Fatalf("error %v, want 401 invalid_token", err)
@@ -250,7 +233,7 @@ func TestJWT(t *testing.T) {
 		if resp.StatusCode != http.StatusUnauthorized || !strings.Contains(string(out), `"type":"authentication_error"`) {
 			t.Fatalf("status %d %s, want 401 authentication_error", resp.StatusCode, out)
 		}
-		if err := chat(idp.sign(t, "ed1", "ed1", claims(nil))); err != nil {
+		if err := e.chat(idp.sign(t, "ed1", "ed1", claims(nil))); err != nil {
 			t.Fatal(err)
 		}
 	})
@@ -262,8 +245,8 @@ func TestJWT(t *testing.T) {
 		idp.keys["ec2"], idp.algs["ec2"] = k, jose.ES256
 		tok := idp.sign(t, "ec2", "ec2", claims(nil))
 		idp.publish(t, "rsa1", "ec2")
-		e.eventually(t, "the new key accepted", func() bool { return chat(tok) == nil })
-		if err := chat(idp.sign(t, "ec1", "ec1", claims(nil))); err == nil {
+		e.eventually(t, "the new key accepted", func() bool { return e.chat(tok) == nil })
+		if err := e.chat(idp.sign(t, "ec1", "ec1", claims(nil))); err == nil {
 			t.Error("a key removed from the JWKS is still accepted")
 		}
 	})
@@ -385,25 +368,10 @@ func TestJWTFromGatewayBackend(t *testing.T) {
 		return idp.sign(t, kid, kid, map[string]any{"iss": iss, "aud": "switchyard", "tenant": tenant,
 			"iat": now.Unix(), "exp": now.Add(time.Hour).Unix()})
 	}
-	chat := func(cred string) error {
-		client := openai.NewClient(option.WithBaseURL(e.url+"/v1"), option.WithAPIKey(cred), option.WithMaxRetries(0))
-		_, err := client.Chat.Completions.New(context.Background(), openai.ChatCompletionNewParams{
-			Model:    testModel,
-			Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("hi")},
-		})
-		return err
-	}
-	lastTenant := func() string {
-		calls := e.router.calls()
-		if len(calls) == 0 {
-			return ""
-		}
-		return calls[len(calls)-1].GetTenant()
-	}
 	refused := func(t *testing.T, cred, reason string) {
 		t.Helper()
 		before := scrape(t, e.metricsURL)
-		err := chat(cred)
+		err := e.chat(cred)
 		var apiErr *openai.Error
 		if !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusUnauthorized || apiErr.Code != "invalid_token" {
 			t.Fatalf("error %v, want 401 invalid_token", err)
@@ -414,10 +382,10 @@ func TestJWTFromGatewayBackend(t *testing.T) {
 	}
 
 	t.Run("a token for a tenant without keys", func(t *testing.T) {
-		if err := chat(token(idp, "ec1", "https://idp.example", "team-b")); err != nil {
+		if err := e.chat(token(idp, "ec1", "https://idp.example", "team-b")); err != nil {
 			t.Fatal(err)
 		}
-		if got := lastTenant(); got != "team-b" {
+		if got := e.router.lastTenant(); got != "team-b" {
 			t.Errorf("router saw tenant %q, want team-b", got)
 		}
 	})
@@ -460,8 +428,8 @@ func TestJWTFromGatewayBackend(t *testing.T) {
 		write(jwtBackend("JWT", "https://idp2.example", jwksURL, ""))
 		e.eventually(t, "the new GatewayBackend", issuerIs("https://idp2.example"))
 		refused(t, token(idp, "rsa1", "https://idp.example", "team-a"), "jwt_claims")
-		if err := chat(token(idp, "rsa1", "https://idp2.example", "team-a")); err != nil || lastTenant() != "team-a" {
-			t.Fatalf("a token of the new issuer: %v, tenant %q", err, lastTenant())
+		if err := e.chat(token(idp, "rsa1", "https://idp2.example", "team-a")); err != nil || e.router.lastTenant() != "team-a" {
+			t.Fatalf("a token of the new issuer: %v, tenant %q", err, e.router.lastTenant())
 		}
 	})
 	t.Run("a new JWKS URL takes effect without a restart", func(t *testing.T) {
@@ -470,7 +438,7 @@ func TestJWTFromGatewayBackend(t *testing.T) {
 		e.eventually(t, "the new GatewayBackend", func() bool { p := e.gw.catalog.program(); return p != nil && p.JWT.JWKSURL != jwksURL })
 		// Same kids, other keys: a stale key set would refuse the new
 		// IdP's tokens and accept the old one's.
-		if err := chat(token(other, "ed1", "https://idp2.example", "team-b")); err != nil {
+		if err := e.chat(token(other, "ed1", "https://idp2.example", "team-b")); err != nil {
 			t.Fatalf("a token signed by the new JWKS's key: %v", err)
 		}
 		refused(t, token(idp, "ed1", "https://idp2.example", "team-b"), "jwt_invalid")
@@ -479,14 +447,14 @@ func TestJWTFromGatewayBackend(t *testing.T) {
 		key := apikey.Generate()
 		write(jwtBackend("APIKey", "https://idp.example", jwksURL, key))
 		e.eventually(t, "the new GatewayBackend", func() bool { p := e.gw.catalog.program(); return p != nil && p.AuthMode == "APIKey" })
-		if err := chat(key); err != nil || lastTenant() != "team-a" {
-			t.Fatalf("API key: %v, tenant %q", err, lastTenant())
+		if err := e.chat(key); err != nil || e.router.lastTenant() != "team-a" {
+			t.Fatalf("API key: %v, tenant %q", err, e.router.lastTenant())
 		}
-		if err := chat(token(idp, "rsa1", "https://idp.example", "team-b")); err != nil || lastTenant() != "team-b" {
-			t.Fatalf("JWT of the keyless tenant: %v, tenant %q", err, lastTenant())
+		if err := e.chat(token(idp, "rsa1", "https://idp.example", "team-b")); err != nil || e.router.lastTenant() != "team-b" {
+			t.Fatalf("JWT of the keyless tenant: %v, tenant %q", err, e.router.lastTenant())
 		}
 		var apiErr *openai.Error
-		if err := chat(apikey.Generate()); !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusUnauthorized || apiErr.Code != "invalid_api_key" {
+		if err := e.chat(apikey.Generate()); !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusUnauthorized || apiErr.Code != "invalid_api_key" {
 			t.Fatalf("an unknown key: %v, want 401 invalid_api_key", err)
 		}
 	})
