@@ -67,12 +67,11 @@ func (c *call) priority(r *http.Request) (flowcontrol.Class, float64, error) {
 	return want, float64(tf.Weight), nil
 }
 
+// classOf is a configured priority's class; policyd validated it (an
+// unknown one, which Rank calls -1, is Standard).
 func classOf(p v1alpha1.Priority) flowcontrol.Class {
-	switch p {
-	case v1alpha1.PriorityCritical:
-		return flowcontrol.Critical
-	case v1alpha1.PrioritySheddable:
-		return flowcontrol.Sheddable
+	if r := p.Rank(); r >= 0 {
+		return flowcontrol.Class(r)
 	}
 	return flowcontrol.Standard
 }

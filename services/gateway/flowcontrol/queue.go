@@ -66,7 +66,9 @@ import (
 	"time"
 )
 
-// Class is a request's priority band.
+// Class is a request's priority band. Its values are
+// v1alpha1.Priority's ranks, so a tenant's configured priority converts
+// with Class(p.Rank()).
 type Class int8
 
 // The classes, lowest first.
@@ -471,8 +473,6 @@ func (t *Ticket) Leave() {
 	q.dispatchLocked()
 }
 
-// Waited is how long the ticket has been in the queue.
-func (t *Ticket) Waited(now time.Time) time.Duration { return now.Sub(t.joined) }
 
 // Run kicks the queue every interval while requests wait, until ctx ends:
 // capacity also frees where this gateway cannot see it (other gateways'

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"testing"
 	"time"
+
+	"github.com/switchyard-dev/switchyard/api/v1alpha1"
 )
 
 // serve lets n requests through, one turn each, and returns their
@@ -237,5 +239,20 @@ func TestConcurrentWaiters(t *testing.T) {
 	}
 	if q.Len() != 0 {
 		t.Errorf("len %d after every request finished", q.Len())
+	}
+}
+
+// Classes are v1alpha1.Priority's ranks, which the gateway converts with.
+func TestClassesMatchPriorityRanks(t *testing.T) {
+	for _, c := range []struct {
+		p    v1alpha1.Priority
+		want Class
+	}{{v1alpha1.PrioritySheddable, Sheddable}, {v1alpha1.PriorityStandard, Standard}, {v1alpha1.PriorityCritical, Critical}} {
+		if got := Class(c.p.Rank()); got != c.want {
+			t.Errorf("%s: class %v, want %v", c.p, got, c.want)
+		}
+		if got, err := ParseClass(string(c.p)); err != nil || got != c.want {
+			t.Errorf("ParseClass(%s) = %v, %v", c.p, got, err)
+		}
 	}
 }
