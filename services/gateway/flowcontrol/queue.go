@@ -473,7 +473,6 @@ func (t *Ticket) Leave() {
 	q.dispatchLocked()
 }
 
-
 // Run kicks the queue every interval while requests wait, until ctx ends:
 // capacity also frees where this gateway cannot see it (other gateways'
 // requests finishing, prefills progressing), which only asking the router
