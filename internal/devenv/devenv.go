@@ -23,6 +23,7 @@ import (
 	"github.com/switchyard-dev/switchyard/internal/policy"
 	"github.com/switchyard-dev/switchyard/internal/sim"
 	"github.com/switchyard-dev/switchyard/services/gateway"
+	"github.com/switchyard-dev/switchyard/services/gateway/flowcontrol"
 	"github.com/switchyard-dev/switchyard/services/kvtracker"
 	"github.com/switchyard-dev/switchyard/services/policyd"
 	"github.com/switchyard-dev/switchyard/services/router"
@@ -73,9 +74,9 @@ type Config struct {
 	KeysFile string
 	// ScrapeInterval is how often the router scrapes the workers' metrics.
 	ScrapeInterval time.Duration
-	// QueueThreshold is the gateway's --queue-threshold: flow control's
-	// per-worker threshold of requests waiting (0: off).
-	QueueThreshold int
+	// Flow is the gateway's flow control, its --queue-* flags (off by
+	// default: --queue-threshold 0).
+	Flow flowcontrol.Config
 	// PolicydGRPCAddr and PolicydHTTPAddr are policyd's listen addresses.
 	PolicydGRPCAddr string
 	PolicydHTTPAddr string
@@ -108,7 +109,7 @@ func DefaultConfig() Config {
 		PolicydGRPCAddr:    "127.0.0.1:9092",
 		PolicydHTTPAddr:    "127.0.0.1:9093",
 		Tenants:            []string{DevTenant},
-		QueueThreshold:     gateway.DefaultConfig().Flow.Threshold,
+		Flow:               gateway.DefaultConfig().Flow,
 		// Simulated workers answer in microseconds; scrape them often so
 		// the load the router sees is fresh even at high time scales.
 		ScrapeInterval: 250 * time.Millisecond,
@@ -156,7 +157,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	})
 	fs.StringVar(&c.KeysFile, "keys-file", "", "with --auth: also write the keys dev made to this file, one TENANT=KEY line each (mode 0600)")
 	fs.DurationVar(&c.ScrapeInterval, "scrape-interval", d.ScrapeInterval, "how often the router scrapes the workers' metrics (wall time: at --time-scale 10, 250ms is 2.5 s of model time)")
-	fs.IntVar(&c.QueueThreshold, "queue-threshold", d.QueueThreshold, "the gateway's flow control: requests waiting per worker at which it is full and requests wait in the gateway's queue, released fairly across tenants (0: off)")
+	c.Flow.RegisterFlags(fs) // the gateway's --queue-* flags
 	fs.StringVar(&c.PolicydGRPCAddr, "policyd-grpc-addr", d.PolicydGRPCAddr, "policyd gRPC listen address")
 	fs.StringVar(&c.PolicydHTTPAddr, "policyd-http-addr", d.PolicydHTTPAddr, "policyd REST listen address")
 	fs.DurationVar(&c.ReadyTimeout, "ready-timeout", d.ReadyTimeout, "how long to wait for every component to become ready")
@@ -195,9 +196,7 @@ func (c *Config) Validate() error {
 	if c.ScrapeInterval < 10*time.Millisecond || c.ScrapeInterval > time.Minute {
 		errs = append(errs, fmt.Errorf("scrape-interval %s: want 10ms to 1m", c.ScrapeInterval))
 	}
-	if c.QueueThreshold < 0 {
-		errs = append(errs, fmt.Errorf("queue-threshold %d: want 0 (off) or more", c.QueueThreshold))
-	}
+	errs = append(errs, c.Flow.Validate())
 	if c.Endpoints == "" {
 		if err := c.Sim.Validate(); err != nil {
 			errs = append(errs, fmt.Errorf("sim: %w", err))
@@ -325,7 +324,7 @@ func Start(ctx context.Context, cfg Config, log zerolog.Logger) (_ *Stack, err e
 	gc.RouterAddr = rs.GRPCAddr()
 	gc.NATS.URL = s.natsURL
 	gc.AllowTagsHeader = true
-	gc.Flow.Threshold = cfg.QueueThreshold
+	gc.Flow = cfg.Flow
 	if s.policyd != nil {
 		gc.PolicydAddr = s.policyd.GRPCAddr()
 	}

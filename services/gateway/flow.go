@@ -32,10 +32,12 @@ const (
 )
 
 // flowRoute is what the router is asked besides the request: the queue
-// threshold, and whether to hold the request whatever the load.
+// and KV thresholds, the reserve the request must leave, and whether to
+// hold the request whatever the load.
 type flowRoute struct {
 	threshold int32
 	kv        float64
+	reserve   float64
 	hold      bool
 }
 
@@ -76,26 +78,41 @@ func classOf(p v1alpha1.Priority) flowcontrol.Class {
 	return flowcontrol.Standard
 }
 
+// flowAsk is what the router is asked for the request now: a tenant past
+// its share (or a sheddable request) leaves the reserve, and a request
+// that some waiting one would go before is held to join the queue behind
+// it.
+func (c *call) flowAsk(cost int64) flowRoute {
+	q, cfg := c.g.flow, &c.g.cfg.Flow
+	fr := flowRoute{threshold: int32(cfg.Threshold), kv: cfg.KVCacheThreshold}
+	if cfg.Reserve > 0 && q.Borrowing(c.tenant, c.weight, c.class) {
+		fr.reserve = cfg.Reserve
+	}
+	fr.hold = q.Ahead(flowcontrol.Item{Tenant: c.tenant, Weight: c.weight, Class: c.class, Cost: cost})
+	return fr
+}
+
 // routeFirst routes the request's first attempt through flow control. It
 // returns the router's answer, or a client-facing error, or a refusal
-// (the queue shed the request) for refuse to answer.
+// (the queue shed the request) for refuse to answer. A routed request's
+// claim on the fleet counts in its tenant's share until it finishes.
 func (c *call) routeFirst(ctx context.Context, body []byte) (*routerv1.RouteResponse, *openaiapi.APIError, error) {
 	q := c.g.flow
 	if q == nil {
 		rr, apiErr := c.route(ctx, body, nil, flowRoute{})
 		return rr, apiErr, nil
 	}
-	fr := flowRoute{threshold: int32(c.g.cfg.Flow.Threshold), kv: c.g.cfg.Flow.KVCacheThreshold, hold: q.Busy()}
-	rr, apiErr := c.route(ctx, body, nil, fr)
+	// Before the router has counted the prompt, a newcomer's cost is
+	// unknown: it is taken as 1 token, the least a request is charged.
+	rr, apiErr := c.route(ctx, body, nil, c.flowAsk(1))
 	if apiErr != nil || !rr.GetHeld() {
+		c.claim(rr)
 		return rr, apiErr, nil
 	}
 	d := rr.GetDecision()
+	cost := d.GetPromptTokens() - d.GetCachedTokens()
 	joined := time.Now()
-	tk, err := q.Join(flowcontrol.Item{
-		Tenant: c.tenant, Weight: c.weight, Class: c.class,
-		Cost: d.GetPromptTokens() - d.GetCachedTokens(),
-	}, joined)
+	tk, err := q.Join(flowcontrol.Item{Tenant: c.tenant, Weight: c.weight, Class: c.class, Cost: cost}, joined)
 	if err != nil {
 		return nil, nil, c.shed(err, 0)
 	}
@@ -103,7 +120,6 @@ func (c *call) routeFirst(ctx context.Context, body []byte) (*routerv1.RouteResp
 		c.queued = time.Since(joined)
 		c.g.flowMetrics.Waited(c.class, c.queued)
 	}()
-	fr.hold = false
 	for {
 		if err := tk.Turn(ctx); err != nil {
 			if ctx.Err() != nil {
@@ -111,6 +127,8 @@ func (c *call) routeFirst(ctx context.Context, body []byte) (*routerv1.RouteResp
 			}
 			return nil, nil, c.shed(err, time.Since(joined))
 		}
+		fr := c.flowAsk(cost)
+		fr.hold = false // its turn: it goes before every request waiting
 		rr, apiErr = c.route(ctx, body, nil, fr)
 		switch {
 		case apiErr != nil:
@@ -119,10 +137,31 @@ func (c *call) routeFirst(ctx context.Context, body []byte) (*routerv1.RouteResp
 		case rr.GetHeld():
 			tk.Held()
 		default:
+			c.claim(rr)
 			tk.Routed()
 			return rr, nil, nil
 		}
 	}
+}
+
+// claim counts a routed request's claim on the fleet's KV cache (its
+// uncached prompt plus its output limit) in its tenant's share, until
+// finish releases it.
+func (c *call) claim(rr *routerv1.RouteResponse) {
+	if rr.GetTarget() == nil {
+		return
+	}
+	d := rr.GetDecision()
+	c.unclaim = c.g.flow.Claim(c.tenant, c.weight, d.GetPromptTokens()-d.GetCachedTokens()+c.maxOutput())
+}
+
+// maxOutput is the output limit counted in the request's KV claim: its
+// own, or flow control's default.
+func (c *call) maxOutput() int64 {
+	if c.req.MaxTokens > 0 {
+		return c.req.MaxTokens
+	}
+	return c.g.cfg.Flow.DefaultMaxTokens
 }
 
 // shed is the refusal of a request the queue gave up.

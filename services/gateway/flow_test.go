@@ -12,6 +12,8 @@ import (
 
 	"github.com/switchyard-dev/switchyard/internal/apikey"
 	"github.com/switchyard-dev/switchyard/internal/bus"
+	routerv1 "github.com/switchyard-dev/switchyard/proto/switchyard/router/v1"
+	"github.com/switchyard-dev/switchyard/services/gateway/flowcontrol"
 )
 
 // flowCatalog is a GatewayBackend with two keyed tenants: team-a (weight
@@ -33,10 +35,17 @@ spec:
 
 type flowEnv struct {
 	*env
+	up         *vllm
 	keyA, keyB string
 }
 
 func newFlowEnv(t *testing.T, edit func(*Config)) *flowEnv {
+	t.Helper()
+	return newFlowEnvWith(t, modeOK, edit)
+}
+
+// newFlowEnvWith is newFlowEnv with its worker answering in mode.
+func newFlowEnvWith(t *testing.T, mode upstreamMode, edit func(*Config)) *flowEnv {
 	t.Helper()
 	keyA, keyB := apikey.Generate(), apikey.Generate()
 	dir := t.TempDir()
@@ -44,7 +53,7 @@ func newFlowEnv(t *testing.T, edit func(*Config)) *flowEnv {
 		t.Fatal(err)
 	}
 	pdAddr := servePolicydFiles(t, dir)
-	up := newVLLM(t, modeOK)
+	up := newVLLM(t, mode)
 	e := newEnv(t, envOpts{noNATS: true, cfg: func(c *Config) {
 		c.PolicydAddr, c.GatewayBackend = pdAddr, "keyed"
 		c.Flow.Threshold = 1
@@ -56,7 +65,7 @@ func newFlowEnv(t *testing.T, edit func(*Config)) *flowEnv {
 	e.router.setTargets(testModel, up.target("w0"))
 	e.router.setFree(0)
 	e.eventually(t, "policy snapshot", func() bool { p := e.gw.catalog.program(); return p != nil && p.AuthKeys() == 2 })
-	return &flowEnv{env: e, keyA: keyA, keyB: keyB}
+	return &flowEnv{env: e, up: up, keyA: keyA, keyB: keyB}
 }
 
 const flowBody = `{"model":"test-model","messages":[{"role":"user","content":"hi"}]}`
@@ -224,5 +233,75 @@ func TestFlowControlTimeout(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusTooManyRequests || !strings.Contains(string(body), `"rate_limit_error"`) {
 		t.Errorf("Messages API: %d %s, want 429 rate_limit_error", resp.StatusCode, body)
+	}
+}
+
+// A tenant that claims more than its share of what the gateway has routed
+// (in flight, uncached prompt plus output limit) asks the router to leave
+// the reserve; a tenant within its share does not, nor does a critical
+// request, while a sheddable one always does. Claims end with their
+// requests.
+func TestFlowControlReserve(t *testing.T) {
+	e := newFlowEnvWith(t, modeGateAfter1, func(c *Config) { c.Flow.Reserve = 0.2 })
+	e.router.setFree(100)
+	stream := `{"model":"test-model","stream":true,"max_tokens":64,"messages":[{"role":"user","content":"hi"}]}`
+	open := func(key string) *http.Response {
+		t.Helper()
+		resp := e.post(t, "/v1/chat/completions", stream, map[string]string{"Authorization": "Bearer " + key})
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("status %d", resp.StatusCode)
+		}
+		return resp
+	}
+	var held []*http.Response
+	for range 3 {
+		held = append(held, open(e.keyA))
+	}
+	held = append(held, open(e.keyB))
+	ask := func(key, priority string) *routerv1.RouteRequest {
+		t.Helper()
+		h := map[string]string{"Authorization": "Bearer " + key}
+		if priority != "" {
+			h[PriorityHeader] = priority
+		}
+		resp := e.post(t, "/v1/chat/completions", flowBody, h)
+		resp.Body.Close()
+		calls := e.router.calls()
+		return calls[len(calls)-1]
+	}
+	for _, c := range []struct {
+		name, key, priority string
+		reserve             float64
+	}{
+		{"team-a with 3 of 4 in flight", e.keyA, "", 0.2},
+		{"team-b with 1 of 4", e.keyB, "", 0},
+		{"team-a's critical request", e.keyA, "critical", 0},
+		{"team-b's sheddable request", e.keyB, "sheddable", 0.2},
+	} {
+		req := ask(c.key, c.priority)
+		if req.GetKvReserve() != c.reserve || req.GetQueueThreshold() != 1 {
+			t.Errorf("%s: asked with reserve %g threshold %d, want %g and 1", c.name, req.GetKvReserve(), req.GetQueueThreshold(), c.reserve)
+		}
+		if req.GetMaxOutputTokens() != 1024 {
+			t.Errorf("%s: max_output_tokens %d, want the default 1024 (the body sets none)", c.name, req.GetMaxOutputTokens())
+		}
+	}
+	close(e.up.gate)
+	for _, r := range held {
+		_, _ = io.Copy(io.Discard, r.Body)
+		r.Body.Close()
+	}
+	e.eventually(t, "claims released", func() bool { return !e.gw.flow.Borrowing("team-a", 1, flowcontrol.Standard) })
+	if req := ask(e.keyA, ""); req.GetKvReserve() != 0 {
+		t.Errorf("team-a alone: asked with reserve %g, want 0", req.GetKvReserve())
+	}
+	var first *routerv1.RouteRequest
+	for _, r := range e.router.calls() {
+		if r.GetMaxOutputTokens() == 64 {
+			first = r
+		}
+	}
+	if first == nil {
+		t.Error("no request asked with the body's max_tokens 64")
 	}
 }

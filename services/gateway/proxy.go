@@ -82,6 +82,9 @@ type call struct {
 	class  flowcontrol.Class
 	weight float64
 	queued time.Duration
+	// unclaim releases the routed request's claim in its tenant's share
+	// of the fleet (flow control); nil when none was counted.
+	unclaim func()
 
 	attempts int
 	target   *routerv1.Target
@@ -392,6 +395,8 @@ func (c *call) route(ctx context.Context, body []byte, exclude []string, fr flow
 		ExcludeEndpoints: exclude,
 		QueueThreshold:   fr.threshold,
 		KvCacheThreshold: fr.kv,
+		KvReserve:        fr.reserve,
+		MaxOutputTokens:  c.maxOutput(),
 		Hold:             fr.hold,
 	})
 	c.g.metrics.routeSeconds.Observe(time.Since(t0).Seconds())
@@ -803,6 +808,9 @@ func (c *call) tokens() (prompt, cached, completion int64) {
 // finish records metrics and publishes the usage event.
 func (c *call) finish() {
 	end := time.Now()
+	if c.unclaim != nil {
+		c.unclaim()
+	}
 	if c.g.flow != nil && c.target != nil {
 		// A routed request's end frees a slot: the queue's head may go.
 		c.g.flow.Kick()

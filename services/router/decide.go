@@ -39,6 +39,9 @@ func (s *service) route(ctx context.Context, req *routerv1.RouteRequest, now tim
 	if req.GetRequestId() == "" {
 		return nil, errEmptyRequestID
 	}
+	if err := checkFlow(req); err != nil {
+		return nil, err
+	}
 	d := s.getDecision()
 	defer s.putDecision(d)
 	if req.GetCountOnly() {
@@ -190,6 +193,7 @@ func (s *service) decide(ctx context.Context, d *decision, req *routerv1.RouteRe
 		At:           now,
 		PromptTokens: d.tokens,
 		CachedTokens: row.CachedTokens,
+		OutputTokens: max(0, d.req.GetMaxOutputTokens()),
 	})
 	s.count(d)
 	return nil
@@ -471,6 +475,7 @@ func (s *service) tableRequest(d *decision) load.Request {
 		ID:           d.req.GetRequestId(),
 		Exclude:      d.req.GetExcludeEndpoints(),
 		PromptTokens: d.tokens,
+		OutputTokens: max(0, d.req.GetMaxOutputTokens()),
 		Cached:       d.cachedOn,
 	}
 }
@@ -497,45 +502,80 @@ func (d *decision) Pick(rows []load.Backend, rotation uint64) int {
 	}
 	d.preq.Rotation = rotation
 	d.st.prog.Evaluate(&d.preq, d.bs, &d.pd)
-	if c := d.pd.Chosen; c >= 0 && d.hold(rows, c) {
-		d.held = c
-		return -1
+	if c := d.pd.Chosen; c >= 0 {
+		return d.flow(rows, c)
 	}
-	return d.pd.Chosen
+	return -1
 }
 
-// hold is flow control's test, made under the table's lock with the pick
-// in hand: a request the program sends to a local worker is held when the
-// gateway asks (its queue has requests waiting) or when every eligible
-// local worker has the gateway's queue threshold or more requests waiting
-// to be scheduled (load.Load.WaitingNow), or its KV cache filled to the
-// gateway's KV threshold. Holding it here, rather than sending it on,
-// keeps the waiting in the gateway, where it is released fairly across
-// tenants, and out of vLLM's first-come-first-served queue. A provider's
-// pick is never held: a burst policy already decided where the overflow
-// goes.
-func (d *decision) hold(rows []load.Backend, chosen int) bool {
+// flow is flow control's step of the pick, made under the table's lock
+// with the program's choice in hand. It returns the row that takes the
+// request, or -1 with d.held set when the request is held: the gateway
+// asks (its queue has requests waiting), or every eligible local worker
+// is full for it (open says when). A choice that is full while another
+// eligible local worker is open is made again without the full ones, so
+// a request the fleet has room for starts where the room is. Holding,
+// rather than sending a request on to a full worker, keeps the waiting in
+// the gateway, where it is released fairly across tenants, and out of
+// vLLM's first-come-first-served queue. A provider's pick is never held:
+// a burst policy already decided where the overflow goes.
+func (d *decision) flow(rows []load.Backend, chosen int) int {
 	if rows[chosen].Kind == endpoints.KindProvider {
-		return false
+		return chosen
 	}
 	if d.req.GetHold() {
-		return true
+		d.held = chosen
+		return -1
 	}
-	threshold := int64(d.req.GetQueueThreshold())
-	if threshold <= 0 {
-		return false
+	if d.req.GetQueueThreshold() <= 0 || d.open(&rows[chosen]) {
+		return chosen
 	}
-	kv := d.req.GetKvCacheThreshold()
+	room := false
 	for i := range rows {
 		r := &rows[i]
 		if r.Kind == endpoints.KindProvider || d.bs[i].Unavailable != "" {
 			continue
 		}
-		if r.Load.WaitingNow() < threshold && (kv <= 0 || r.KVCacheUsage < kv) {
-			return false
+		if d.open(r) {
+			room = true
+		} else {
+			d.bs[i].Unavailable = "full"
 		}
 	}
-	return true
+	if room {
+		d.st.prog.Evaluate(&d.preq, d.bs, &d.pd)
+		if c := d.pd.Chosen; c >= 0 {
+			return c
+		}
+	}
+	d.held = chosen
+	return -1
+}
+
+// open reports whether worker row r can start the request now, as flow
+// control sees it: fewer than the gateway's queue threshold of requests
+// waiting to be scheduled there (load.Load.WaitingNow), and, with a KV
+// threshold or reserve, room in its KV cache for the request's claim (its
+// uncached prompt tokens plus its output limit) within the threshold less
+// the reserve (load.Load.KVDemand). An idle worker always has room: a
+// request bigger than the threshold allows would otherwise never start.
+func (d *decision) open(r *load.Backend) bool {
+	if r.Load.WaitingNow() >= int64(d.req.GetQueueThreshold()) {
+		return false
+	}
+	limit, reserve := d.req.GetKvCacheThreshold(), d.req.GetKvReserve()
+	if (limit <= 0 && reserve <= 0) || r.KVCapacity <= 0 {
+		return true
+	}
+	if limit <= 0 {
+		limit = 1
+	}
+	demand := r.Load.KVDemand(r.KVCacheUsage, r.KVCapacity)
+	if demand <= 0 {
+		return true
+	}
+	claim := max(0, d.tokens-r.CachedTokens) + max(0, d.req.GetMaxOutputTokens())
+	return float64(demand+claim) <= (limit-reserve)*float64(r.KVCapacity)
 }
 
 // servedModel is the model name the chosen row's target serves: the

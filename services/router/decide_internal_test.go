@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/switchyard-dev/switchyard/internal/kvblock"
+	"github.com/switchyard-dev/switchyard/internal/policy"
 	"github.com/switchyard-dev/switchyard/internal/tokenizer"
 	routerv1 "github.com/switchyard-dev/switchyard/proto/switchyard/router/v1"
 	"github.com/switchyard-dev/switchyard/services/router/internal/endpoints"
@@ -184,44 +185,152 @@ func TestApproxIndexSampled(t *testing.T) {
 	}
 }
 
-// A provider's pick is never held: a burst policy has already said where
-// the overflow goes. An unavailable worker's empty queue does not count
-// as room.
-func TestHoldSkipsProvidersAndUnavailable(t *testing.T) {
-	full := load.Load{Waiting: 5}
-	rows := []load.Backend{
-		{EndpointID: "w0", Kind: endpoints.KindLocal, Healthy: true, Load: full},
-		{EndpointID: "w1", Kind: endpoints.KindLocal, Healthy: false},
-		{EndpointID: "p", Kind: endpoints.KindProvider, Healthy: true},
-	}
-	d := &decision{req: &routerv1.RouteRequest{QueueThreshold: 2}}
+// flowPick runs the program's pick over rows (in id order) for req, with
+// the default program: the lowest score wins.
+func flowPick(t *testing.T, req *routerv1.RouteRequest, tokens int64, rows []load.Backend) (chosen, held int) {
+	t.Helper()
+	d := &decision{req: req, st: noPolicies(), held: -1, ctx: context.Background()}
+	d.tokens = tokens
+	d.preq = policy.Request{Model: "m"}
 	for i := range rows {
-		d.bs = append(d.bs, rows[i].Policy())
+		rows[i].Model = "m"
+		if rows[i].Kind == "" {
+			rows[i].Kind = endpoints.KindLocal
+		}
 	}
-	if !d.hold(rows, 0) {
-		t.Error("w0 full and w1 unhealthy: want held")
+	return d.Pick(rows, 0), d.held
+}
+
+// Flow control's part of the pick (decision.flow, decision.open): a
+// provider's pick is never held, an unavailable worker's empty queue is no
+// room, a full pick gives way to an open worker, and the KV test counts
+// claims at their peak, within the threshold less the tenant's reserve.
+func TestFlowHoldsOnlyWhenNoWorkerHasRoom(t *testing.T) {
+	const capacity = 10_000
+	local := func(id string, score float64, l load.Load) load.Backend {
+		return load.Backend{EndpointID: id, Healthy: true, Load: l, KVCapacity: capacity, Estimate: load.Estimate{Score: score}}
 	}
-	if d.hold(rows, 2) {
-		t.Error("a provider's pick was held")
-	}
-	rows[0].Load = load.Load{Waiting: 0, FreshPending: 1}
-	if d.hold(rows, 0) {
-		t.Error("w0 has one waiting under a threshold of 2: want routed")
-	}
-	rows[0].KVCacheUsage = 0.95
-	if d.hold(rows, 0) {
-		t.Error("no KV threshold: a full cache does not hold")
-	}
-	d.req = &routerv1.RouteRequest{QueueThreshold: 2, KvCacheThreshold: 0.9}
-	if !d.hold(rows, 0) {
-		t.Error("w0's KV cache 95% full over a 90% threshold: want held")
-	}
-	rows[0].KVCacheUsage = 0.5
-	if d.hold(rows, 0) {
-		t.Error("w0's KV cache half full: want routed")
-	}
-	d.req = &routerv1.RouteRequest{Hold: true}
-	if !d.hold(rows, 0) || d.hold(rows, 2) {
-		t.Error("hold: want a worker's pick held and a provider's not")
+	waiting := load.Load{Waiting: 5}
+	for _, c := range []struct {
+		name   string
+		req    *routerv1.RouteRequest
+		tokens int64
+		rows   []load.Backend
+		chosen string // "" when held
+		held   string
+	}{
+		{
+			name: "the only healthy worker has a queue: held",
+			req:  &routerv1.RouteRequest{QueueThreshold: 2},
+			rows: []load.Backend{local("w0", 1, waiting), {EndpointID: "w1", Healthy: false, Estimate: load.Estimate{Score: 0}}},
+			held: "w0",
+		},
+		{
+			name:   "a provider's pick is never held",
+			req:    &routerv1.RouteRequest{QueueThreshold: 2},
+			rows:   []load.Backend{local("w0", 2, waiting), {EndpointID: "p", Kind: endpoints.KindProvider, Healthy: true, Estimate: load.Estimate{Score: 1}}},
+			chosen: "p",
+		},
+		{
+			name:   "one waiting under a threshold of 2: routed",
+			req:    &routerv1.RouteRequest{QueueThreshold: 2},
+			rows:   []load.Backend{local("w0", 1, load.Load{FreshPending: 1})},
+			chosen: "w0",
+		},
+		{
+			name:   "the pick is full, another worker is open: the open one takes it",
+			req:    &routerv1.RouteRequest{QueueThreshold: 2},
+			rows:   []load.Backend{local("w0", 1, waiting), local("w1", 3, load.Load{}), local("w2", 2, waiting)},
+			chosen: "w1",
+		},
+		{
+			name:   "no KV threshold or reserve: claims do not hold",
+			req:    &routerv1.RouteRequest{QueueThreshold: 2, MaxOutputTokens: 500},
+			tokens: 1000,
+			rows:   []load.Backend{local("w0", 1, load.Load{Claimed: 9_900})},
+			chosen: "w0",
+		},
+		{
+			name:   "claims at their peak past the KV threshold: the roomier worker",
+			req:    &routerv1.RouteRequest{QueueThreshold: 2, KvCacheThreshold: 1, MaxOutputTokens: 500},
+			tokens: 1000,
+			rows:   []load.Backend{local("w0", 1, load.Load{Claimed: 8_600}), local("w1", 2, load.Load{Claimed: 8_500})},
+			chosen: "w1",
+		},
+		{
+			name:   "the scraped usage counts when it is above the claims",
+			req:    &routerv1.RouteRequest{QueueThreshold: 2, KvCacheThreshold: 1, MaxOutputTokens: 500},
+			tokens: 1000,
+			rows: []load.Backend{func() load.Backend {
+				b := local("w0", 1, load.Load{Claimed: 1_000, FreshClaimed: 100})
+				b.KVCacheUsage = 0.85 // 8,500 + 100 routed since + 1,500 > 10,000
+				return b
+			}()},
+			held: "w0",
+		},
+		{
+			name:   "the tenant's reserve: the room left must stay unclaimed",
+			req:    &routerv1.RouteRequest{QueueThreshold: 2, KvReserve: 0.1, MaxOutputTokens: 500},
+			tokens: 1000,
+			rows:   []load.Backend{local("w0", 1, load.Load{Claimed: 7_600})},
+			held:   "w0",
+		},
+		{
+			name:   "within the reserve's limit",
+			req:    &routerv1.RouteRequest{QueueThreshold: 2, KvReserve: 0.1, MaxOutputTokens: 500},
+			tokens: 1000,
+			rows:   []load.Backend{local("w0", 1, load.Load{Claimed: 7_500})},
+			chosen: "w0",
+		},
+		{
+			name:   "cached prompt tokens are not claimed again",
+			req:    &routerv1.RouteRequest{QueueThreshold: 2, KvReserve: 0.1, MaxOutputTokens: 500},
+			tokens: 1000,
+			rows: []load.Backend{func() load.Backend {
+				b := local("w0", 1, load.Load{Claimed: 7_600})
+				b.CachedTokens = 800
+				return b
+			}()},
+			chosen: "w0",
+		},
+		{
+			name:   "an idle worker takes a request bigger than its threshold allows",
+			req:    &routerv1.RouteRequest{QueueThreshold: 2, KvCacheThreshold: 0.5, MaxOutputTokens: 500},
+			tokens: 8000,
+			rows:   []load.Backend{local("w0", 1, load.Load{})},
+			chosen: "w0",
+		},
+		{
+			name:   "capacity unknown: no KV test",
+			req:    &routerv1.RouteRequest{QueueThreshold: 2, KvCacheThreshold: 0.5, MaxOutputTokens: 500},
+			tokens: 8000,
+			rows:   []load.Backend{{EndpointID: "w0", Healthy: true, Load: load.Load{Claimed: 50_000}}},
+			chosen: "w0",
+		},
+		{
+			name: "hold: a worker's pick is held",
+			req:  &routerv1.RouteRequest{Hold: true},
+			rows: []load.Backend{local("w0", 1, load.Load{})},
+			held: "w0",
+		},
+		{
+			name:   "hold: a provider's pick is not",
+			req:    &routerv1.RouteRequest{Hold: true},
+			rows:   []load.Backend{{EndpointID: "p", Kind: endpoints.KindProvider, Healthy: true}},
+			chosen: "p",
+		},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			chosen, held := flowPick(t, c.req, c.tokens, c.rows)
+			name := func(i int) string {
+				if i < 0 {
+					return ""
+				}
+				return c.rows[i].EndpointID
+			}
+			if name(chosen) != c.chosen || name(held) != c.held {
+				t.Errorf("chosen %q held %q, want chosen %q held %q", name(chosen), name(held), c.chosen, c.held)
+			}
+		})
 	}
 }

@@ -38,6 +38,9 @@ type fakeWorker struct {
 	waiting atomic.Int64
 	running atomic.Int64
 	mode    atomic.Int32
+	// kvUsage is each engine's vllm:kv_cache_usage_perc × 1000; the
+	// defaults are 500 and 250.
+	kvUsage [2]atomic.Int64
 
 	mu   sync.Mutex
 	addr string
@@ -47,6 +50,8 @@ type fakeWorker struct {
 func newFakeWorker(t testing.TB, models ...string) *fakeWorker {
 	t.Helper()
 	w := &fakeWorker{t: t, models: models}
+	w.kvUsage[0].Store(500)
+	w.kvUsage[1].Store(250)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -107,7 +112,7 @@ func (w *fakeWorker) handle(rw http.ResponseWriter, r *http.Request) {
 	switch r.URL.Path {
 	case "/metrics":
 		rw.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
-		_, _ = rw.Write([]byte(vllmMetrics(w.models[0], w.waiting.Load(), w.running.Load())))
+		_, _ = rw.Write([]byte(vllmMetrics(w.models[0], w.waiting.Load(), w.running.Load(), w.kvUsage[0].Load(), w.kvUsage[1].Load())))
 	case "/v1/models":
 		var b strings.Builder
 		b.WriteString(`{"object":"list","data":[`)
@@ -125,7 +130,9 @@ func (w *fakeWorker) handle(rw http.ResponseWriter, r *http.Request) {
 	}
 }
 
-func vllmMetrics(model string, waiting, running int64) string {
+// vllmMetrics is a page of two engines' metrics, each with a KV cache of
+// 27,431 blocks of 16 tokens; kv0 and kv1 are their usage × 1000.
+func vllmMetrics(model string, waiting, running, kv0, kv1 int64) string {
 	var b strings.Builder
 	w0, r0 := waiting/2, running/2
 	w1, r1 := waiting-w0, running-r0
@@ -136,8 +143,8 @@ func vllmMetrics(model string, waiting, running int64) string {
 	fmt.Fprintf(&b, "vllm:num_requests_waiting{engine=\"0\",model_name=%q} %d.0\n", model, w0)
 	fmt.Fprintf(&b, "vllm:num_requests_waiting{engine=\"1\",model_name=%q} %d.0\n", model, w1)
 	fmt.Fprintf(&b, "# HELP vllm:kv_cache_usage_perc KV-cache usage. 1 means 100 percent usage.\n# TYPE vllm:kv_cache_usage_perc gauge\n")
-	fmt.Fprintf(&b, "vllm:kv_cache_usage_perc{engine=\"0\",model_name=%q} 0.5\n", model)
-	fmt.Fprintf(&b, "vllm:kv_cache_usage_perc{engine=\"1\",model_name=%q} 0.25\n", model)
+	fmt.Fprintf(&b, "vllm:kv_cache_usage_perc{engine=\"0\",model_name=%q} %g\n", model, float64(kv0)/1000)
+	fmt.Fprintf(&b, "vllm:kv_cache_usage_perc{engine=\"1\",model_name=%q} %g\n", model, float64(kv1)/1000)
 	fmt.Fprintf(&b, "# HELP vllm:cache_config_info Information of the LLMEngine CacheConfig\n# TYPE vllm:cache_config_info gauge\n")
 	fmt.Fprintf(&b, "vllm:cache_config_info{block_size=\"16\",enable_prefix_caching=\"True\",engine=\"0\",num_gpu_blocks=\"27431\"} 1.0\n")
 	return b.String()

@@ -92,8 +92,16 @@ func (d *decision) holdReason() string {
 		return "held: the gateway's queue has requests waiting"
 	}
 	msg := "held: every eligible local worker has " + strconv.Itoa(int(d.req.GetQueueThreshold())) + " or more requests waiting to be scheduled"
-	if kv := d.req.GetKvCacheThreshold(); kv > 0 {
-		msg += " or its KV cache " + strconv.FormatFloat(kv*100, 'f', -1, 64) + "% full"
+	limit, reserve := d.req.GetKvCacheThreshold(), d.req.GetKvReserve()
+	if limit <= 0 && reserve <= 0 {
+		return msg
+	}
+	if limit <= 0 {
+		limit = 1
+	}
+	msg += " or no room for the request's claim within " + strconv.FormatFloat((limit-reserve)*100, 'f', -1, 64) + "% of its KV cache"
+	if reserve > 0 {
+		msg += " (the tenant is past its share: " + strconv.FormatFloat(reserve*100, 'f', -1, 64) + "% kept for others)"
 	}
 	return msg
 }

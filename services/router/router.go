@@ -239,7 +239,7 @@ func (s *Server) kvStats() (kvsync.Stats, bool) {
 type tableTracker struct{ t *load.Table }
 
 func (a tableTracker) AddInFlight(d replica.PeerDecision) {
-	a.t.AddInFlight(d.RequestID, d.EndpointID, d.Model, d.At, d.PromptTokens, d.CachedTokens)
+	a.t.AddInFlight(d.RequestID, d.EndpointID, d.Model, d.At, d.PromptTokens, d.CachedTokens, d.OutputTokens)
 }
 
 func (a tableTracker) Complete(c replica.Completion) bool {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -41,6 +42,32 @@ var (
 	errEmptyRequestID = errors.New("request_id is required: in-flight tracking and completions are keyed by it")
 )
 
+// flowError is a flow-control field out of its range, named.
+type flowError struct{ msg string }
+
+func (e *flowError) Error() string { return e.msg }
+
+// checkFlow checks the request's flow-control fields.
+func checkFlow(req *routerv1.RouteRequest) error {
+	var msgs []string
+	if v := req.GetQueueThreshold(); v < 0 {
+		msgs = append(msgs, fmt.Sprintf("queue_threshold %d: want 0 (off) or more", v))
+	}
+	if v := req.GetKvCacheThreshold(); !(v >= 0 && v <= 1) {
+		msgs = append(msgs, fmt.Sprintf("kv_cache_threshold %g: want 0 (off) to 1", v))
+	}
+	if v := req.GetKvReserve(); !(v >= 0 && v < 1) {
+		msgs = append(msgs, fmt.Sprintf("kv_reserve %g: want 0 (none) to less than 1", v))
+	}
+	if v := req.GetMaxOutputTokens(); v < 0 {
+		msgs = append(msgs, fmt.Sprintf("max_output_tokens %d: want 0 (unknown) or more", v))
+	}
+	if len(msgs) == 0 {
+		return nil
+	}
+	return &flowError{strings.Join(msgs, "; ")}
+}
+
 // limitError is a request over one of the per-request limits, named by
 // its flag for the operator and the client alike.
 type limitError struct{ err *prompt.LimitError }
@@ -63,7 +90,7 @@ func toStatus(err error) error {
 		return status.Error(codes.InvalidArgument, err.Error())
 	case errors.Is(err, errModelTooLong):
 		return status.Error(codes.InvalidArgument, err.Error())
-	case errors.As(err, new(*limitError)):
+	case errors.As(err, new(*limitError)), errors.As(err, new(*flowError)):
 		return status.Error(codes.InvalidArgument, err.Error())
 	case errors.Is(err, context.Canceled):
 		return status.Error(codes.Canceled, err.Error())

@@ -19,11 +19,23 @@ type Config struct {
 	// shorter; too low leaves a worker idle between a prefill finishing
 	// and the next request arriving.
 	Threshold int
-	// KVCacheThreshold is the KV cache usage (0..1) at which a worker is
-	// full too, whatever its queue (0: queue only). Keeping some of the
-	// cache free lets a newcomer start at once rather than wait for a
-	// running request to finish; only meaningful with Threshold > 0.
+	// KVCacheThreshold is the share (0..1) of a worker's KV cache the
+	// requests in flight on it may claim at their peak, each its uncached
+	// prompt tokens plus its output limit: a request whose claim does not
+	// fit finds the worker full too, whatever its queue (0: the queue
+	// alone, unless Reserve is set, which measures claims against the
+	// whole cache). Only meaningful with Threshold > 0.
 	KVCacheThreshold float64
+	// Reserve is the share (0..1) of every worker's KV cache a request must
+	// leave unclaimed when its tenant already has more than its weighted
+	// share of what is routed through this gateway (or the request is
+	// Sheddable): the room kept lets a tenant within its share start at
+	// once even while another floods (package comment, "The reserve").
+	// 0 turns it off.
+	Reserve float64
+	// DefaultMaxTokens is the output limit counted in the KV claim of a
+	// request that sets none (max_tokens, max_completion_tokens).
+	DefaultMaxTokens int64
 	// MaxQueued bounds the requests waiting in the gateway's queue; a full
 	// queue sheds (package comment).
 	MaxQueued int
@@ -37,14 +49,16 @@ type Config struct {
 
 // DefaultConfig is what the flags default to.
 func DefaultConfig() Config {
-	return Config{Threshold: 0, MaxQueued: 1024, MaxWait: 30 * time.Second, RetryInterval: 20 * time.Millisecond}
+	return Config{Threshold: 0, Reserve: 0.1, DefaultMaxTokens: 1024, MaxQueued: 1024, MaxWait: 30 * time.Second, RetryInterval: 20 * time.Millisecond}
 }
 
 // RegisterFlags registers the --queue-* flags.
 func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	d := DefaultConfig()
 	fs.IntVar(&c.Threshold, "queue-threshold", d.Threshold, "requests waiting to be scheduled (vllm:num_requests_waiting, plus those routed since the last scrape) per worker at which it is full; when every worker that could serve a request is full, it waits in the gateway's queue, released fairly across tenants (0: off, requests queue in vLLM)")
-	fs.Float64Var(&c.KVCacheThreshold, "queue-kv-cache-threshold", d.KVCacheThreshold, "KV cache usage (0..1, vllm:kv_cache_usage_perc) at which a worker is full too, whatever its queue (0: queue only); the cache left free lets a newcomer start at once")
+	fs.Float64Var(&c.KVCacheThreshold, "queue-kv-cache-threshold", d.KVCacheThreshold, "share (0..1) of a worker's KV cache the requests in flight on it may claim at their peak (uncached prompt plus output limit); a worker a request's claim does not fit is full too (0: queue only, or the whole cache with --queue-reserve)")
+	fs.Float64Var(&c.Reserve, "queue-reserve", d.Reserve, "share (0..1) of every worker's KV cache that a tenant past its weighted share of the requests in flight (and any sheddable request) must leave unclaimed, so a tenant within its share starts at once (0: off)")
+	fs.Int64Var(&c.DefaultMaxTokens, "queue-default-max-tokens", d.DefaultMaxTokens, "output tokens counted in the KV claim of a request without max_tokens/max_completion_tokens")
 	fs.IntVar(&c.MaxQueued, "queue-max-length", d.MaxQueued, "most requests waiting in the gateway's queue; when full, the tenant queueing most in the lowest class gives way (429, X-Switchyard-Shed-Reason: queue-full)")
 	fs.DurationVar(&c.MaxWait, "queue-max-wait", d.MaxWait, "longest wait in the gateway's queue; then 429 with Retry-After (X-Switchyard-Shed-Reason: queue-timeout)")
 	fs.DurationVar(&c.RetryInterval, "queue-retry-interval", d.RetryInterval, "how often the head of the gateway's queue asks the router again while nothing finishes here")
@@ -61,6 +75,14 @@ func (c *Config) Validate() error {
 	}
 	if c.KVCacheThreshold < 0 || c.KVCacheThreshold > 1 {
 		errs = append(errs, fmt.Errorf("queue-kv-cache-threshold %g: want 0 (off) to 1", c.KVCacheThreshold))
+	}
+	if c.Reserve < 0 || c.Reserve >= 1 {
+		errs = append(errs, fmt.Errorf("queue-reserve %g: want 0 (off) to less than 1", c.Reserve))
+	} else if c.KVCacheThreshold > 0 && c.Reserve >= c.KVCacheThreshold {
+		errs = append(errs, fmt.Errorf("queue-reserve %g: must be below queue-kv-cache-threshold %g, or a tenant past its share could never start", c.Reserve, c.KVCacheThreshold))
+	}
+	if c.DefaultMaxTokens < 1 || c.DefaultMaxTokens > 10_000_000 {
+		errs = append(errs, fmt.Errorf("queue-default-max-tokens %d: want 1 to 10000000", c.DefaultMaxTokens))
 	}
 	if !c.Enabled() {
 		return errors.Join(errs...)

@@ -7,7 +7,8 @@ import (
 )
 
 // Every bad --queue-* value is reported at once, by flag; with flow
-// control off only the threshold and the KV threshold are checked.
+// control off only the threshold, the KV threshold, the reserve and the
+// default output limit are checked.
 func TestConfigValidate(t *testing.T) {
 	parse := func(args ...string) error {
 		var c Config
@@ -29,6 +30,16 @@ func TestConfigValidate(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%v: want %q", err, want)
 		}
+	}
+	err = parse("--queue-reserve", "1", "--queue-default-max-tokens", "0")
+	for _, want := range []string{"queue-reserve 1: want 0 (off) to less than 1", "queue-default-max-tokens 0"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%v: want %q", err, want)
+		}
+	}
+	err = parse("--queue-kv-cache-threshold", "0.5", "--queue-reserve", "0.5")
+	if err == nil || !strings.Contains(err.Error(), "queue-reserve 0.5: must be below queue-kv-cache-threshold 0.5") {
+		t.Errorf("%v: want the reserve refused at the KV threshold", err)
 	}
 	err = parse("--queue-threshold", "2", "--queue-max-length", "0", "--queue-max-wait", "0s", "--queue-retry-interval", "0s")
 	for _, want := range []string{"queue-max-length 0", "queue-max-wait 0s", "queue-retry-interval 0s"} {

@@ -157,6 +157,16 @@ type Queue struct {
 	seq    uint64
 	trying *Ticket // the request whose turn it is, nil when none
 	kicked bool    // capacity may have freed since the last held turn
+
+	// What each tenant's routed requests claim of the fleet's KV cache
+	// through this gateway, until they finish (Claim), and their sum.
+	claims  map[string]*claim
+	claimed int64
+}
+
+type claim struct {
+	tokens int64
+	weight float64
 }
 
 type band struct {
@@ -191,7 +201,7 @@ type Ticket struct {
 
 // New returns an empty queue.
 func New(lim Limits) *Queue {
-	q := &Queue{lim: lim}
+	q := &Queue{lim: lim, claims: map[string]*claim{}}
 	for i := range q.bands {
 		q.bands[i].flows = map[string]*flow{}
 	}
@@ -218,15 +228,119 @@ func (q *Queue) LenByClass() [numClasses]int {
 	return out
 }
 
-// Busy reports whether requests are waiting: a new request then joins
-// them instead of asking the router first.
+// Busy reports whether requests are waiting.
 func (q *Queue) Busy() bool { return q.Len() > 0 }
 
-// Join puts the request in the queue. It returns the ticket, and the
-// ticket it evicted to make room (nil when none): the caller answers
-// neither; the evicted request's own Turn returns its ShedError. A full
-// queue with nothing to evict refuses it with a ShedError.
-func (q *Queue) Join(it Item, now time.Time) (*Ticket, error) {
+// Ahead reports whether a waiting request would go before a new request
+// of it: a higher band has requests waiting, its tenant has, or its own
+// band has one whose start tag is at or before the one it would get. Such
+// a request joins the queue behind them instead of asking the router
+// first; one that would go first asks at once.
+func (q *Queue) Ahead(it Item) bool {
+	it = normalize(it)
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.n == 0 {
+		return false
+	}
+	for c := it.Class + 1; c < numClasses; c++ {
+		for _, f := range q.bands[c].flows {
+			if len(f.tickets) > 0 {
+				return true
+			}
+		}
+	}
+	b := &q.bands[it.Class]
+	start := b.vtime
+	if f := b.flows[it.Tenant]; f != nil {
+		if len(f.tickets) > 0 {
+			return true
+		}
+		start = max(start, f.lastFinish)
+	}
+	for _, f := range b.flows {
+		if len(f.tickets) > 0 && f.tickets[0].start <= start {
+			return true
+		}
+	}
+	return false
+}
+
+// Claim records that a routed request of tenant claims tokens of the
+// fleet's KV cache (its uncached prompt plus its output limit) until the
+// returned release is called, once, when it finishes.
+func (q *Queue) Claim(tenant string, weight float64, tokens int64) (release func()) {
+	tokens = max(1, tokens)
+	q.mu.Lock()
+	c := q.claims[tenant]
+	if c == nil {
+		c = &claim{}
+		q.claims[tenant] = c
+	}
+	c.tokens += tokens
+	c.weight = weight
+	q.claimed += tokens
+	q.mu.Unlock()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			q.mu.Lock()
+			defer q.mu.Unlock()
+			c.tokens -= tokens
+			q.claimed -= tokens
+			if c.tokens <= 0 && q.claims[tenant] == c {
+				delete(q.claims, tenant)
+			}
+		})
+	}
+}
+
+// Borrowing reports whether a request of class from tenant (of weight)
+// must leave the reserve: its tenant already claims more of the fleet
+// through this gateway than its share, its weight over the weights of
+// every tenant with requests routed or waiting here (see Shares and the
+// reserve in the package comment). A Critical request never borrows; a
+// Sheddable one always does.
+func (q *Queue) Borrowing(tenant string, weight float64, class Class) bool {
+	switch class {
+	case Critical:
+		return false
+	case Sheddable:
+		return true
+	}
+	if weight <= 0 {
+		weight = 1
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	mine := q.claims[tenant]
+	if mine == nil || q.claimed <= 0 {
+		return false
+	}
+	total := weight
+	for name, c := range q.claims {
+		if name != tenant {
+			total += c.weight
+		}
+	}
+	var seen map[string]bool // tenants waiting in more than one band count once
+	for i := range q.bands {
+		for name, f := range q.bands[i].flows {
+			if len(f.tickets) == 0 || name == tenant || q.claims[name] != nil || seen[name] {
+				continue
+			}
+			if seen == nil {
+				seen = map[string]bool{}
+			}
+			seen[name] = true
+			total += f.tickets[0].item.Weight
+		}
+	}
+	return float64(mine.tokens) > weight/total*float64(q.claimed)
+}
+
+// normalize applies Join's defaults to it.
+func normalize(it Item) Item {
 	if it.Weight <= 0 {
 		it.Weight = 1
 	}
@@ -234,6 +348,15 @@ func (q *Queue) Join(it Item, now time.Time) (*Ticket, error) {
 	if it.Class < 0 || it.Class >= numClasses {
 		it.Class = Standard
 	}
+	return it
+}
+
+// Join puts the request in the queue. It returns the ticket, and the
+// ticket it evicted to make room (nil when none): the caller answers
+// neither; the evicted request's own Turn returns its ShedError. A full
+// queue with nothing to evict refuses it with a ShedError.
+func (q *Queue) Join(it Item, now time.Time) (*Ticket, error) {
+	it = normalize(it)
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.n == 0 {

@@ -256,3 +256,84 @@ func TestClassesMatchPriorityRanks(t *testing.T) {
 		}
 	}
 }
+
+// A tenant borrows (must leave the reserve) once it claims more than its
+// weight's share of what is claimed through the gateway, among the tenants
+// with requests routed or waiting; a tenant alone never does. Critical
+// requests never borrow, sheddable ones always; a claim is released once.
+func TestBorrowing(t *testing.T) {
+	q := roomy()
+	if q.Borrowing("a", 1, Standard) {
+		t.Error("nothing claimed: a borrows")
+	}
+	releaseA := []func(){q.Claim("a", 1, 3000), q.Claim("a", 1, 3000), q.Claim("a", 1, 3000)}
+	if q.Borrowing("a", 1, Standard) {
+		t.Error("a alone: borrows")
+	}
+	releaseB := q.Claim("b", 1, 3000)
+	// a claims 9,000 of 12,000; its share is half.
+	if !q.Borrowing("a", 1, Standard) || q.Borrowing("b", 1, Standard) {
+		t.Errorf("a 9k, b 3k at equal weights: a borrows %v (want true), b %v (want false)",
+			q.Borrowing("a", 1, Standard), q.Borrowing("b", 1, Standard))
+	}
+	if q.Borrowing("a", 1, Critical) || !q.Borrowing("b", 1, Sheddable) {
+		t.Error("a critical request borrowed, or a sheddable one did not")
+	}
+	// At weight 4 to b's 1, a's share is 80%: 9k of 12k is within it.
+	if q.Borrowing("a", 4, Standard) {
+		t.Error("a at weight 4 borrows")
+	}
+	// c waits in the queue with nothing routed: it has a share too. With
+	// a 9k of 12k at weights 3, 1, 1, a's share is 60%.
+	join(t, q, Item{Tenant: "c", Weight: 1, Class: Sheddable, Cost: 10}, 1)
+	join(t, q, Item{Tenant: "c", Weight: 1, Class: Standard, Cost: 10}, 1)
+	if !q.Borrowing("a", 3, Standard) {
+		t.Error("a at weight 3 beside b and a waiting c: does not borrow")
+	}
+	releaseB()
+	releaseB() // a second release changes nothing
+	for _, r := range releaseA[:2] {
+		r()
+	}
+	q.mu.Lock()
+	claimed, tenants := q.claimed, len(q.claims)
+	q.mu.Unlock()
+	if claimed != 3000 || tenants != 1 {
+		t.Errorf("after releases: %d claimed by %d tenants, want 3000 by 1", claimed, tenants)
+	}
+	releaseA[2]()
+	if q.Borrowing("a", 1, Standard) {
+		t.Error("everything released: a borrows")
+	}
+}
+
+// A new request asks the router at once unless a waiting one would go
+// before it: a higher band's, its own tenant's, or one in its band whose
+// start tag is no later than its own would be.
+func TestAhead(t *testing.T) {
+	q := roomy()
+	if q.Ahead(Item{Tenant: "a", Weight: 1, Class: Standard, Cost: 100}) {
+		t.Error("empty queue: something ahead")
+	}
+	join(t, q, Item{Tenant: "flood", Weight: 1, Class: Standard, Cost: 1000}, 3)
+	serve(t, q, 2) // the band's virtual time moves to the flood's second start tag
+	for _, c := range []struct {
+		it   Item
+		want bool
+	}{
+		{Item{Tenant: "flood", Weight: 1, Class: Standard, Cost: 1}, true},   // its own request waits
+		{Item{Tenant: "steady", Weight: 1, Class: Standard, Cost: 1}, false}, // starts at the virtual time, before the flood's third
+		{Item{Tenant: "steady", Weight: 1, Class: Critical, Cost: 1}, false}, // a higher band
+		{Item{Tenant: "steady", Weight: 1, Class: Sheddable, Cost: 1}, true}, // a lower band waits behind the standard one
+	} {
+		if got := q.Ahead(c.it); got != c.want {
+			t.Errorf("Ahead(%+v) = %v, want %v", c.it, got, c.want)
+		}
+	}
+	// The newcomer that went first is no longer a newcomer: once it has
+	// joined, the same tenant's next request is behind it.
+	join(t, q, Item{Tenant: "steady", Weight: 1, Class: Standard, Cost: 1}, 1)
+	if !q.Ahead(Item{Tenant: "steady", Weight: 1, Class: Standard, Cost: 1}) {
+		t.Error("steady's second request: nothing ahead")
+	}
+}

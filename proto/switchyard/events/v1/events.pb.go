@@ -38,8 +38,12 @@ type RouteDecision struct {
 	PromptTokens          int64                  `protobuf:"varint,6,opt,name=prompt_tokens,json=promptTokens,proto3" json:"prompt_tokens,omitempty"`
 	PredictedCachedTokens int64                  `protobuf:"varint,7,opt,name=predicted_cached_tokens,json=predictedCachedTokens,proto3" json:"predicted_cached_tokens,omitempty"`
 	DecidedAt             *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=decided_at,json=decidedAt,proto3" json:"decided_at,omitempty"`
-	unknownFields         protoimpl.UnknownFields
-	sizeCache             protoimpl.SizeCache
+	// The output tokens the request may generate (RouteRequest.
+	// max_output_tokens): with its uncached prompt tokens, its claim on the
+	// worker's KV cache (flow control).
+	MaxOutputTokens int64 `protobuf:"varint,9,opt,name=max_output_tokens,json=maxOutputTokens,proto3" json:"max_output_tokens,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *RouteDecision) Reset() {
@@ -126,6 +130,13 @@ func (x *RouteDecision) GetDecidedAt() *timestamppb.Timestamp {
 		return x.DecidedAt
 	}
 	return nil
+}
+
+func (x *RouteDecision) GetMaxOutputTokens() int64 {
+	if x != nil {
+		return x.MaxOutputTokens
+	}
+	return 0
 }
 
 // RouteCompletion is published by the gateway when a routed request ends
@@ -844,7 +855,7 @@ var File_switchyard_events_v1_events_proto protoreflect.FileDescriptor
 
 const file_switchyard_events_v1_events_proto_rawDesc = "" +
 	"\n" +
-	"!switchyard/events/v1/events.proto\x12\x14switchyard.events.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xb2\x02\n" +
+	"!switchyard/events/v1/events.proto\x12\x14switchyard.events.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xde\x02\n" +
 	"\rRouteDecision\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x1b\n" +
@@ -856,7 +867,8 @@ const file_switchyard_events_v1_events_proto_rawDesc = "" +
 	"\rprompt_tokens\x18\x06 \x01(\x03R\fpromptTokens\x126\n" +
 	"\x17predicted_cached_tokens\x18\a \x01(\x03R\x15predictedCachedTokens\x129\n" +
 	"\n" +
-	"decided_at\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\tdecidedAt\"\xc4\x02\n" +
+	"decided_at\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\tdecidedAt\x12*\n" +
+	"\x11max_output_tokens\x18\t \x01(\x03R\x0fmaxOutputTokens\"\xc4\x02\n" +
 	"\x0fRouteCompletion\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x1f\n" +

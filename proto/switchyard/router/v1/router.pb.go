@@ -223,14 +223,25 @@ type RouteRequest struct {
 	// load: the gateway's queue has requests waiting, and a new one joins
 	// them instead of overtaking them. The answer is as for queue_threshold.
 	Hold bool `protobuf:"varint,10,opt,name=hold,proto3" json:"hold,omitempty"`
-	// With kv_cache_threshold > 0, a worker whose KV cache usage
-	// (vllm:kv_cache_usage_perc, 0..1, at the last scrape) is at or above it
-	// is full too, whatever its queue: the KV cache left free is what lets a
-	// newcomer start at once instead of waiting for a running request to
-	// finish (or preempting one).
+	// With kv_cache_threshold > 0, a worker is full too when the requests in
+	// flight on it would claim more than this fraction (0..1) of its KV cache
+	// at their peak with this request added. A request's claim is its
+	// uncached prompt tokens plus max_output_tokens; a worker's, the larger
+	// of its in-flight requests' claims and its scraped usage
+	// (vllm:kv_cache_usage_perc) plus the claims routed there since. The
+	// cache left unclaimed is what lets a newcomer start at once instead of
+	// waiting for a running request to finish (or preempting one).
 	KvCacheThreshold float64 `protobuf:"fixed64,11,opt,name=kv_cache_threshold,json=kvCacheThreshold,proto3" json:"kv_cache_threshold,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// The output tokens the request may generate (its max_tokens, or the
+	// gateway's default): the part of its KV claim that grows as it decodes.
+	MaxOutputTokens int64 `protobuf:"varint,12,opt,name=max_output_tokens,json=maxOutputTokens,proto3" json:"max_output_tokens,omitempty"`
+	// The fraction (0..1) of each worker's KV cache the request must leave
+	// unclaimed: its tenant is past its fair share, and the rest is kept for
+	// tenants within theirs. With kv_cache_threshold 0 the claims are then
+	// measured against the whole cache.
+	KvReserve     float64 `protobuf:"fixed64,13,opt,name=kv_reserve,json=kvReserve,proto3" json:"kv_reserve,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *RouteRequest) Reset() {
@@ -336,6 +347,20 @@ func (x *RouteRequest) GetHold() bool {
 func (x *RouteRequest) GetKvCacheThreshold() float64 {
 	if x != nil {
 		return x.KvCacheThreshold
+	}
+	return 0
+}
+
+func (x *RouteRequest) GetMaxOutputTokens() int64 {
+	if x != nil {
+		return x.MaxOutputTokens
+	}
+	return 0
+}
+
+func (x *RouteRequest) GetKvReserve() float64 {
+	if x != nil {
+		return x.KvReserve
 	}
 	return 0
 }
@@ -1058,7 +1083,7 @@ var File_switchyard_router_v1_router_proto protoreflect.FileDescriptor
 
 const file_switchyard_router_v1_router_proto_rawDesc = "" +
 	"\n" +
-	"!switchyard/router/v1/router.proto\x12\x14switchyard.router.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xeb\x02\n" +
+	"!switchyard/router/v1/router.proto\x12\x14switchyard.router.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xb6\x03\n" +
 	"\fRouteRequest\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x16\n" +
@@ -1073,7 +1098,10 @@ const file_switchyard_router_v1_router_proto_rawDesc = "" +
 	"\x0fqueue_threshold\x18\t \x01(\x05R\x0equeueThreshold\x12\x12\n" +
 	"\x04hold\x18\n" +
 	" \x01(\bR\x04hold\x12,\n" +
-	"\x12kv_cache_threshold\x18\v \x01(\x01R\x10kvCacheThreshold\"\xb3\x01\n" +
+	"\x12kv_cache_threshold\x18\v \x01(\x01R\x10kvCacheThreshold\x12*\n" +
+	"\x11max_output_tokens\x18\f \x01(\x03R\x0fmaxOutputTokens\x12\x1d\n" +
+	"\n" +
+	"kv_reserve\x18\r \x01(\x01R\tkvReserve\"\xb3\x01\n" +
 	"\x06Target\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x10\n" +
 	"\x03url\x18\x02 \x01(\tR\x03url\x124\n" +

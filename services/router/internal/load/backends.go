@@ -29,6 +29,9 @@ type Backend struct {
 	Load     Load
 	// KVCacheUsage is the last scraped vllm:kv_cache_usage_perc, 0..1.
 	KVCacheUsage float64
+	// KVCapacity is the endpoint's KV cache in tokens (scraped
+	// vllm:cache_config_info), 0 when unknown.
+	KVCapacity int64
 	// Estimate and CachedTokens are set when the backend is available.
 	Estimate     Estimate
 	CachedTokens int64
@@ -130,6 +133,7 @@ func (t *Table) Decide(req Request, models []string, now time.Time, dst []Backen
 			b.EndpointID, b.URL, b.Kind, b.Group, b.Pool, b.Type = ep.spec.ID, ep.spec.URL, ep.spec.Kind, ep.spec.Group, ep.spec.Pool, ep.spec.Type
 			b.Model, b.Healthy, b.Excluded = model, ep.healthy, slices.Contains(req.Exclude, ep.spec.ID)
 			b.KVCacheUsage, b.LastError, b.LastScrape = ep.kvUsage, ep.lastErr, ep.lastScrape
+			b.KVCapacity = ep.kvCapacity()
 			if b.Available() {
 				b.CachedTokens = req.cached(ep.spec.ID)
 				if ep == probe {
@@ -156,7 +160,7 @@ func (t *Table) Decide(req Request, models []string, now time.Time, dst []Backen
 			ep.probeAt = now
 			ep.probes++
 		}
-		ep.record(req.ID, b.Model, now, uncachedWith(&m, prompt, b.CachedTokens), b.Estimate)
+		ep.record(req.ID, b.Model, now, uncachedWith(&m, prompt, b.CachedTokens), req.OutputTokens, b.Estimate)
 	}
 	return dst, i
 }

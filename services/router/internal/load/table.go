@@ -121,6 +121,12 @@ type Load struct {
 	// Untracked is the scraped waiting requests the table has no pending
 	// entry for.
 	Untracked int64
+	// Claimed is the KV cache the in-flight entries claim at their peak,
+	// in tokens: each its uncached prompt tokens plus the output tokens it
+	// may generate. FreshClaimed is the part of it decided since the last
+	// scrape was sent.
+	Claimed      int64
+	FreshClaimed int64
 }
 
 // Queue is the scraped queue corrected for completions since the scrape.
@@ -141,6 +147,19 @@ func (l Load) Ahead() int64 { return l.Queue() + l.Fresh }
 // fresh decisions keep the count moving between scrapes, on every
 // replica.
 func (l Load) WaitingNow() int64 { return l.Waiting + l.FreshPending }
+
+// KVDemand is the KV cache, in tokens, a worker of capacity tokens is
+// believed to need for what is in flight on it: the larger of the
+// entries' peak claims and the scraped usage plus the claims routed since
+// that scrape. The claims see a request's growth as it decodes before the
+// worker does, and the routers' decisions before any scrape; the scraped
+// usage sees what claims miss, the cached prompt tokens requests hold
+// (a conversation's own history, pinned while it runs) and requests the
+// table does not know of. Flow control's KV test reads it.
+func (l Load) KVDemand(usage float64, capacity int64) int64 {
+	scraped := int64(math.Round(usage*float64(capacity))) + l.FreshClaimed
+	return max(l.Claimed, scraped)
+}
 
 // Estimate is a predicted TTFT on one endpoint and how it breaks down.
 type Estimate struct {
@@ -181,6 +200,10 @@ type Request struct {
 	Exclude []string
 	// PromptTokens is the prompt length (0 when unknown).
 	PromptTokens int64
+	// OutputTokens is the most output tokens the request may generate (0
+	// when unknown): with its uncached prompt tokens, its entry's claim on
+	// the chosen worker's KV cache.
+	OutputTokens int64
 	// Cached reports the prompt tokens already cached on an endpoint; nil
 	// means nothing is cached anywhere.
 	Cached func(endpointID string) int64
@@ -400,12 +423,15 @@ type endpoint struct {
 	kvUsage    float64
 	blockSize  int
 	numBlocks  int       // one engine's KV cache in blocks; 0 when unknown
+	engines    int       // engines behind the worker's URL (data parallel)
 	lastScrape time.Time // end of last successful scrape
 	scrapeSent time.Time // start of last successful scrape; splits fresh from old
 
 	entries          map[string]*entry
 	fresh            int64
 	freshTokens      int64 // uncached prompt tokens of the fresh entries
+	claimed          int64 // every entry's claim
+	freshClaimed     int64 // the fresh entries' claims
 	completedOld     int64
 	modelsConfigured bool
 
@@ -433,6 +459,7 @@ type entry struct {
 	old     bool      // decided before the last scrape was sent
 	pending bool      // prefill believed not started
 	tokens  int64     // uncached prompt tokens, as predicted
+	claim   int64     // KV cache claimed at its peak: tokens plus its output limit
 	doneAt  time.Time // predicted first token
 	feat    predict.Features
 	predict float64
@@ -603,11 +630,11 @@ func (t *Table) Observe(id string, started time.Time, res scrape.Result) {
 	ep.healthy = true
 	ep.lastErr = ""
 	ep.waiting, ep.running = res.Waiting, res.Running
-	ep.kvUsage, ep.blockSize, ep.numBlocks = res.KVCacheUsage, res.BlockSize, res.NumGPUBlocks
+	ep.kvUsage, ep.blockSize, ep.numBlocks, ep.engines = res.KVCacheUsage, res.BlockSize, res.NumGPUBlocks, res.Engines
 	ep.lastScrape = now
 	ep.scrapeSent = started
 	ep.completedOld = 0
-	ep.fresh, ep.freshTokens = 0, 0
+	ep.fresh, ep.freshTokens, ep.freshClaimed = 0, 0, 0
 	for _, e := range ep.entries {
 		if !e.at.Before(started) {
 			ep.countFresh(e, 1)
@@ -690,6 +717,14 @@ func (t *Table) estimateWith(ep *endpoint, m *predict.Model, now time.Time, prom
 func (ep *endpoint) countFresh(e *entry, sign int64) {
 	ep.fresh += sign
 	ep.freshTokens += sign * e.tokens
+	ep.freshClaimed += sign * e.claim
+}
+
+// kvCapacity is the worker's KV cache in tokens, every engine's
+// (vllm:cache_config_info's blocks × block size, per engine), 0 when
+// unknown.
+func (ep *endpoint) kvCapacity() int64 {
+	return int64(ep.numBlocks) * int64(ep.blockSize) * int64(max(1, ep.engines))
 }
 
 // displaced is how many tokens of cached context a request allocating
@@ -758,12 +793,15 @@ func (ep *endpoint) unpend(e *entry) {
 }
 
 // record adds an in-flight entry for a request of model decided at `at`
-// with est, unless one exists for id.
-func (ep *endpoint) record(id, model string, at time.Time, uncached int64, est Estimate) {
+// with est, unless one exists for id; output is the most tokens it may
+// generate (0 when unknown).
+func (ep *endpoint) record(id, model string, at time.Time, uncached, output int64, est Estimate) {
 	if _, dup := ep.entries[id]; dup {
 		return
 	}
 	e := &entry{at: at, model: model, pending: true, tokens: max(0, uncached), feat: est.Features, predict: est.TTFT}
+	e.claim = e.tokens + max(0, output)
+	ep.claimed += e.claim
 	e.doneAt = at.Add(time.Duration(est.TTFT * float64(time.Second)))
 	if n := len(ep.queue); n > 0 && e.doneAt.Before(ep.queue[n-1].doneAt) {
 		// Prefill is first come first served: nobody starts before the
@@ -793,15 +831,17 @@ func (ep *endpoint) load() Load {
 		PendingTokens:        ep.pendingTokens,
 		FreshPending:         ep.pending - ep.pendingOld,
 		Untracked:            max(0, ep.waiting-ep.pendingOld),
+		Claimed:              ep.claimed,
+		FreshClaimed:         ep.freshClaimed,
 	}
 }
 
 // AddInFlight records a decision made elsewhere (another replica) for a
 // request of model with a prompt of promptTokens, cachedTokens of them
-// predicted cached. It is idempotent per (request, endpoint). Unknown
-// endpoints are ignored, and so are decisions whose completion already
-// arrived.
-func (t *Table) AddInFlight(requestID, endpointID, model string, at time.Time, promptTokens, cachedTokens int64) {
+// predicted cached, that may generate outputTokens. It is idempotent per
+// (request, endpoint). Unknown endpoints are ignored, and so are
+// decisions whose completion already arrived.
+func (t *Table) AddInFlight(requestID, endpointID, model string, at time.Time, promptTokens, cachedTokens, outputTokens int64) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	ep := t.byID[endpointID]
@@ -824,7 +864,7 @@ func (t *Table) AddInFlight(requestID, endpointID, model string, at time.Time, p
 	cached := min(max(0, cachedTokens), max(0, promptTokens))
 	est := t.estimate(ep, model, at, max(0, promptTokens), cached, 0)
 	m := t.predictor(ep, model, at)
-	ep.record(requestID, model, at, uncachedWith(&m, max(0, promptTokens), cached), est)
+	ep.record(requestID, model, at, uncachedWith(&m, max(0, promptTokens), cached), outputTokens, est)
 }
 
 // Complete releases a request's in-flight entry on c.EndpointID, or on
@@ -892,6 +932,7 @@ func (t *Table) completeLocked(ep *endpoint, c *Completion) bool {
 		}
 	}
 	ep.unpend(e)
+	ep.claimed -= e.claim
 	delete(ep.entries, c.RequestID)
 	if e.at.Before(ep.scrapeSent) {
 		ep.completedOld++
@@ -920,6 +961,7 @@ func (t *Table) Expire(cutoff time.Time) int {
 				continue
 			}
 			ep.unpend(e)
+			ep.claimed -= e.claim
 			delete(ep.entries, id)
 			if !e.at.Before(ep.scrapeSent) {
 				ep.countFresh(e, -1)

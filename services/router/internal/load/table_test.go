@@ -192,7 +192,7 @@ func TestLoadAccounting(t *testing.T) {
 					}
 					continue // the rows show the load before the decision
 				case "peer":
-					tb.AddInFlight(s.req, s.ep, "m", t0.Add(s.at), 0, 0)
+					tb.AddInFlight(s.req, s.ep, "m", t0.Add(s.at), 0, 0, 0)
 				case "complete":
 					if got := complete(tb, s.req, s.ep, t0.Add(s.at)); got != s.released {
 						t.Fatalf("step %d: Complete = %v, want %v", i, got, s.released)
@@ -772,5 +772,47 @@ func TestDisplacedCountsRoutedSinceScrape(t *testing.T) {
 	}
 	if got := ep.displaced(0); got != 0 {
 		t.Fatalf("displaced(0) = %v", got)
+	}
+}
+
+// Each entry claims its uncached prompt tokens plus its output limit of the
+// chosen worker's KV cache until it completes or expires, whichever
+// replica decided it; the part decided since the last scrape is kept apart
+// for KVDemand, which takes the larger of the claims and the scraped usage
+// plus that part.
+func TestKVClaims(t *testing.T) {
+	tb := newTable()
+	tb.SetEndpoints([]endpoints.Spec{spec("a", "m")})
+	res := ok(0, 0)
+	res.KVCacheUsage, res.BlockSize, res.NumGPUBlocks = 0.5, 16, 625 // 10,000 tokens
+	tb.Observe("a", t0, res)
+	claims := func() (Load, Backend) {
+		r := decide(tb, Request{Model: "m", PromptTokens: 1}, t0.Add(time.Second), false)
+		return r.rows[0].Load, r.rows[0]
+	}
+	routeReq(tb, Request{Model: "m", ID: "r1", PromptTokens: 1000, OutputTokens: 300}, t0.Add(time.Millisecond))
+	tb.AddInFlight("r2", "a", "m", t0.Add(2*time.Millisecond), 2000, 500, 200)
+	l, b := claims()
+	if l.Claimed != 1300+1700 || l.FreshClaimed != 3000 || b.KVCapacity != 10_000 {
+		t.Fatalf("claimed %d, fresh %d, capacity %d: want 3000, 3000, 10000", l.Claimed, l.FreshClaimed, b.KVCapacity)
+	}
+	if got := l.KVDemand(b.KVCacheUsage, b.KVCapacity); got != 5000+3000 {
+		t.Errorf("demand %d: want the scraped 5,000 plus 3,000 claimed since", got)
+	}
+	tb.Observe("a", t0.Add(3*time.Millisecond), res) // both are in this scrape now
+	l, b = claims()
+	if l.Claimed != 3000 || l.FreshClaimed != 0 || l.KVDemand(b.KVCacheUsage, b.KVCapacity) != 5000 {
+		t.Errorf("after a scrape: claimed %d, fresh %d, demand %d: want 3000, 0, 5000", l.Claimed, l.FreshClaimed, l.KVDemand(b.KVCacheUsage, b.KVCapacity))
+	}
+	if l.KVDemand(0.1, b.KVCapacity) != 3000 {
+		t.Errorf("claims above the scraped usage: demand %d, want the claims", l.KVDemand(0.1, b.KVCapacity))
+	}
+	complete(tb, "r1", "a", t0.Add(4*time.Millisecond))
+	if l, _ = claims(); l.Claimed != 1700 {
+		t.Errorf("after r1 completed: claimed %d, want 1700", l.Claimed)
+	}
+	tb.Expire(t0.Add(time.Hour))
+	if l, _ = claims(); l.Claimed != 0 || l.FreshClaimed != 0 {
+		t.Errorf("after expiry: claimed %d, fresh %d, want 0", l.Claimed, l.FreshClaimed)
 	}
 }

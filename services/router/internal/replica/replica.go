@@ -34,6 +34,7 @@ type PeerDecision struct {
 	At           time.Time
 	PromptTokens int64
 	CachedTokens int64
+	OutputTokens int64
 }
 
 // Completion is the gateway's report that a routed attempt ended.
@@ -75,6 +76,9 @@ type Decision struct {
 	At           time.Time
 	PromptTokens int64
 	CachedTokens int64
+	// OutputTokens is the request's output limit (RouteRequest.
+	// max_output_tokens), 0 when unknown.
+	OutputTokens int64
 }
 
 // queueSize bounds decisions waiting to be published. Publishing happens on
@@ -163,6 +167,7 @@ func (s *Sync) publish(d Decision) {
 		PromptTokens:          d.PromptTokens,
 		PredictedCachedTokens: d.CachedTokens,
 		DecidedAt:             timestamppb.New(d.At),
+		MaxOutputTokens:       d.OutputTokens,
 	}
 	data, err := proto.Marshal(msg)
 	if err != nil {
@@ -198,6 +203,7 @@ func (s *Sync) onDecision(m *nats.Msg) {
 	s.cfg.Tracker.AddInFlight(PeerDecision{
 		RequestID: d.GetRequestId(), EndpointID: d.GetEndpointId(), Model: d.GetModel(), At: now,
 		PromptTokens: max(0, d.GetPromptTokens()), CachedTokens: max(0, d.GetPredictedCachedTokens()),
+		OutputTokens: max(0, d.GetMaxOutputTokens()),
 	})
 	if s.cfg.OnDecision != nil {
 		s.cfg.OnDecision()
