@@ -17,7 +17,8 @@ const prefix = "switchyard.v1."
 // about in-flight requests per endpoint.
 const (
 	// SubjectRouteDecided: publisher router (each replica, after Route);
-	// consumers: every router replica (in-flight +1 on the endpoint).
+	// consumers: every router replica (in-flight +1 on the endpoint, with
+	// its KV claim for flow control).
 	// Payload: eventsv1.RouteDecision. Core NATS, no persistence: a replica
 	// that misses one only under-counts until the entry's TTL would expire.
 	SubjectRouteDecided = prefix + "route.decided"

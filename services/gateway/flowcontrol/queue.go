@@ -1,6 +1,6 @@
 // Package flowcontrol is the gateway's queue for a saturated fleet: who
 // goes first when every worker that could serve a request already has
-// its fill of requests waiting.
+// its fill of requests waiting, or no room in its KV cache for one more.
 //
 // # Why a queue here
 //
@@ -12,6 +12,36 @@
 // has the queue threshold of requests waiting, RouteRequest.
 // queue_threshold) keeps the workers' queues short, and the order in
 // which held requests are let go is ours to choose.
+//
+// A short queue is not enough. A request vLLM admits needs KV blocks for
+// its prompt, and every running request takes a block more every block
+// size of tokens it decodes; a worker whose cache is full schedules a
+// newcomer only when a running request finishes (seconds, for long
+// answers), or preempts the newest to make room. So the router also
+// counts each request's claim on its worker's cache at its peak, the
+// uncached prompt plus the output limit (max_tokens, or
+// Config.DefaultMaxTokens), from the moment it is routed on any replica
+// to its completion, and a worker without room for the next claim is full
+// for it (RouteRequest.kv_cache_threshold; load.Load.KVDemand). Counting
+// the peak is deliberately pessimistic: what is claimed is there when the
+// request needs it, so a request let through starts in the next step.
+//
+// # The reserve
+//
+// Fair ordering decides who goes first among the waiting; it cannot help
+// a tenant whose request arrives when a flood has just taken the last
+// room, and then waits for the next request to finish. So a tenant past
+// its share may not take the last room: a request whose tenant claims,
+// through this gateway, more than its weight's share of everything
+// claimed here (among the tenants with requests routed or waiting; Queue.
+// Borrowing) must leave Config.Reserve of every worker's cache unclaimed
+// (RouteRequest.kv_reserve). A tenant within its share may use the
+// reserve and starts at once; the flooder gets the rest of the fleet, less
+// the reserve. A tenant alone is never past its share, so the reserve
+// costs nothing without competition. Critical requests never leave it,
+// Sheddable ones always do. Each gateway replica counts its own claims:
+// with requests spread evenly across replicas, the shares hold across
+// them.
 //
 // # The order: priority bands, then fair shares of prefill
 //
@@ -48,7 +78,9 @@
 //
 // # Release
 //
-// One waiting request at a time asks the router again (a turn): the head
+// A new request asks the router at once unless a waiting request would go
+// before it (Queue.Ahead); then it joins the queue behind them. One
+// waiting request at a time asks the router again (a turn): the head
 // of the queue. When it is routed, the next head goes at once, since the
 // capacity that let one through may let more. When it is held again, it
 // keeps its place and the next turn waits for a kick: a request finishing
@@ -298,8 +330,8 @@ func (q *Queue) Claim(tenant string, weight float64, tokens int64) (release func
 // Borrowing reports whether a request of class from tenant (of weight)
 // must leave the reserve: its tenant already claims more of the fleet
 // through this gateway than its share, its weight over the weights of
-// every tenant with requests routed or waiting here (see Shares and the
-// reserve in the package comment). A Critical request never borrows; a
+// every tenant with requests routed or waiting here (see The reserve in
+// the package comment). A Critical request never borrows; a
 // Sheddable one always does.
 func (q *Queue) Borrowing(tenant string, weight float64, class Class) bool {
 	switch class {
