@@ -12,10 +12,8 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/dynamic"
 
@@ -68,20 +66,11 @@ type apiEnv struct {
 	srv   *policyd.Server
 }
 
+// accepted is a resource's Accepted condition (nil when absent) and its
+// generation.
 func (e *apiEnv) accepted(kind, name string) (*metav1.Condition, int64) {
-	u, err := e.admin.Resource(v1alpha1.Resources[kind]).Namespace("inference").Get(context.Background(), name, metav1.GetOptions{})
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	m, ok, _ := unstructured.NestedMap(u.Object, "status")
-	if !ok {
-		return nil, u.GetGeneration()
-	}
-	var st v1alpha1.Status
-	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(m, &st); err != nil {
-		e.t.Fatal(err)
-	}
-	return meta.FindStatusCondition(st.Conditions, v1alpha1.ConditionAccepted), u.GetGeneration()
+	u := getResource(e.t, e.admin, kind, name)
+	return acceptedOf(e.t, u), u.GetGeneration()
 }
 
 // waitAccepted waits for a resource's Accepted condition to have status
@@ -201,7 +190,7 @@ func TestAgainstAPIServer(t *testing.T) {
 		e.waitAccepted(u.GetKind(), u.GetName(), metav1.ConditionTrue, v1alpha1.ReasonAccepted)
 	}
 	testkit.Eventually(t, 10*time.Second, "both keys served", func() bool { return e.tenantOf(k1) == "team-a" && e.tenantOf(k2) == "team-a" })
-	if n, _, _ := unstructured.NestedInt64(e.getObject(v1alpha1.KindInferenceWorkerSet, "qwen-workers").Object, "status", "endpoints"); n != 2 {
+	if n, _, _ := unstructured.NestedInt64(getResource(t, e.admin, v1alpha1.KindInferenceWorkerSet, "qwen-workers").Object, "status", "endpoints"); n != 2 {
 		t.Errorf("status.endpoints %d, want 2", n)
 	}
 
@@ -225,13 +214,4 @@ func TestAgainstAPIServer(t *testing.T) {
 	if _, err := api.Dynamic(t, "policyd").Resource(secretsGVR).Namespace("inference").Get(context.Background(), "other", metav1.GetOptions{}); err == nil || !strings.Contains(err.Error(), "forbidden") {
 		t.Errorf("policyd reading a Secret its Role does not name: %v, want forbidden", err)
 	}
-}
-
-func (e *apiEnv) getObject(kind, name string) *unstructured.Unstructured {
-	e.t.Helper()
-	u, err := e.admin.Resource(v1alpha1.Resources[kind]).Namespace("inference").Get(context.Background(), name, metav1.GetOptions{})
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	return u
 }

@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/dynamic"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 
 	"github.com/rs/zerolog"
@@ -81,23 +82,34 @@ type kubeEnv struct {
 
 func (e *kubeEnv) get(kind, name string) *unstructured.Unstructured {
 	e.t.Helper()
-	u, err := e.client.Resource(v1alpha1.Resources[kind]).Namespace("inference").Get(context.Background(), name, metav1.GetOptions{})
+	return getResource(e.t, e.client, kind, name)
+}
+
+// getResource reads a resource of kind in namespace inference.
+func getResource(t *testing.T, client dynamic.Interface, kind, name string) *unstructured.Unstructured {
+	t.Helper()
+	u, err := client.Resource(v1alpha1.Resources[kind]).Namespace("inference").Get(context.Background(), name, metav1.GetOptions{})
 	if err != nil {
-		e.t.Fatal(err)
+		t.Fatal(err)
 	}
 	return u
 }
 
 // accepted returns the Accepted condition of a resource, nil when absent.
 func (e *kubeEnv) accepted(kind, name string) *metav1.Condition {
-	u := e.get(kind, name)
+	return acceptedOf(e.t, e.get(kind, name))
+}
+
+// acceptedOf is u's Accepted condition, nil when absent.
+func acceptedOf(t *testing.T, u *unstructured.Unstructured) *metav1.Condition {
+	t.Helper()
 	m, ok, _ := unstructured.NestedMap(u.Object, "status")
 	if !ok {
 		return nil
 	}
 	var st v1alpha1.Status
 	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(m, &st); err != nil {
-		e.t.Fatal(err)
+		t.Fatal(err)
 	}
 	return meta.FindStatusCondition(st.Conditions, v1alpha1.ConditionAccepted)
 }
