@@ -64,7 +64,24 @@ const (
 	// UsageOutcomeShed: the fleet was saturated and the gateway's
 	// flow-control queue refused the request or gave it up (429).
 	UsageOutcomeShed = "shed"
+	// UsageOutcomeRejectedAuth: no valid credential (401; the tenant is
+	// empty), or a priority the tenant may not ask for (403).
+	UsageOutcomeRejectedAuth = "rejected_auth"
+	// UsageOutcomeRejectedLimit: a rate limit or budget refused the
+	// request (429, or 400 for one larger than a limit allows).
+	UsageOutcomeRejectedLimit = "rejected_limit"
+	// UsageOutcomeRejectedPolicy: a policy refused the request (onEmpty:
+	// Reject).
+	UsageOutcomeRejectedPolicy = "rejected_policy"
 )
+
+// UsageOutcomes lists every outcome, for consumers that keep one counter
+// each (meter); anything else a consumer sees is from a newer gateway.
+var UsageOutcomes = []string{
+	UsageOutcomeOK, UsageOutcomeError, UsageOutcomeClientClosed, UsageOutcomeUpstreamBroken,
+	UsageOutcomeUpstreamStalled, UsageOutcomeEndpointUnhealthy, UsageOutcomeShed,
+	UsageOutcomeRejectedAuth, UsageOutcomeRejectedLimit, UsageOutcomeRejectedPolicy,
+}
 
 // UsageSubject is the subject a tenant's usage events are published on.
 // Tenant names are sanitised so that a tenant can never address another

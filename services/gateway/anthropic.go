@@ -48,12 +48,14 @@ func (anthropicInbound) register(g *Gateway, mux *http.ServeMux) {
 // maxTranslatedBody bounds a non-streamed answer held for translation.
 const maxTranslatedBody = 16 << 20
 
-// readAnthropic reads and parses a Messages body; errors are written.
-func (g *Gateway) readAnthropic(w http.ResponseWriter, r *http.Request, countOnly bool) (*anthropicapi.MessagesRequest, bool) {
+// readAnthropic reads and parses a Messages body; errors are written, and
+// recorded as c's end.
+func (g *Gateway) readAnthropic(w http.ResponseWriter, r *http.Request, countOnly bool, c *call) (*anthropicapi.MessagesRequest, bool) {
 	limit := g.cfg.MaxBodyBytes
 	fail := func(e *anthropicapi.APIError) (*anthropicapi.MessagesRequest, bool) {
-		g.metrics.requests.WithLabelValues(unknownModel, statusLabel(e.Status)).Inc()
+		c.status, c.errType = e.Status, string(e.Type)
 		anthropicapi.WriteError(w, e)
+		c.ended()
 		return nil, false
 	}
 	tooBig := &anthropicapi.APIError{Status: http.StatusRequestEntityTooLarge, Type: anthropicapi.ErrTypeRequestTooLarge,
@@ -67,6 +69,8 @@ func (g *Gateway) readAnthropic(w http.ResponseWriter, r *http.Request, countOnl
 		e := bodyTimeout(g.cfg.BodyReadTimeout)
 		return fail(&anthropicapi.APIError{Status: e.Status, Type: anthropicapi.ErrTypeInvalidRequest, Message: e.Message})
 	case bodyClientGone:
+		c.status, c.errType = statusClientClosed, errClientClosed.Type
+		c.ended()
 		return nil, false
 	default:
 		return fail(anthropicapi.InvalidRequest("could not read the request body: " + err.Error()))
@@ -80,16 +84,17 @@ func (g *Gateway) readAnthropic(w http.ResponseWriter, r *http.Request, countOnl
 
 func (g *Gateway) messages(chat http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		tenant, ok := g.admitInbound(w, r)
+		c := g.inboundCall(w, "messages")
+		tenant, ok := g.admitInbound(w, r, c)
 		if !ok {
 			return
 		}
-		req, ok := g.readAnthropic(w, r, false)
+		req, ok := g.readAnthropic(w, r, false, c)
 		if !ok {
 			return
 		}
 		body := req.ToChat(req.Model)
-		r2 := r.Clone(withAdmitted(withInboundName(r.Context(), "messages"), tenant))
+		r2 := r.Clone(withAdmitted(withInbound(r.Context(), c), tenant))
 		r2.URL.Path = "/v1/chat/completions"
 		r2.Body, r2.ContentLength = io.NopCloser(bytes.NewReader(body)), int64(len(body))
 		r2.Header.Del("Content-Length")
@@ -230,11 +235,12 @@ func (g *Gateway) countTokens(w http.ResponseWriter, r *http.Request) {
 		g.metrics.requests.WithLabelValues(model, statusLabel(e.Status)).Inc()
 		anthropicapi.WriteError(w, e)
 	}
-	tenant, ok := g.admitInbound(w, r)
+	c := g.inboundCall(w, "")
+	tenant, ok := g.admitInbound(w, r, c)
 	if !ok {
 		return
 	}
-	req, ok := g.readAnthropic(w, r, true)
+	req, ok := g.readAnthropic(w, r, true, c)
 	if !ok {
 		return
 	}

@@ -9,11 +9,13 @@ import (
 
 	"github.com/switchyard-dev/switchyard/api/v1alpha1"
 	"github.com/switchyard-dev/switchyard/internal/anthropicapi"
+	"github.com/switchyard-dev/switchyard/internal/bus"
 	"github.com/switchyard-dev/switchyard/internal/openaiapi"
 	routerv1 "github.com/switchyard-dev/switchyard/proto/switchyard/router/v1"
 	"github.com/switchyard-dev/switchyard/services/gateway/admission"
 	"github.com/switchyard-dev/switchyard/services/gateway/admission/apikey"
 	"github.com/switchyard-dev/switchyard/services/gateway/admission/jwt"
+	"github.com/switchyard-dev/switchyard/services/gateway/ratelimit"
 )
 
 // statusClientClosed is the nginx convention for "client went away"; it is
@@ -122,7 +124,7 @@ const (
 // Messages request handed to the chat path is marked by its inbound name.
 func callerAPI(r *http.Request) clientAPI {
 	p := r.URL.Path
-	if r.Header.Get("anthropic-version") != "" || inboundName(r.Context()) == "messages" ||
+	if r.Header.Get("anthropic-version") != "" || inboundOf(r.Context()).name == "messages" ||
 		p == "/v1/messages" || strings.HasPrefix(p, "/v1/messages/") || p == "/v1/complete" {
 		return apiAnthropic
 	}
@@ -221,6 +223,14 @@ func (c *call) refuse(w http.ResponseWriter, r *http.Request, err error) {
 		oa.Type, at = openaiapi.ErrTypeServer, anthropicapi.ErrTypeAPI
 	}
 	c.status, c.errType = oa.Status, oa.Type
+	if c.outcome == "" {
+		switch {
+		case ref.Status == http.StatusUnauthorized, ref.Status == http.StatusForbidden:
+			c.outcome = bus.UsageOutcomeRejectedAuth
+		case ref.Status == http.StatusTooManyRequests, ref.Code == ratelimit.CodeTooLarge:
+			c.outcome = bus.UsageOutcomeRejectedLimit
+		}
+	}
 	if callerAPI(r) == apiAnthropic {
 		anthropicapi.WriteError(w, &anthropicapi.APIError{Status: ref.Status, Type: at, Message: ref.Message})
 		return

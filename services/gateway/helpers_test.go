@@ -56,9 +56,12 @@ type testRouter struct {
 	// threshold is routed while free > 0 (taking one) and held
 	// otherwise, and one asking to be held is held; routed lists the
 	// routed requests' tenants in order.
-	capacity bool
-	free     int
-	routed   []string
+	// decisionPolicy and decisionRule name the policy and rule in routed
+	// decisions.
+	decisionPolicy, decisionRule string
+	capacity                     bool
+	free                         int
+	routed                       []string
 }
 
 // setFree makes the router hold requests asking with a queue threshold
@@ -97,7 +100,7 @@ func (tr *testRouter) Route(_ context.Context, req *routerv1.RouteRequest) (*rou
 		if !slices.Contains(req.GetExcludeEndpoints(), t.GetId()) {
 			return &routerv1.RouteResponse{
 				Target:   t,
-				Decision: &routerv1.Decision{Strategy: "first", PromptTokens: promptTokens, CachedTokens: 2},
+				Decision: &routerv1.Decision{Strategy: "first", PromptTokens: promptTokens, CachedTokens: 2, Policy: tr.decisionPolicy, Rule: tr.decisionRule},
 			}, nil
 		}
 	}
@@ -490,12 +493,12 @@ func (e *env) usageEvent(t testing.TB, id string) *eventsv1.UsageEvent {
 			if m.Header.Get(jetstream.MsgIDHeader) != id {
 				continue
 			}
-			if m.Subject != bus.UsageSubject(DefaultTenant) {
-				t.Errorf("usage event on %q, want %q", m.Subject, bus.UsageSubject(DefaultTenant))
-			}
 			var ev eventsv1.UsageEvent
 			if err := proto.Unmarshal(m.Data, &ev); err != nil {
 				t.Fatalf("usage event payload: %v", err)
+			}
+			if m.Subject != bus.UsageSubject(ev.GetTenant()) {
+				t.Errorf("usage event of tenant %q on %q, want %q", ev.GetTenant(), m.Subject, bus.UsageSubject(ev.GetTenant()))
 			}
 			found = &ev
 			return true

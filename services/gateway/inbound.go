@@ -2,7 +2,9 @@ package gateway
 
 import (
 	"context"
+	"crypto/rand"
 	"net/http"
+	"time"
 
 	"github.com/switchyard-dev/switchyard/services/gateway/admission"
 	"github.com/switchyard-dev/switchyard/services/gateway/internal/apibody"
@@ -53,27 +55,56 @@ func admittedTenant(ctx context.Context) (string, bool) {
 
 // admitInbound runs the admission chain for an inbound API's handler; a refusal
 // is written in the client's shape and counted.
-func (g *Gateway) admitInbound(w http.ResponseWriter, r *http.Request) (string, bool) {
-	c := &call{g: g, log: g.log}
+func (g *Gateway) admitInbound(w http.ResponseWriter, r *http.Request, c *call) (string, bool) {
 	ar := admission.Request{HTTP: r}
 	if err := c.admitRequest(&ar); err != nil {
+		c.tenant = ar.Tenant
 		c.refuse(w, r, err)
-		g.metrics.requests.WithLabelValues(unknownModel, statusLabel(c.status)).Inc()
+		c.ended()
 		return "", false
 	}
 	addHeaders(w, ar.Header)
+	c.tenant = ar.Tenant
 	return ar.Tenant, true
 }
 
-// inboundNameKey carries, on a request handed to the chat path by another
-// API, that API's name for the usage event.
-type inboundNameKey struct{}
-
-func withInboundName(ctx context.Context, name string) context.Context {
-	return context.WithValue(ctx, inboundNameKey{}, name)
+// inboundCall is a request of another client API before it reaches the
+// chat path. With api set it is metered: a request that ends before the
+// chat path (refused, unreadable) gets its usage event as one that went
+// through would, under the gateway's request id. Without, it is only
+// counted.
+func (g *Gateway) inboundCall(w http.ResponseWriter, api string) *call {
+	c := &call{g: g, log: g.log, start: time.Now(), apiName: api}
+	if api != "" {
+		c.id = rand.Text()
+		c.log = g.log.With().Str("request_id", c.id).Logger()
+		w.Header().Set(RequestIDHeader, c.id)
+	}
+	return c
 }
 
-func inboundName(ctx context.Context) string {
-	s, _ := ctx.Value(inboundNameKey{}).(string)
-	return s
+// ended records a request that ended before the chat path: its usage
+// event when it is metered, else the request metric alone.
+func (c *call) ended() {
+	if c.id == "" {
+		c.g.metrics.requests.WithLabelValues(unknownModel, statusLabel(c.status)).Inc()
+		return
+	}
+	c.finish()
+}
+
+// inboundKey carries, on a request handed to the chat path by another API,
+// that API's name for the usage event and the request id it was given.
+type inboundKey struct{}
+
+type inbound struct{ name, id string }
+
+func withInbound(ctx context.Context, c *call) context.Context {
+	return context.WithValue(ctx, inboundKey{}, inbound{name: c.apiName, id: c.id})
+}
+
+// inboundOf is the inbound API a request came through; zero for none.
+func inboundOf(ctx context.Context) inbound {
+	in, _ := ctx.Value(inboundKey{}).(inbound)
+	return in
 }

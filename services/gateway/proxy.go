@@ -121,8 +121,11 @@ func (g *Gateway) completions(api apibody.API, path string) http.Handler {
 			defer g.limiter.release(key)
 		}
 		c := &call{g: g, api: api, path: path, start: time.Now(), id: rand.Text(), apiName: apiName(api)}
-		if name := inboundName(r.Context()); name != "" {
-			c.apiName = name
+		if in := inboundOf(r.Context()); in.name != "" {
+			c.apiName = in.name
+			if in.id != "" {
+				c.id = in.id // one id from the first byte to the usage event
+			}
 		}
 		lc := g.log.With().Str("request_id", c.id)
 		if cid := r.Header.Get(RequestIDHeader); saneRequestID(cid) {
@@ -167,6 +170,7 @@ func (c *call) serve(w http.ResponseWriter, r *http.Request) {
 	if tenant, ok := admittedTenant(r.Context()); ok {
 		ar.Tenant = tenant // admitted by the inbound API that translated the request
 	} else if err := c.admitRequest(&ar); err != nil {
+		c.tenant = ar.Tenant // a step after authentication refused it: whose it was is known
 		c.refuse(w, r, err)
 		return
 	}
@@ -414,6 +418,9 @@ func (c *call) route(ctx context.Context, body []byte, exclude []string, fr flow
 	if rej := resp.GetRejection(); rej != nil {
 		c.modelKnown = rej.GetCode() == routerv1.RejectCode_REJECT_CODE_NO_HEALTHY_ENDPOINT ||
 			rej.GetCode() == routerv1.RejectCode_REJECT_CODE_POLICY
+		if rej.GetCode() == routerv1.RejectCode_REJECT_CODE_POLICY {
+			c.outcome = bus.UsageOutcomeRejectedPolicy
+		}
 		return nil, rejectionError(c.req.Model, rej)
 	}
 	if resp.GetHeld() && (fr.threshold > 0 || fr.hold) {
@@ -852,10 +859,9 @@ func (c *call) finish() {
 	c.log.WithLevel(lvl).Str("model", c.req.Model).Int("status", c.status).Str("endpoint", c.target.GetId()).
 		Int("attempts", c.attempts).Dur("ttft", c.ttft).Dur("e2e", e2e).Int64("completion_tokens", completion).Msg("request done")
 
-	if !c.parsed {
-		// No model, so nothing to meter: the request is only counted.
-		return
-	}
+	// Every request has its event, refused ones included (an
+	// unauthenticated one with no tenant, one refused before its body was
+	// read with no model): what was refused, and why, is usage too.
 	ev := &eventsv1.UsageEvent{
 		RequestId:          c.id,
 		Tenant:             c.tenant,
@@ -877,6 +883,10 @@ func (c *call) finish() {
 		FinishedAt:         timestamppb.New(end),
 		Tags:               c.tags,
 		QueueSeconds:       c.queued.Seconds(),
+		TargetType:         c.target.GetType(),
+		ReasoningTokens:    c.reasoning(),
+		Policy:             c.decision.GetPolicy(),
+		Rule:               c.decision.GetRule(),
 	}
 	if c.status >= 400 || c.abort {
 		ev.ErrorType = c.errType
@@ -902,6 +912,14 @@ func (c *call) finish() {
 		ev.TargetKind = "provider"
 	}
 	c.g.sink.RequestFinished(c.tenant, ev)
+}
+
+// reasoning is the reported reasoning tokens, 0 without usage.
+func (c *call) reasoning() int64 {
+	if c.hasUsage {
+		return c.usage.ReasoningTokens
+	}
+	return 0
 }
 
 func apiName(a apibody.API) string {

@@ -129,6 +129,9 @@ func (s *Step) Settle(ctx context.Context, r *Reservation, prompt, completion in
 	s.lim.Correct(ctx, r, Cost{Requests: r.reserved.Requests, Input: prompt, Output: completion})
 }
 
+// CodeTooLarge is the error code of a request no limit could ever admit.
+const CodeTooLarge = "request_exceeds_rate_limit"
+
 // refusal turns a decision into the client's answer: nil when allowed.
 func refusal(d Decision, err error, anthropic bool) error {
 	switch {
@@ -138,7 +141,7 @@ func refusal(d Decision, err error, anthropic bool) error {
 		return &admission.Refusal{Status: http.StatusServiceUnavailable, Code: "rate_limiter_unavailable",
 			Message: "rate limits cannot be checked right now, please retry", Header: h}
 	case errors.Is(err, ErrTooLarge):
-		return &admission.Refusal{Status: http.StatusBadRequest, Code: "request_exceeds_rate_limit",
+		return &admission.Refusal{Status: http.StatusBadRequest, Code: CodeTooLarge,
 			Message: "the request can never be admitted: " + strings.TrimPrefix(err.Error(), ErrTooLarge.Error()+": ") + "; lower max_tokens or the prompt", Header: headers(d, anthropic)}
 	case err != nil:
 		return err

@@ -283,11 +283,26 @@ type UsageEvent struct {
 	// got a 200 whose stream ended with an error event: the tokens counted
 	// are those it received. "shed": the fleet was saturated and the
 	// gateway's flow-control queue refused the request or gave it up (429).
+	// "rejected_auth": no valid credential, or a priority the tenant may not
+	// ask for (401, 403; tenant is empty when nobody was authenticated).
+	// "rejected_limit": a rate limit or budget refused it (429, 400 for a
+	// request larger than a limit). "rejected_policy": a policy refused it
+	// (onEmpty: Reject).
 	Outcome string `protobuf:"bytes,22,opt,name=outcome,proto3" json:"outcome,omitempty"`
 	// Time the request waited in the gateway's flow-control queue (the
 	// fleet was saturated), included in ttft_seconds and e2e_seconds; 0 when
 	// it did not wait.
-	QueueSeconds  float64 `protobuf:"fixed64,23,opt,name=queue_seconds,json=queueSeconds,proto3" json:"queue_seconds,omitempty"`
+	QueueSeconds float64 `protobuf:"fixed64,23,opt,name=queue_seconds,json=queueSeconds,proto3" json:"queue_seconds,omitempty"`
+	// The API the target speaks: "vLLM" for a worker, the InferenceProvider's
+	// spec.type for a provider (e.g. "OpenAICompatible"); empty when nothing
+	// was routed.
+	TargetType string `protobuf:"bytes,24,opt,name=target_type,json=targetType,proto3" json:"target_type,omitempty"`
+	// Of completion_tokens, those a reasoning model spent thinking, where the
+	// upstream reports them (usage.completion_tokens_details.reasoning_tokens).
+	ReasoningTokens int64 `protobuf:"varint,25,opt,name=reasoning_tokens,json=reasoningTokens,proto3" json:"reasoning_tokens,omitempty"`
+	// The InferencePolicy and rule that decided, empty for default routing.
+	Policy        string `protobuf:"bytes,26,opt,name=policy,proto3" json:"policy,omitempty"`
+	Rule          string `protobuf:"bytes,27,opt,name=rule,proto3" json:"rule,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -481,6 +496,34 @@ func (x *UsageEvent) GetQueueSeconds() float64 {
 		return x.QueueSeconds
 	}
 	return 0
+}
+
+func (x *UsageEvent) GetTargetType() string {
+	if x != nil {
+		return x.TargetType
+	}
+	return ""
+}
+
+func (x *UsageEvent) GetReasoningTokens() int64 {
+	if x != nil {
+		return x.ReasoningTokens
+	}
+	return 0
+}
+
+func (x *UsageEvent) GetPolicy() string {
+	if x != nil {
+		return x.Policy
+	}
+	return ""
+}
+
+func (x *UsageEvent) GetRule() string {
+	if x != nil {
+		return x.Rule
+	}
+	return ""
 }
 
 // KVBlockDelta is what changed in one worker's prefix cache, in Switchyard's
@@ -879,7 +922,7 @@ const file_switchyard_events_v1_events_proto_rawDesc = "" +
 	"\fttft_seconds\x18\x05 \x01(\x01R\vttftSeconds\x12#\n" +
 	"\rprompt_tokens\x18\x06 \x01(\x03R\fpromptTokens\x12#\n" +
 	"\rcached_tokens\x18\a \x01(\x03R\fcachedTokens\x12+\n" +
-	"\x11completion_tokens\x18\b \x01(\x03R\x10completionTokens\"\x9d\x06\n" +
+	"\x11completion_tokens\x18\b \x01(\x03R\x10completionTokens\"\x95\a\n" +
 	"\n" +
 	"UsageEvent\x12\x1d\n" +
 	"\n" +
@@ -913,7 +956,12 @@ const file_switchyard_events_v1_events_proto_rawDesc = "" +
 	"finishedAt\x12\x12\n" +
 	"\x04tags\x18\x15 \x03(\tR\x04tags\x12\x18\n" +
 	"\aoutcome\x18\x16 \x01(\tR\aoutcome\x12#\n" +
-	"\rqueue_seconds\x18\x17 \x01(\x01R\fqueueSeconds\"\xb3\x02\n" +
+	"\rqueue_seconds\x18\x17 \x01(\x01R\fqueueSeconds\x12\x1f\n" +
+	"\vtarget_type\x18\x18 \x01(\tR\n" +
+	"targetType\x12)\n" +
+	"\x10reasoning_tokens\x18\x19 \x01(\x03R\x0freasoningTokens\x12\x16\n" +
+	"\x06policy\x18\x1a \x01(\tR\x06policy\x12\x12\n" +
+	"\x04rule\x18\x1b \x01(\tR\x04rule\"\xb3\x02\n" +
 	"\fKVBlockDelta\x12\x12\n" +
 	"\x04pool\x18\x01 \x01(\tR\x04pool\x12\x1b\n" +
 	"\tworker_id\x18\x02 \x01(\tR\bworkerId\x12\x14\n" +

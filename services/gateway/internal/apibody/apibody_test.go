@@ -177,6 +177,10 @@ func TestInspectChunk(t *testing.T) {
 		{"usage word in content only", `{"choices":[{"delta":{"content":"\"usage\""}}]}`, Chunk{}},
 		{"malformed", `{"usage":{"prompt_tokens":1}`, Chunk{}},
 		{"negative clamped", `{"choices":[],"usage":{"prompt_tokens":-5,"completion_tokens":2}}`, Chunk{HasUsage: true, UsageOnly: true, Usage: Usage{CompletionTokens: 2}}},
+		{"reasoning tokens", `{"choices":[],"usage":{"prompt_tokens":5,"completion_tokens":9,"completion_tokens_details":{"reasoning_tokens":6}}}`,
+			Chunk{HasUsage: true, UsageOnly: true, Usage: Usage{PromptTokens: 5, CompletionTokens: 9, ReasoningTokens: 6}}},
+		{"reasoning tokens bounded by completion tokens", `{"choices":[],"usage":{"completion_tokens":2,"completion_tokens_details":{"reasoning_tokens":60}}}`,
+			Chunk{HasUsage: true, UsageOnly: true, Usage: Usage{CompletionTokens: 2, ReasoningTokens: 2}}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -15,6 +15,10 @@ type Usage struct {
 	// CachedTokens is usage.prompt_tokens_details.cached_tokens; vLLM fills
 	// it only when started with --enable-prompt-tokens-details.
 	CachedTokens int64
+	// ReasoningTokens is usage.completion_tokens_details.reasoning_tokens,
+	// the part of CompletionTokens a reasoning model spent thinking, where
+	// the upstream reports it (OpenAI's reasoning models do).
+	ReasoningTokens int64
 }
 
 type wireUsage struct {
@@ -23,6 +27,9 @@ type wireUsage struct {
 	PromptTokensDetails *struct {
 		CachedTokens int64 `json:"cached_tokens"`
 	} `json:"prompt_tokens_details"`
+	CompletionTokensDetails *struct {
+		ReasoningTokens int64 `json:"reasoning_tokens"`
+	} `json:"completion_tokens_details"`
 }
 
 var usageKey = []byte(`"usage"`)
@@ -76,6 +83,9 @@ func InspectChunk(data []byte) Chunk {
 	c := Chunk{HasUsage: true, Usage: Usage{PromptTokens: max(w.PromptTokens, 0), CompletionTokens: max(w.CompletionTokens, 0)}}
 	if w.PromptTokensDetails != nil {
 		c.Usage.CachedTokens = max(w.PromptTokensDetails.CachedTokens, 0)
+	}
+	if w.CompletionTokensDetails != nil {
+		c.Usage.ReasoningTokens = min(max(w.CompletionTokensDetails.ReasoningTokens, 0), c.Usage.CompletionTokens)
 	}
 	c.UsageOnly = hasChoices && choices.Kind == jsonscan.Array && isEmptyArray(choices.Value)
 	return c
