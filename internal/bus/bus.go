@@ -4,11 +4,12 @@
 // whole message topology in one file.
 //
 // Shape: switchyard.v1.<area>.<...>. Payloads are protobuf messages from
-// proto/switchyard/events/v1.
+// proto/switchyard/events/v1, except the tenant feeds (JSON, for people).
 package bus
 
 import (
 	"strings"
+	"time"
 )
 
 const prefix = "switchyard.v1."
@@ -93,6 +94,119 @@ func UsageSubject(tenant string) string {
 // UsageSubjectAll matches every tenant's usage events (stream subjects and
 // meter's filter).
 const UsageSubjectAll = usageSubjectPrefix + "*"
+
+// Tenant feeds: what a team may be given access to, and nothing else. Each
+// tenant has one subtree, so one permission line grants a team all of its
+// own and none of another's:
+//
+//	subscribe: "switchyard.v1.tenant.team-a.>"
+//
+// Publisher meter (after de-duplication: each request once, unlike the raw
+// usage stream, which may carry a re-sent copy); consumers the tenant's
+// own tools. Core NATS, JSON payloads (readable with `nats sub`).
+const tenantPrefix = prefix + "tenant."
+
+// TenantUsageSubject carries one TenantUsage per request of tenant for
+// model: switchyard.v1.tenant.<tenant>.usage.<model>, each name one token
+// (Escape).
+func TenantUsageSubject(tenant, model string) string {
+	return tenantPrefix + Escape(tenant) + ".usage." + Escape(model)
+}
+
+// TenantSummarySubject carries a TenantSummary of tenant every minute:
+// switchyard.v1.tenant.<tenant>.summary.
+func TenantSummarySubject(tenant string) string {
+	return tenantPrefix + Escape(tenant) + ".summary"
+}
+
+// TenantSubjects matches everything of tenant's: the subscribe permission
+// to give its team.
+func TenantSubjects(tenant string) string { return tenantPrefix + Escape(tenant) + ".>" }
+
+// TenantUsage is one request's usage as its tenant sees it (no worker
+// addresses, no prompt). Durations in seconds.
+type TenantUsage struct {
+	RequestID         string    `json:"request_id"`
+	Tenant            string    `json:"tenant"`
+	Model             string    `json:"model"`
+	ServedModel       string    `json:"served_model,omitempty"`
+	API               string    `json:"api"`
+	TargetKind        string    `json:"target_kind,omitempty"`
+	TargetType        string    `json:"target_type,omitempty"`
+	Provider          string    `json:"provider,omitempty"`
+	Outcome           string    `json:"outcome"`
+	StatusCode        int32     `json:"status_code"`
+	InputTokens       int64     `json:"input_tokens"`
+	CachedInputTokens int64     `json:"cached_input_tokens"`
+	OutputTokens      int64     `json:"output_tokens"`
+	ReasoningTokens   int64     `json:"reasoning_tokens,omitempty"`
+	TTFT              float64   `json:"ttft_seconds,omitempty"`
+	ITLMean           float64   `json:"itl_mean_seconds,omitempty"`
+	E2E               float64   `json:"e2e_seconds"`
+	Queue             float64   `json:"queue_seconds,omitempty"`
+	Attempts          int32     `json:"attempts,omitempty"`
+	Tags              []string  `json:"tags,omitempty"`
+	StartedAt         time.Time `json:"started_at"`
+	FinishedAt        time.Time `json:"finished_at"`
+}
+
+// TenantSummary is a tenant's usage in one minute, per model, as the
+// meter's rollups hold it when the minute is over.
+type TenantSummary struct {
+	Tenant string               `json:"tenant"`
+	Start  time.Time            `json:"start"`
+	End    time.Time            `json:"end"`
+	Models []TenantModelSummary `json:"models"`
+}
+
+// TenantModelSummary is one model's part of a TenantSummary.
+type TenantModelSummary struct {
+	Model               string           `json:"model"`
+	Requests            int64            `json:"requests"`
+	Outcomes            map[string]int64 `json:"outcomes"`
+	CachedInputTokens   int64            `json:"cached_input_tokens"`
+	UncachedInputTokens int64            `json:"uncached_input_tokens"`
+	OutputTokens        int64            `json:"output_tokens"`
+	ReasoningTokens     int64            `json:"reasoning_tokens"`
+	TTFTMean            float64          `json:"ttft_mean_seconds,omitempty"`
+	E2EMean             float64          `json:"e2e_mean_seconds,omitempty"`
+}
+
+// Escape makes a name one NATS subject token, reversibly and without
+// collisions (unlike Token): bytes other than letters, digits, '-' and
+// '_' become %XX, so "team.a" is "team%2Ea" and can never be "team_a"'s
+// or match a wildcard. Tenant names (lower-case letters, digits, '.',
+// '_', '-') only ever escape their dots.
+func Escape(s string) string {
+	if s == "" {
+		return "%"
+	}
+	clean := true
+	for i := 0; i < len(s); i++ {
+		if !escapeFree(s[i]) {
+			clean = false
+			break
+		}
+	}
+	if clean {
+		return s
+	}
+	const hex = "0123456789ABCDEF"
+	b := make([]byte, 0, len(s)+8)
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if escapeFree(c) {
+			b = append(b, c)
+			continue
+		}
+		b = append(b, '%', hex[c>>4], hex[c&15])
+	}
+	return string(b)
+}
+
+func escapeFree(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_'
+}
 
 // Token turns an arbitrary name into a single NATS subject token: dots,
 // spaces, wildcards and control characters become '_'; an empty name becomes

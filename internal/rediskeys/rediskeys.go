@@ -4,6 +4,7 @@
 package rediskeys
 
 import (
+	"strconv"
 	"time"
 )
 
@@ -48,4 +49,47 @@ const RateLimitPrefix = prefix + "rl:"
 // Cluster slot, as the script needs.
 func RateLimit(keyPrefix, tenant, model, limit string) string {
 	return keyPrefix + "{" + tenant + "}:" + model + ":" + limit
+}
+
+// UsagePrefix starts every usage key (tests use a prefix of their own).
+const UsagePrefix = prefix + "usage:"
+
+// UsageRollup is a tenant's usage in one bucket of one resolution: a hash
+// whose fields are "<counter>|<model>" (package usage names the counters)
+// and values integers. res is "m" (minute), "h" (hour) or "d" (UTC day);
+// start is the bucket's start in Unix seconds. Writer: meter, only
+// through its Lua script, which adds each event once (UsageSeen). Readers:
+// meter's usage API (yardctl usage), the gateway's budgets. TTL the
+// resolution's retention after the last write (meter's --retention-*).
+// The tenant is a hash tag: one tenant's keys share a Redis Cluster slot.
+func UsageRollup(keyPrefix, tenant, res string, start int64) string {
+	return keyPrefix + "{" + tenant + "}:" + res + ":" + strconv.FormatInt(start, 10)
+}
+
+// UsageSeen is the set of request ids of a tenant's events that finished
+// in one hour (start in Unix seconds), which the meter has counted: an
+// event redelivered or published twice is found here and not counted
+// again. Writer and reader: meter's Lua script. TTL meter's
+// --dedup-window after the last write.
+func UsageSeen(keyPrefix, tenant string, hourStart int64) string {
+	return keyPrefix + "{" + tenant + "}:seen:" + strconv.FormatInt(hourStart, 10)
+}
+
+// UsageActive is the set of tenants with events in the minute starting at
+// start (Unix seconds): whose summaries to publish. Writer: meter, after
+// its script counted them (apart from it: the key is in no tenant's
+// slot); reader: the meter replica publishing that minute's summaries.
+// TTL UsageActiveTTL.
+func UsageActive(keyPrefix string, start int64) string {
+	return keyPrefix + "active:" + strconv.FormatInt(start, 10)
+}
+
+// UsageActiveTTL is the lifetime of a UsageActive key.
+const UsageActiveTTL = time.Hour
+
+// UsageSummaryLock is held (SET NX) by the one meter replica that
+// publishes the summaries of the minute starting at start. TTL
+// UsageActiveTTL.
+func UsageSummaryLock(keyPrefix string, start int64) string {
+	return keyPrefix + "summary-lock:" + strconv.FormatInt(start, 10)
 }
