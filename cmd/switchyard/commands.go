@@ -56,6 +56,6 @@ func commands(stdout io.Writer) []command {
 		serviceCommand[router.Config]("router", "gRPC router: picks the worker or provider for each request", router.Run),
 		serviceCommand[kvtracker.Config]("kvtracker", "ingests vLLM KV cache events, publishes block deltas and snapshots for routers", kvtracker.Run),
 		serviceCommand[policyd.Config]("policyd", "validates, compiles and serves routing policies (files or Kubernetes CRDs)", policyd.Run),
-		serviceCommand[meter.Config]("meter", "aggregates usage per tenant and model (not implemented yet)", meter.Run),
+		serviceCommand[meter.Config]("meter", "counts usage per tenant and model exactly once: rollups, metrics, tenant feeds, the usage API", meter.Run),
 	}
 }

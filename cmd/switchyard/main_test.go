@@ -29,7 +29,7 @@ func TestUsageAndErrors(t *testing.T) {
 		{"invalid config", []string{"sim", "--block-size", "0"}, 2, "invalid configuration"},
 		{"bad log level", []string{"meter", "--log-level", "loud"}, 2, "log level"},
 		{"kvtracker without workers", []string{"kvtracker"}, 2, "no workers"},
-		{"not implemented", []string{"meter"}, 1, "not implemented"},
+		{"meter with a bad batch", []string{"meter", "--batch", "0"}, 2, "batch 0: want 1 to 10000"},
 		{"version", []string{"version"}, 0, "switchyard "},
 		{"--version", []string{"--version"}, 0, runtime.Version()},
 		{"version with arguments", []string{"version", "x"}, 2, "unexpected arguments"},

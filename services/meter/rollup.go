@@ -1,0 +1,158 @@
+package meter
+
+import (
+	"context"
+	_ "embed"
+	"fmt"
+	"math"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/switchyard-dev/switchyard/internal/rediskeys"
+	"github.com/switchyard-dev/switchyard/internal/usage"
+	eventsv1 "github.com/switchyard-dev/switchyard/proto/switchyard/events/v1"
+)
+
+//go:embed count.lua
+var countLua string
+
+var countScript = redis.NewScript(countLua)
+
+// counterNames are the numeric counters every event adds to, in the order
+// of values(); outcomes are counted apart (count.lua).
+var counterNames = []string{
+	usage.FieldRequests, usage.FieldCachedInput, usage.FieldUncachedInput, usage.FieldOutput,
+	usage.FieldReasoning, usage.FieldTTFTMillis, usage.FieldTTFTCount, usage.FieldE2EMillis,
+}
+
+// event is one decoded usage event with its label values.
+type event struct {
+	ev       *eventsv1.UsageEvent
+	tenant   string // label value
+	model    string // label value
+	outcome  string // label value
+	finished time.Time
+	// counted is set when the script counted it now (not before).
+	counted bool
+}
+
+func newEvent(ev *eventsv1.UsageEvent, l *labels, now time.Time) *event {
+	e := &event{ev: ev, tenant: l.tenant(ev.GetTenant()), model: l.model(ev.GetModel()), outcome: outcome(ev.GetOutcome())}
+	switch {
+	case ev.GetFinishedAt().IsValid():
+		e.finished = ev.GetFinishedAt().AsTime()
+	case ev.GetStartedAt().IsValid():
+		e.finished = ev.GetStartedAt().AsTime()
+	default:
+		e.finished = now
+	}
+	return e
+}
+
+// values are the event's counter values, in counterNames order.
+func (e *event) values() [8]int64 {
+	ev := e.ev
+	prompt, cached := max(0, ev.GetPromptTokens()), max(0, ev.GetCachedPromptTokens())
+	cached = min(cached, prompt)
+	var ttftMS, ttftN int64
+	if t := ev.GetTtftSeconds(); t > 0 {
+		ttftMS, ttftN = millis(t), 1
+	}
+	return [8]int64{1, cached, prompt - cached, max(0, ev.GetCompletionTokens()), max(0, ev.GetReasoningTokens()), ttftMS, ttftN, millis(ev.GetE2ESeconds())}
+}
+
+func millis(s float64) int64 {
+	if s <= 0 || math.IsNaN(s) || math.IsInf(s, 0) {
+		return 0
+	}
+	return int64(math.Round(min(s, 1e9) * 1000))
+}
+
+// counter counts events in Redis, each exactly once.
+type counter struct {
+	rdb    redis.Scripter
+	prefix string
+	// TTLs in seconds.
+	seen, minute, hour, day int64
+}
+
+func newCounter(rdb redis.Scripter, cfg *Config) *counter {
+	sec := func(d time.Duration) int64 { return max(1, int64(d/time.Second)) }
+	return &counter{rdb: rdb, prefix: cfg.KeyPrefix, seen: sec(cfg.DedupWindow + time.Hour),
+		minute: sec(cfg.RetainMinutes), hour: sec(cfg.RetainHours), day: sec(cfg.RetainDays)}
+}
+
+// count counts evs, all of one tenant (label value), in one script call,
+// and sets each one's counted flag.
+func (c *counter) count(ctx context.Context, tenant string, evs []*event) error {
+	var keys []string
+	var ttls []int64
+	index := map[string]int{}
+	key := func(k string, ttl int64) string {
+		i, ok := index[k]
+		if !ok {
+			keys, ttls = append(keys, k), append(ttls, ttl)
+			i = len(keys)
+			index[k] = i
+		}
+		return strconv.Itoa(i)
+	}
+	models, modelIdx := []string{}, map[string]string{}
+	outcomes, outcomeIdx := []string{}, map[string]string{}
+	idxOf := func(list *[]string, m map[string]string, v string) string {
+		i, ok := m[v]
+		if !ok {
+			*list = append(*list, v)
+			i = strconv.Itoa(len(*list))
+			m[v] = i
+		}
+		return i
+	}
+	per := make([]any, 0, len(evs)*(7+len(counterNames)))
+	for _, e := range evs {
+		seen := key(rediskeys.UsageSeen(c.prefix, tenant, usage.Hour.Start(e.finished)), c.seen)
+		per = append(per, e.ev.GetRequestId(), seen,
+			key(rediskeys.UsageRollup(c.prefix, tenant, usage.Minute.Name, usage.Minute.Start(e.finished)), c.minute),
+			key(rediskeys.UsageRollup(c.prefix, tenant, usage.Hour.Name, usage.Hour.Start(e.finished)), c.hour),
+			key(rediskeys.UsageRollup(c.prefix, tenant, usage.Day.Name, usage.Day.Start(e.finished)), c.day),
+			idxOf(&models, modelIdx, e.model), idxOf(&outcomes, outcomeIdx, e.outcome))
+		for _, v := range e.values() {
+			per = append(per, v)
+		}
+	}
+	args := make([]any, 0, 5+len(ttls)+len(counterNames)+len(models)+len(outcomes)+len(per))
+	args = append(args, len(evs), len(ttls))
+	for _, t := range ttls {
+		args = append(args, t)
+	}
+	args = append(args, len(counterNames))
+	for _, n := range counterNames {
+		args = append(args, n)
+	}
+	args = append(args, len(models))
+	for _, m := range models {
+		args = append(args, m)
+	}
+	args = append(args, len(outcomes))
+	for _, o := range outcomes {
+		args = append(args, o)
+	}
+	args = append(args, per...)
+	flags, err := countScript.Run(ctx, c.rdb, keys, args...).Int64Slice()
+	if err != nil {
+		return fmt.Errorf("count %d events of tenant %s: %w", len(evs), tenant, err)
+	}
+	if len(flags) != len(evs) {
+		return fmt.Errorf("count script answered %d flags for %d events", len(flags), len(evs))
+	}
+	for i, e := range evs {
+		e.counted = flags[i] == 1
+	}
+	return nil
+}
+
+// feedTenant reports whether a tenant label value has a feed: a named
+// tenant, not everyone else's "other" nor the unauthenticated.
+func feedTenant(t string) bool { return t != Other && t != Unauthenticated }
