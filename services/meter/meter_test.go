@@ -302,3 +302,49 @@ func TestRedeliveredBatchCountedOnce(t *testing.T) {
 		t.Error("the second meter counted an event again")
 	}
 }
+
+// A minute's summary is its tenant's minute rollup, published once however
+// many replicas try (the minute's lock), on the tenant's own subject.
+func TestMinuteSummary(t *testing.T) {
+	e := newEnv(t)
+	for i := range 4 {
+		ev := usageEvent(fmt.Sprintf("s-%d", i), "team.c", "qwen", bus.UsageOutcomeOK, time.Duration(i)*time.Second)
+		e.publish(ev, ev.GetRequestId())
+	}
+	m, _ := e.start(e.config(), nil)
+	testkit.Eventually(t, 10*time.Second, "counted", func() bool {
+		return strings.Contains(scrape(t, m), `switchyard_meter_events_total{result="counted"} 4`)
+	})
+	sums := make(chan *nats.Msg, 4)
+	sub, err := e.nc.ChanSubscribe(bus.TenantSummarySubject("team.c"), sums)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Unsubscribe()
+	if err := e.nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if sub.Subject != "switchyard.v1.tenant.team%2Ec.summary" {
+		t.Errorf("summary subject %s", sub.Subject)
+	}
+	minute := usage.Minute.Start(t0)
+	m.summarize(context.Background(), m.nc.Load().Conn, m.rdb.Load(), minute)
+	m.summarize(context.Background(), m.nc.Load().Conn, m.rdb.Load(), minute) // another replica, later
+	select {
+	case msg := <-sums:
+		var s bus.TenantSummary
+		if err := json.Unmarshal(msg.Data, &s); err != nil {
+			t.Fatal(err)
+		}
+		if s.Tenant != "team.c" || !s.Start.Equal(t0) || len(s.Models) != 1 || s.Models[0].Requests != 4 || s.Models[0].OutputTokens != 200 || s.Models[0].Outcomes["ok"] != 4 {
+			t.Errorf("summary %+v", s)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("no summary")
+	}
+	select {
+	case msg := <-sums:
+		t.Errorf("a second summary of the minute: %s", msg.Data)
+	case <-time.After(200 * time.Millisecond):
+	}
+}
