@@ -39,7 +39,7 @@ run() { # name threshold flood-clients
     --scrape-interval "$scrape" ${FLOW_ARGS:-} --sim-port 0 --log-level warn \
     --gateway-addr 127.0.0.1:0 --gateway-metrics-addr 127.0.0.1:0 --router-grpc-addr 127.0.0.1:0 \
     --router-http-addr 127.0.0.1:0 --policyd-grpc-addr 127.0.0.1:0 --policyd-http-addr 127.0.0.1:0 \
-    --kvtracker-http-addr 127.0.0.1:0 >"$work/dev-$name.log" 2>&1 &
+    --kvtracker-http-addr 127.0.0.1:0 --meter-http-addr 127.0.0.1:0 --redis-url none >"$work/dev-$name.log" 2>&1 &
   local dev=$!
   local url=""
   for _ in $(seq 1 200); do

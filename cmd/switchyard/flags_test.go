@@ -50,11 +50,12 @@ func TestHelpStatesDefaultsOnce(t *testing.T) {
 // command; dialFlags name servers to connect to.
 var (
 	listenFlags = map[string][]string{
-		"dev":       {"gateway-addr", "gateway-metrics-addr", "router-grpc-addr", "router-http-addr", "kvtracker-http-addr", "policyd-grpc-addr", "policyd-http-addr"},
+		"dev":       {"gateway-addr", "gateway-metrics-addr", "router-grpc-addr", "router-http-addr", "kvtracker-http-addr", "meter-http-addr", "policyd-grpc-addr", "policyd-http-addr"},
 		"sim":       {"host"},
 		"gateway":   {"addr", "metrics-addr"},
 		"router":    {"grpc-addr", "http-addr"},
 		"kvtracker": {"http-addr"},
+		"meter":     {"http-addr"},
 		"policyd":   {"grpc-addr", "http-addr"},
 	}
 	dialFlags = []string{"router-addr", "policyd-addr"}

@@ -85,7 +85,7 @@ func TestDevCommand(t *testing.T) {
 	go func() {
 		done <- run(ctx, []string{"dev",
 			"--gateway-addr", freeAddr(t), "--router-grpc-addr", "127.0.0.1:0", "--router-http-addr", "127.0.0.1:0", "--kvtracker-http-addr", "127.0.0.1:0",
-			"--policyd-grpc-addr", "127.0.0.1:0", "--policyd-http-addr", "127.0.0.1:0", "--gateway-metrics-addr", "127.0.0.1:0",
+			"--meter-http-addr", "127.0.0.1:0", "--policyd-grpc-addr", "127.0.0.1:0", "--policyd-http-addr", "127.0.0.1:0", "--gateway-metrics-addr", "127.0.0.1:0",
 			"--sim-port", "0", "--kv-events-config", "", "--time-scale", "20", "--log-level", "warn",
 		}, out, io.Discard)
 	}()

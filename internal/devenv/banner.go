@@ -60,15 +60,20 @@ func (s *Stack) writeBanner(out io.Writer, cfg Config) {
 	if s.tracker != nil {
 		fmt.Fprintf(tw, "  kvtracker\t%s\treads the workers' KV events, publishes them on NATS\n", s.KVTrackerURL())
 	}
+	if s.meter != nil {
+		fmt.Fprintf(tw, "  meter\t%s\tcounts usage: GET /v1/usage?tenant=T&since=1h, yardctl usage\n", s.MeterURL())
+	} else {
+		fmt.Fprintf(tw, "  meter\toff\tneeds Redis (--redis-url or REDIS_URL)\n")
+	}
 	nats := "embedded, JetStream"
 	if s.nats == nil {
 		nats = "external"
 	}
 	fmt.Fprintf(tw, "  NATS\t%s\t%s\n", configcheck.Redact(s.natsURL), nats)
 	if s.redisURL != "" {
-		fmt.Fprintf(tw, "  Redis\t%s\tKV snapshots\n", configcheck.Redact(s.redisURL))
+		fmt.Fprintf(tw, "  Redis\t%s\tKV snapshots, usage rollups\n", configcheck.Redact(s.redisURL))
 	} else {
-		fmt.Fprintf(tw, "  Redis\tnone\tKV snapshots off (--redis-url or REDIS_URL to use one)\n")
+		fmt.Fprintf(tw, "  Redis\tnone\tKV snapshots and metering off (--redis-url or REDIS_URL to use one)\n")
 	}
 	tw.Flush()
 
@@ -99,6 +104,9 @@ func (s *Stack) writeBanner(out io.Writer, cfg Config) {
 	}
 	if s.tracker != nil {
 		metrics = append(metrics, s.KVTrackerURL()+"/metrics")
+	}
+	if s.meter != nil {
+		metrics = append(metrics, s.MeterURL()+"/metrics")
 	}
 	fmt.Fprintf(out, "\nPrometheus metrics:\n  %s\n", strings.Join(metrics, "\n  "))
 	if workers > 0 {

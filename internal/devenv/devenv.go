@@ -11,6 +11,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"strings"
@@ -25,6 +26,7 @@ import (
 	"github.com/switchyard-dev/switchyard/services/gateway"
 	"github.com/switchyard-dev/switchyard/services/gateway/flowcontrol"
 	"github.com/switchyard-dev/switchyard/services/kvtracker"
+	"github.com/switchyard-dev/switchyard/services/meter"
 	"github.com/switchyard-dev/switchyard/services/policyd"
 	"github.com/switchyard-dev/switchyard/services/router"
 )
@@ -42,9 +44,16 @@ type Config struct {
 	// 4222, which a machine-wide server may hold).
 	NATSPort int
 	// RedisURL is where kvtracker keeps snapshots for routers that start
-	// late. Empty runs without: fine for one process whose router starts
-	// with the tracker, and said so at start.
+	// late, and the meter its rollups. Empty: the Redis on
+	// 127.0.0.1:6379 when one answers there, else none (no snapshots,
+	// which one process whose router starts with the tracker does not
+	// need, and no meter), said so at start; NoRedis: none.
 	RedisURL string
+	// MeterHTTPAddr serves the meter's usage API and /metrics.
+	MeterHTTPAddr string
+	// UsageKeyPrefix starts the meter's Redis keys (tests give their own:
+	// a shared Redis otherwise sums every run's usage).
+	UsageKeyPrefix string
 	// KVTrackerHTTPAddr serves the tracker's /metrics.
 	KVTrackerHTTPAddr string
 	// Sim configures the simulated workers.
@@ -84,6 +93,10 @@ type Config struct {
 	tenantsSet bool // --tenants was given
 }
 
+// NoRedis as Config.RedisURL runs without Redis, even when one answers on
+// 127.0.0.1:6379.
+const NoRedis = "none"
+
 // DefaultKVEventsConfig makes each simulated worker publish KV events like a
 // vLLM started with --kv-events-config: worker i on 5557+i, replay on
 // 5567+i. The endpoint must hold a wildcard: by vLLM's rule only such an
@@ -102,6 +115,7 @@ func DefaultConfig() Config {
 		RouterGRPCAddr:     "127.0.0.1:9090",
 		RouterHTTPAddr:     "127.0.0.1:9091",
 		KVTrackerHTTPAddr:  "127.0.0.1:9095",
+		MeterHTTPAddr:      "127.0.0.1:9096",
 		RedisURL:           os.Getenv("REDIS_URL"),
 		Sim:                s,
 		ReadyTimeout:       30 * time.Second,
@@ -135,7 +149,8 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.RouterHTTPAddr, "router-http-addr", d.RouterHTTPAddr, "router REST/metrics listen address")
 	fs.StringVar(&c.NATSURL, "nats-url", "", "use this NATS server instead of starting an embedded one")
 	fs.IntVar(&c.NATSPort, "nats-port", 0, "port of the embedded NATS server (0: a free port)")
-	fs.StringVar(&c.RedisURL, "redis-url", d.RedisURL, "Redis for KV snapshots, $REDIS_URL when not given (empty: none, single process only)")
+	fs.StringVar(&c.RedisURL, "redis-url", d.RedisURL, "Redis for KV snapshots and the meter, $REDIS_URL when not given (empty: 127.0.0.1:6379 when a Redis answers there, else none: no meter; \"none\": none)")
+	fs.StringVar(&c.MeterHTTPAddr, "meter-http-addr", d.MeterHTTPAddr, "meter listen address (GET /v1/usage, /metrics)")
 	fs.StringVar(&c.KVTrackerHTTPAddr, "kvtracker-http-addr", d.KVTrackerHTTPAddr, "kvtracker /metrics listen address")
 	fs.IntVar(&c.Sim.Workers, "workers", d.Sim.Workers, "number of simulated vLLM workers")
 	fs.IntVar(&c.Sim.Port, "sim-port", d.Sim.Port, "HTTP port of the first simulated worker (worker i uses port+i)")
@@ -215,15 +230,16 @@ type Stack struct {
 	// tempDirs are removed by Stop.
 	tempDirs []string
 	tracker  *kvtracker.Tracker
+	meter    *meter.Meter
 	router   *router.Server
 	gateway  *gateway.Gateway
 	// sims lists every simulator the stack started, for the banner.
 	sims     []simulated
 	redisURL string
 
-	gatewayRun, routerRun, trackerRun, policydRun *background
-	stopOnce                                      sync.Once
-	stopErr                                       error
+	gatewayRun, routerRun, trackerRun, policydRun, meterRun *background
+	stopOnce                                                sync.Once
+	stopErr                                                 error
 }
 
 // Start brings the system up and returns once the gateway is ready to serve
@@ -233,6 +249,12 @@ type Stack struct {
 func Start(ctx context.Context, cfg Config, log zerolog.Logger) (_ *Stack, err error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
+	}
+	switch cfg.RedisURL {
+	case "":
+		cfg.RedisURL = localRedis()
+	case NoRedis:
+		cfg.RedisURL = ""
 	}
 	s := &Stack{natsURL: cfg.NATSURL, redisURL: cfg.RedisURL}
 	defer func() {
@@ -335,11 +357,32 @@ func Start(ctx context.Context, cfg Config, log zerolog.Logger) (_ *Stack, err e
 	s.gateway = gw
 	s.gatewayRun = runInBackground(ctx, gw.Serve)
 
+	if cfg.RedisURL != "" {
+		mc := meter.DefaultConfig()
+		mc.NATS.URL, mc.Redis.URL = s.natsURL, cfg.RedisURL
+		mc.HTTPAddr, mc.ReplicaID = cfg.MeterHTTPAddr, "dev-meter"
+		if cfg.UsageKeyPrefix != "" {
+			mc.KeyPrefix = cfg.UsageKeyPrefix
+		}
+		if s.policyd != nil {
+			mc.PolicydAddr = s.policyd.GRPCAddr()
+		}
+		m, err := meter.New(mc, log.With().Str("service", "meter").Logger())
+		if err != nil {
+			return nil, fmt.Errorf("start meter: %w", err)
+		}
+		s.meter = m
+		s.meterRun = runInBackground(ctx, m.Serve)
+	}
+
 	readyCtx, cancel := context.WithTimeout(ctx, cfg.ReadyTimeout)
 	defer cancel()
 	ready := []string{s.RouterURL() + "/readyz", s.GatewayURL() + "/readyz"}
 	if s.tracker != nil {
 		ready = append(ready, "http://"+s.tracker.HTTPAddr()+"/readyz")
+	}
+	if s.meter != nil {
+		ready = append(ready, s.MeterURL()+"/readyz")
 	}
 	if s.policyd != nil {
 		ready = append(ready, "http://"+s.policyd.HTTPAddr()+"/readyz")
@@ -435,6 +478,38 @@ func (s *Stack) KVTrackerURL() string {
 	return "http://" + s.tracker.HTTPAddr()
 }
 
+// MeterURL is the meter's HTTP base URL (GET /v1/usage, /metrics); empty
+// without Redis.
+func (s *Stack) MeterURL() string {
+	if s.meter == nil {
+		return ""
+	}
+	return "http://" + s.meter.HTTPAddr()
+}
+
+// RedisURL is the Redis the stack uses, empty for none.
+func (s *Stack) RedisURL() string { return s.redisURL }
+
+// localRedis is redis://127.0.0.1:6379 when a Redis answers PING there
+// within a moment, else "".
+func localRedis() string {
+	const addr = "127.0.0.1:6379"
+	c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
+	if err != nil {
+		return ""
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(300 * time.Millisecond))
+	if _, err := c.Write([]byte("PING\r\n")); err != nil {
+		return ""
+	}
+	buf := make([]byte, 7)
+	if n, _ := io.ReadAtLeast(c, buf, 5); n < 5 || string(buf[:5]) != "+PONG" {
+		return ""
+	}
+	return "redis://" + addr
+}
+
 // NATSURL is the NATS server the stack uses.
 func (s *Stack) NATSURL() string { return s.natsURL }
 
@@ -491,7 +566,8 @@ func (s *Stack) Stop() error {
 		} else if s.gateway != nil {
 			errs = append(errs, s.gateway.Close())
 		}
-		errs = append(errs, s.routerRun.stop(), s.policydRun.stop(), s.trackerRun.stop())
+		// The meter after the gateway, whose last usage events it counts.
+		errs = append(errs, s.meterRun.stop(), s.routerRun.stop(), s.policydRun.stop(), s.trackerRun.stop())
 		for _, f := range s.fleets {
 			errs = append(errs, f.Close())
 		}

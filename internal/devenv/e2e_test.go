@@ -32,7 +32,8 @@ func startStack(t *testing.T) *devenv.Stack {
 	cfg.RouterGRPCAddr = "127.0.0.1:0"
 	cfg.RouterHTTPAddr = "127.0.0.1:0"
 	cfg.KVTrackerHTTPAddr = "127.0.0.1:0"
-	cfg.RedisURL = "" // snapshots are the kvtracker's and router's own tests' business
+	cfg.RedisURL = devenv.NoRedis // snapshots are the kvtracker's and router's own tests' business, usage the meter test's
+	cfg.MeterHTTPAddr = "127.0.0.1:0"
 	cfg.Sim.Port = 0
 	cfg.Sim.KVEventsConfig = `{"enable_kv_cache_events":true,"publisher":"zmq","endpoint":"tcp://127.0.0.1:*"}`
 	// Fast enough for a test, slow enough that a 64-token answer is still

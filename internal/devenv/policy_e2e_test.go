@@ -40,7 +40,8 @@ func catalogConfig() devenv.Config {
 	cfg.KVTrackerHTTPAddr = "127.0.0.1:0"
 	cfg.PolicydGRPCAddr = "127.0.0.1:0"
 	cfg.PolicydHTTPAddr = "127.0.0.1:0"
-	cfg.RedisURL = ""
+	cfg.RedisURL = devenv.NoRedis
+	cfg.MeterHTTPAddr = "127.0.0.1:0"
 	cfg.Sim.TimeScale = 10
 	return cfg
 }

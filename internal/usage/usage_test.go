@@ -60,7 +60,7 @@ func TestCover(t *testing.T) {
 	// Minutes expired: the edges before minutesSince are whole hours.
 	now := base.Add(10 * 24 * time.Hour)
 	bs, lo, hi = Cover(now.Add(-5*24*time.Hour+17*time.Minute), now.Add(-3*time.Minute), now.Add(-48*time.Hour))
-	if !lo.Equal(now.Add(-5 * 24 * time.Hour)) || !hi.Equal(now.Add(-3*time.Minute)) {
+	if !lo.Equal(now.Add(-5*24*time.Hour)) || !hi.Equal(now.Add(-3*time.Minute)) {
 		t.Errorf("expired minutes: range %s – %s", lo, hi)
 	}
 	for _, b := range bs {

@@ -171,10 +171,12 @@ func StartGateway(ctx context.Context, o GatewayOptions) (*Gateway, error) {
 			"--sim-port", "0",
 			"--kv-events-config", events,
 			"--kvtracker-http-addr", "127.0.0.1:0",
+			"--meter-http-addr", "127.0.0.1:0",
 			// Anonymous workers rather than the example catalog's, and
-			// no shared Redis: each run is a fresh, self-contained stack.
+			// no shared Redis (so no meter): each run is a fresh,
+			// self-contained stack.
 			"--policies", "",
-			"--redis-url", "",
+			"--redis-url", "none",
 		)
 	}
 	if o.Model != "" {
