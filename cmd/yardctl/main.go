@@ -42,6 +42,7 @@ type command struct {
 func commands() []command {
 	return []command{
 		{"endpoints", "list the endpoints a router knows, with their live load and health", runEndpoints},
+		{"usage", "a tenant's usage from the meter: requests, tokens cached and uncached, by model or time (table, json, csv)", runUsage},
 		{"explain", "which target a request would get, and why: asks a router, or offline with -f POLICIES --state STATE.yaml", runExplainAny},
 		{"validate", "validate policy and CRD files or directories (-f PATH...); every error listed", runValidate},
 		{"keys", "make a tenant's API key (create) or the change revoking one (revoke); prints manifests, talks to nothing", runKeys},
@@ -102,28 +103,40 @@ func runExplainAny(ctx context.Context, args []string, stdin io.Reader, stdout, 
 	return runExplain(ctx, ef, stdin, stdout)
 }
 
-// routerFlags are shared by the online commands.
+// routerFlags are shared by the commands that ask a router.
 type routerFlags struct {
 	routerURL string
-	timeout   time.Duration
 	output    outputFormat
-	// tokenFile holds the router's operator token (its
-	// --operator-token-file), sent as a bearer token; tls is for an
-	// https:// router URL.
-	tokenFile string
-	tls       lifecycle.GRPCClient
+	httpFlags
 }
 
 func (r *routerFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&r.routerURL, "router", "http://127.0.0.1:9091", "router REST base URL (its --http-addr)")
-	fs.StringVar(&r.tokenFile, "token-file", "", "file holding the router's operator token (its --operator-token-file), sent as a bearer token; env SWITCHYARD_TOKEN_FILE")
-	fs.StringVar(&r.tls.CA, "tls-ca", "", "PEM CA verifying an https:// router (empty: the system's)")
-	fs.StringVar(&r.tls.Cert, "tls-cert", "", "PEM client certificate for an https:// router that asks for one (with --tls-key)")
-	fs.StringVar(&r.tls.Key, "tls-key", "", "PEM key of --tls-cert")
-	fs.StringVar(&r.tls.ServerName, "tls-server-name", "", "name the router's certificate must carry (default: the URL's host)")
-	fs.DurationVar(&r.timeout, "timeout", 5*time.Second, "request timeout")
+	r.httpFlags.register(fs, "router")
 	r.output = outputTable
 	fs.Var(&r.output, "o", "output `format`: table for people, json (the router's answer) for machines")
+}
+
+// httpFlags are how a command calls a service's REST API.
+type httpFlags struct {
+	// service names it in help and errors: "router", "meter".
+	service string
+	timeout time.Duration
+	// tokenFile holds the service's operator token (its
+	// --operator-token-file), sent as a bearer token; tls is for an
+	// https:// URL.
+	tokenFile string
+	tls       lifecycle.GRPCClient
+}
+
+func (h *httpFlags) register(fs *flag.FlagSet, service string) {
+	h.service = service
+	fs.StringVar(&h.tokenFile, "token-file", "", "file holding the "+service+"'s operator token (its --operator-token-file), sent as a bearer token; env SWITCHYARD_TOKEN_FILE")
+	fs.StringVar(&h.tls.CA, "tls-ca", "", "PEM CA verifying an https:// "+service+" (empty: the system's)")
+	fs.StringVar(&h.tls.Cert, "tls-cert", "", "PEM client certificate for an https:// "+service+" that asks for one (with --tls-key)")
+	fs.StringVar(&h.tls.Key, "tls-key", "", "PEM key of --tls-cert")
+	fs.StringVar(&h.tls.ServerName, "tls-server-name", "", "name the "+service+"'s certificate must carry (default: the URL's host)")
+	fs.DurationVar(&h.timeout, "timeout", 5*time.Second, "request timeout")
 }
 
 func parse(fs *flag.FlagSet, args []string) error {
@@ -237,8 +250,8 @@ func requestBody(b []byte, model string) ([]byte, error) {
 }
 
 // call does one REST call and returns the JSON answer; an error status
-// becomes an error with the router's message.
-func (r *routerFlags) call(ctx context.Context, method, u string, body []byte) ([]byte, error) {
+// becomes an error with the service's message.
+func (r *httpFlags) call(ctx context.Context, method, u string, body []byte) ([]byte, error) {
 	ctx, cancel := context.WithTimeout(ctx, r.timeout)
 	defer cancel()
 	var rd io.Reader
@@ -277,7 +290,7 @@ func (r *routerFlags) call(ctx context.Context, method, u string, body []byte) (
 	if resp.StatusCode/100 != 2 {
 		msg := errorMessage(raw)
 		if resp.StatusCode == http.StatusUnauthorized && r.tokenFile == "" {
-			msg += " (give the router's operator token with --token-file)"
+			msg += " (give the " + r.service + "'s operator token with --token-file)"
 		}
 		return nil, fmt.Errorf("%s %s: %s: %s", method, u, resp.Status, msg)
 	}
@@ -285,13 +298,20 @@ func (r *routerFlags) call(ctx context.Context, method, u string, body []byte) (
 }
 
 // errorMessage is the message of a router error, {"code":3,"message":...},
-// or the answer as it is when it is not one.
+// or a meter's, {"error":{"message":...}}, or the answer as it is when it
+// is neither.
 func errorMessage(raw []byte) string {
 	var st struct {
 		Message string `json:"message"`
+		Error   struct {
+			Message string `json:"message"`
+		} `json:"error"`
 	}
 	if json.Unmarshal(raw, &st) == nil && st.Message != "" {
 		return st.Message
+	}
+	if st.Error.Message != "" {
+		return st.Error.Message
 	}
 	return strings.TrimSpace(string(raw))
 }
