@@ -16,11 +16,13 @@ import (
 	eventsv1 "github.com/switchyard-dev/switchyard/proto/switchyard/events/v1"
 )
 
-// consume fetches batches of usage events and counts them until ctx ends.
-// A batch is acked only once counted; while Redis fails it is retried,
-// and kept from redelivery meanwhile (InProgress), so the consumer stops
-// rather than spreading the batch over replicas that cannot count it
-// either.
+// consume takes batches of usage events and counts them until ctx ends.
+// The consumer's messages are pulled ahead (two batches) while a batch is
+// counted, so Redis and NATS work at once. A batch is at most --batch
+// events, closed --batch-wait after its first arrived; it is acked only
+// once counted; while Redis fails it is retried, and kept from
+// redelivery meanwhile (InProgress), so the consumer stops rather than
+// spreading the batch over replicas that cannot count it either.
 func (m *Meter) consume(ctx context.Context, nc *nats.Conn, rdb *redis.Client) {
 	js, err := jetstream.New(nc)
 	if err != nil {
@@ -35,22 +37,15 @@ func (m *Meter) consume(ctx context.Context, nc *nats.Conn, rdb *redis.Client) {
 	go m.trackLag(ctx, cons)
 	backoff := 100 * time.Millisecond
 	for ctx.Err() == nil {
-		batch, err := cons.Fetch(m.cfg.Batch, jetstream.FetchMaxWait(m.cfg.BatchWait))
+		it, err := cons.Messages(jetstream.PullMaxMessages(2 * m.cfg.Batch))
 		if err == nil {
-			var msgs []jetstream.Msg
-			for msg := range batch.Messages() {
-				msgs = append(msgs, msg)
-			}
-			err = batch.Error()
-			if len(msgs) > 0 {
-				m.process(ctx, c, nc, rdb, msgs)
-			}
-			if err == nil || errors.Is(err, nats.ErrTimeout) || errors.Is(err, context.DeadlineExceeded) {
-				backoff = 100 * time.Millisecond
-				continue
+			err = m.drain(ctx, it, c, nc, rdb)
+			it.Stop()
+			if ctx.Err() != nil {
+				return
 			}
 		}
-		if bus.Missing(err) || errors.Is(err, jetstream.ErrConsumerNotFound) {
+		if bus.Missing(err) || errors.Is(err, jetstream.ErrConsumerNotFound) || errors.Is(err, jetstream.ErrConsumerDeleted) {
 			// The server lost the stream or consumer (a reset server):
 			// make them again.
 			m.consumer.Store(&err)
@@ -59,12 +54,44 @@ func (m *Meter) consume(ctx context.Context, nc *nats.Conn, rdb *redis.Client) {
 			}
 			continue
 		}
-		m.log.Debug().Err(err).Msg("fetch failed; retrying")
+		m.log.Debug().Err(err).Msg("consuming stopped; starting again")
 		select {
 		case <-ctx.Done():
 		case <-time.After(backoff):
 		}
 		backoff = min(2*backoff, 2*time.Second)
+	}
+}
+
+// drain counts batches from it until ctx ends (nil) or it fails.
+func (m *Meter) drain(ctx context.Context, it jetstream.MessagesContext, c *counter, nc *nats.Conn, rdb *redis.Client) error {
+	var msgs []jetstream.Msg
+	for {
+		msg, err := it.Next(jetstream.NextContext(ctx))
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return err
+		}
+		msgs = append(msgs[:0], msg)
+		deadline := time.Now().Add(m.cfg.BatchWait)
+		for len(msgs) < m.cfg.Batch {
+			left := time.Until(deadline)
+			if left <= 0 {
+				break
+			}
+			msg, err := it.Next(jetstream.NextMaxWait(left))
+			if err != nil {
+				if errors.Is(err, nats.ErrTimeout) || errors.Is(err, context.DeadlineExceeded) {
+					break
+				}
+				m.process(ctx, c, nc, rdb, msgs)
+				return err
+			}
+			msgs = append(msgs, msg)
+		}
+		m.process(ctx, c, nc, rdb, msgs)
 	}
 }
 
@@ -99,15 +126,16 @@ func (m *Meter) process(ctx context.Context, c *counter, nc *nats.Conn, rdb *red
 		}
 	}
 	active := map[int64]map[string]bool{}
+	feed := m.newFeedWriter(nc)
 	for _, e := range events {
 		if !e.counted {
-			m.metrics.events.WithLabelValues("duplicate").Inc()
+			m.metrics.duplicates.Inc()
 			continue
 		}
-		m.metrics.events.WithLabelValues("counted").Inc()
+		m.metrics.counted.Inc()
 		m.metrics.observe(e)
 		if feedTenant(e.tenant) {
-			m.publishUsage(nc, e)
+			feed.publish(e)
 			minute := usage.Minute.Start(e.finished)
 			if active[minute] == nil {
 				active[minute] = map[string]bool{}

@@ -1,80 +1,85 @@
 -- Count a batch of one tenant's usage events, each exactly once (package
 -- meter's doc has why this is atomic).
 --
--- KEYS: the batch's keys, every one the tenant's (one hash tag): the seen
---       sets first, then the rollup hashes.
--- ARGV[1]: n, the number of events; ARGV[2]: the number of keys' TTLs
---          that follow (#KEYS), then one TTL in seconds per key.
--- Then the counter names: their count c, then c names.
--- Then the models: their count m, then m names; then the outcomes: their
--- count o, then o names.
--- Then per event: its request id, the index of its seen set, the indexes of
---   its minute, hour and day rollups, its model's and its outcome's
---   indexes, and c values.
--- A rollup field is "<counter>|<model>", incremented by the sum of the
--- new events' values (zero sums are not written), and
--- "outcome.<outcome>|<model>" by their number.
+-- The events come grouped by model, outcome and minute, with each group's
+-- counters summed over all its events: the sums are what the rollups
+-- gain unless an event turns out to be counted before (rare), whose own
+-- values are then taken back out of its group's sums.
+--
+-- KEYS: the batch's keys, every one the tenant's (one hash tag): hours'
+--       sets of counted request ids, and minute, hour and day rollups.
+-- ARGV[1]: n, the number of events; ARGV[2]: g, the number of groups;
+-- ARGV[3]: the number of keys (#KEYS), then one TTL in seconds per key.
+-- Then the counters: their count c, then c names; the outcomes: their
+--   count o, then o names.
+-- Then per group: its model, its outcome's index, the indexes of its
+--   hour's id set and of its minute, hour and day rollups, its number of
+--   events, and the c sums.
+-- Then per event: its request id, its group's index, and its c values
+--   joined by commas (read only when it was counted before).
+-- A rollup field is "<counter>|<model>", incremented by the group's sum
+-- (zero sums are not written), and "outcome.<outcome>|<model>" by the
+-- group's number of events.
 -- Returns one flag per event: 1 counted now, 0 counted before.
-local n = tonumber(ARGV[1])
-local nk = tonumber(ARGV[2])
-local a = 3 + nk
+local n, ng, nk = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
+local a = 4 + nk
 local c = tonumber(ARGV[a]); a = a + 1
 local counters = {}
 for i = 1, c do counters[i] = ARGV[a]; a = a + 1 end
-local m = tonumber(ARGV[a]); a = a + 1
-local models = {}
-for i = 1, m do models[i] = ARGV[a]; a = a + 1 end
 local o = tonumber(ARGV[a]); a = a + 1
 local outcomes = {}
 for i = 1, o do outcomes[i] = 'outcome.' .. ARGV[a]; a = a + 1 end
--- fields[model][i] is counter i's field for the model, [0] the model name.
-local fields = {}
-local function fieldsOf(mi)
-  local f = fields[mi]
-  if f == nil then
-    f = {[0] = models[mi]}
-    for i = 1, c do f[i] = counters[i] .. '|' .. models[mi] end
-    fields[mi] = f
-  end
-  return f
+local groups = {}
+for gi = 1, ng do
+  local g = {model = ARGV[a], outcome = tonumber(ARGV[a + 1]), seen = tonumber(ARGV[a + 2]),
+    keys = {tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4]), tonumber(ARGV[a + 5])}, n = tonumber(ARGV[a + 6]), sums = {}}
+  a = a + 7
+  for i = 1, c do g.sums[i] = tonumber(ARGV[a]); a = a + 1 end
+  groups[gi] = g
 end
-local sums = {} -- key index -> field -> sum
-local touched = {}
 local out = {}
+local touched = {}
 for e = 1, n do
-  local id, seen = ARGV[a], tonumber(ARGV[a + 1])
-  local buckets = {tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4])}
-  local f = fieldsOf(tonumber(ARGV[a + 5]))
-  local oi = tonumber(ARGV[a + 6])
-  local v = a + 7
-  a = v + c
-  touched[seen] = true
-  if redis.call('SADD', KEYS[seen], id) == 1 then
+  local g = groups[tonumber(ARGV[a + 1])]
+  touched[g.seen] = true
+  if redis.call('SADD', KEYS[g.seen], ARGV[a]) == 1 then
     out[e] = 1
-    local outcome = outcomes[oi] .. '|' .. f[0]
-    local x = {}
-    for i = 1, c do x[i] = tonumber(ARGV[v + i - 1]) end
-    for _, k in ipairs(buckets) do
-      local s = sums[k]
-      if s == nil then s = {}; sums[k] = s end
-      for i = 1, c do
-        if x[i] ~= 0 then
-          s[f[i]] = (s[f[i]] or 0) + x[i]
-        end
-      end
-      s[outcome] = (s[outcome] or 0) + 1
-    end
   else
     out[e] = 0
+    g.n = g.n - 1
+    local i = 1
+    for v in string.gmatch(ARGV[a + 2], '[^,]+') do
+      g.sums[i] = g.sums[i] - tonumber(v)
+      i = i + 1
+    end
+  end
+  a = a + 3
+end
+-- Sum the groups per key and field, then write each once.
+local adds = {}
+for _, g in ipairs(groups) do
+  if g.n > 0 then
+    for _, k in ipairs(g.keys) do
+      local s = adds[k]
+      if s == nil then s = {}; adds[k] = s end
+      for i = 1, c do
+        if g.sums[i] ~= 0 then
+          local f = counters[i] .. '|' .. g.model
+          s[f] = (s[f] or 0) + g.sums[i]
+        end
+      end
+      local f = outcomes[g.outcome] .. '|' .. g.model
+      s[f] = (s[f] or 0) + g.n
+    end
   end
 end
-for k, s in pairs(sums) do
+for k, s in pairs(adds) do
   for f, x in pairs(s) do
     redis.call('HINCRBY', KEYS[k], f, x)
   end
   touched[k] = true
 end
 for k in pairs(touched) do
-  redis.call('EXPIRE', KEYS[k], tonumber(ARGV[2 + k]))
+  redis.call('EXPIRE', KEYS[k], tonumber(ARGV[3 + k]))
 end
 return out

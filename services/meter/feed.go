@@ -14,9 +14,22 @@ import (
 	"github.com/switchyard-dev/switchyard/internal/usage"
 )
 
-// publishUsage republishes a counted event on its tenant's feed. Core
-// NATS: a feed is for watching, the rollups are the record.
-func (m *Meter) publishUsage(nc *nats.Conn, e *event) {
+// feedWriter republishes one batch's counted events; its buffer and
+// subjects are reused across the batch.
+type feedWriter struct {
+	m        *Meter
+	nc       *nats.Conn
+	buf      []byte
+	subjects map[[2]string]string
+}
+
+func (m *Meter) newFeedWriter(nc *nats.Conn) *feedWriter {
+	return &feedWriter{m: m, nc: nc, subjects: map[[2]string]string{}}
+}
+
+// publish republishes a counted event on its tenant's feed. Core NATS: a
+// feed is for watching, the rollups are the record.
+func (f *feedWriter) publish(e *event) {
 	ev := e.ev
 	u := bus.TenantUsage{
 		RequestID: ev.GetRequestId(), Tenant: ev.GetTenant(), Model: ev.GetModel(), ServedModel: ev.GetServedModel(),
@@ -30,19 +43,19 @@ func (m *Meter) publishUsage(nc *nats.Conn, e *event) {
 	if ev.GetStartedAt().IsValid() {
 		u.StartedAt = ev.GetStartedAt().AsTime()
 	}
-	data, err := json.Marshal(u)
-	if err == nil {
-		err = nc.Publish(bus.TenantUsageSubject(ev.GetTenant(), e.model), data)
+	k := [2]string{ev.GetTenant(), e.model}
+	subj, ok := f.subjects[k]
+	if !ok {
+		subj = bus.TenantUsageSubject(k[0], k[1])
+		f.subjects[k] = subj
 	}
-	m.countFeed("usage", err)
+	f.buf = u.AppendJSON(f.buf[:0])
+	err := f.nc.Publish(subj, f.buf) // copied into the connection's buffer
+	f.m.countFeed("usage", err)
 }
 
 func (m *Meter) countFeed(kind string, err error) {
-	result := "ok"
-	if err != nil {
-		result = "error"
-	}
-	m.metrics.feed.WithLabelValues(kind, result).Inc()
+	m.metrics.feedResult(kind, err).Inc()
 }
 
 // summaries publishes, --summary-delay after each minute ends, every

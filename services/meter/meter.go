@@ -44,6 +44,8 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
+	"runtime/debug"
 	"sync/atomic"
 	"time"
 
@@ -204,13 +206,28 @@ func (m *Meter) Serve(ctx context.Context) error {
 	})
 }
 
-// Run is the service adapter's entry point.
+// Run is the service adapter's entry point: a process of its own, so it
+// also sets the process's collector (tuneGC).
 func Run(ctx context.Context, cfg Config, log zerolog.Logger) error {
+	tuneGC()
 	m, err := New(cfg, log)
 	if err != nil {
 		return err
 	}
 	return m.Serve(ctx)
+}
+
+// gcPercent is the meter process's GOGC unless the environment sets one.
+// Its live heap is a few batches of events, a few megabytes, and garbage
+// collection took a tenth of its CPU at the default 100; 400 halves that
+// for tens of megabytes more.
+const gcPercent = 400
+
+// tuneGC sets GOGC to gcPercent unless the environment chose one.
+func tuneGC() {
+	if os.Getenv("GOGC") == "" {
+		debug.SetGCPercent(gcPercent)
+	}
 }
 
 func (m *Meter) release() {

@@ -1,6 +1,8 @@
 package meter
 
 import (
+	"sync"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 )
@@ -27,11 +29,29 @@ type metrics struct {
 	reason   *prometheus.CounterVec // tenant, model, target_kind
 	queue    *prometheus.HistogramVec
 
-	events *prometheus.CounterVec // result: counted, duplicate, undecodable
+	events              *prometheus.CounterVec // result: counted, duplicate, undecodable
+	counted, duplicates prometheus.Counter
+	feeds               map[[2]string]prometheus.Counter // kind, result
 	batch  prometheus.Histogram
 	retry  *prometheus.CounterVec // what: redis, ack
 	lag    prometheus.Gauge
 	feed   *prometheus.CounterVec // kind (usage, summary), result (ok, error)
+
+	// series caches each label combination's metrics: resolving labels
+	// hashes them, per metric, per event. Bounded as the labels are.
+	mu     sync.Mutex
+	series map[seriesKey]*seriesSet
+}
+
+type seriesKey struct{ tenant, model, kind, op, outcome string }
+
+// seriesSet is one label combination's metrics.
+type seriesSet struct {
+	requests                 prometheus.Counter
+	hit, miss, output, think prometheus.Counter
+	inTokens, outTokens      prometheus.Observer
+	ttft, tpot, duration     prometheus.Observer
+	queue                    prometheus.Observer
 }
 
 // Buckets from the GenAI semantic conventions' explicit bucket advice.
@@ -111,10 +131,57 @@ func newMetrics() *metrics {
 			Help: "Messages published on the tenant feeds, by kind (usage, summary) and result (ok, error).",
 		}, []string{"kind", "result"}),
 	}
+	m.series = map[seriesKey]*seriesSet{}
+	m.counted, m.duplicates = m.events.WithLabelValues("counted"), m.events.WithLabelValues("duplicate")
+	m.feeds = map[[2]string]prometheus.Counter{}
+	for _, kind := range []string{"usage", "summary"} {
+		for _, result := range []string{"ok", "error"} {
+			m.feeds[[2]string{kind, result}] = m.feed.WithLabelValues(kind, result)
+		}
+	}
 	reg.MustRegister(m.tokenUsage, m.ttft, m.tpot, m.duration, m.requests, m.input, m.output, m.reason, m.queue,
 		m.events, m.batch, m.retry, m.lag, m.feed)
 	return m
 }
+
+// feedResult is the feed counter of kind ("usage", "summary") for err.
+func (m *metrics) feedResult(kind string, err error) prometheus.Counter {
+	result := "ok"
+	if err != nil {
+		result = "error"
+	}
+	return m.feeds[[2]string{kind, result}]
+}
+
+// set returns the metrics of one label combination.
+func (m *metrics) set(k seriesKey) *seriesSet {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if ss := m.series[k]; ss != nil {
+		return ss
+	}
+	if len(m.series) >= maxSeriesSets {
+		clear(m.series) // label values changed a lot (new snapshots): start over
+	}
+	ss := &seriesSet{
+		requests:  m.requests.WithLabelValues(k.tenant, k.model, k.kind, k.outcome),
+		hit:       m.input.WithLabelValues(k.tenant, k.model, k.kind, "hit"),
+		miss:      m.input.WithLabelValues(k.tenant, k.model, k.kind, "miss"),
+		output:    m.output.WithLabelValues(k.tenant, k.model, k.kind),
+		think:     m.reason.WithLabelValues(k.tenant, k.model, k.kind),
+		inTokens:  m.tokenUsage.WithLabelValues("input", k.model, k.op, k.tenant, k.kind),
+		outTokens: m.tokenUsage.WithLabelValues("output", k.model, k.op, k.tenant, k.kind),
+		ttft:      m.ttft.WithLabelValues(k.model, k.tenant, k.kind),
+		tpot:      m.tpot.WithLabelValues(k.model, k.tenant, k.kind),
+		duration:  m.duration.WithLabelValues(k.model, k.tenant, k.kind),
+		queue:     m.queue.WithLabelValues(k.tenant, k.model),
+	}
+	m.series[k] = ss
+	return ss
+}
+
+// maxSeriesSets bounds the cache.
+const maxSeriesSets = 100_000
 
 // observe records an event counted now.
 func (m *metrics) observe(e *event) {
@@ -127,28 +194,29 @@ func (m *metrics) observe(e *event) {
 	if ev.GetApi() == "completions" {
 		op = "text_completion"
 	}
-	v := e.values()
-	m.requests.WithLabelValues(e.tenant, e.model, kind, e.outcome).Inc()
-	m.input.WithLabelValues(e.tenant, e.model, kind, "hit").Add(float64(v[1]))
-	m.input.WithLabelValues(e.tenant, e.model, kind, "miss").Add(float64(v[2]))
-	m.output.WithLabelValues(e.tenant, e.model, kind).Add(float64(v[3]))
+	ss := m.set(seriesKey{e.tenant, e.model, kind, op, e.outcome})
+	v := e.vals
+	ss.requests.Inc()
+	ss.hit.Add(float64(v[1]))
+	ss.miss.Add(float64(v[2]))
+	ss.output.Add(float64(v[3]))
 	if v[4] > 0 {
-		m.reason.WithLabelValues(e.tenant, e.model, kind).Add(float64(v[4]))
+		ss.think.Add(float64(v[4]))
 	}
 	if v[1]+v[2] > 0 {
-		m.tokenUsage.WithLabelValues("input", e.model, op, e.tenant, kind).Observe(float64(v[1] + v[2]))
+		ss.inTokens.Observe(float64(v[1] + v[2]))
 	}
 	if v[3] > 0 {
-		m.tokenUsage.WithLabelValues("output", e.model, op, e.tenant, kind).Observe(float64(v[3]))
+		ss.outTokens.Observe(float64(v[3]))
 	}
 	if t := ev.GetTtftSeconds(); t > 0 {
-		m.ttft.WithLabelValues(e.model, e.tenant, kind).Observe(t)
+		ss.ttft.Observe(t)
 	}
 	if t := ev.GetItlMeanSeconds(); t > 0 {
-		m.tpot.WithLabelValues(e.model, e.tenant, kind).Observe(t)
+		ss.tpot.Observe(t)
 	}
 	if t := ev.GetE2ESeconds(); t > 0 {
-		m.duration.WithLabelValues(e.model, e.tenant, kind).Observe(t)
+		ss.duration.Observe(t)
 	}
-	m.queue.WithLabelValues(e.tenant, e.model).Observe(max(0, ev.GetQueueSeconds()))
+	ss.queue.Observe(max(0, ev.GetQueueSeconds()))
 }

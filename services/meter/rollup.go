@@ -34,6 +34,7 @@ type event struct {
 	model    string // label value
 	outcome  string // label value
 	finished time.Time
+	vals     [8]int64 // counter values, in counterNames order
 	// counted is set when the script counted it now (not before).
 	counted bool
 }
@@ -48,6 +49,7 @@ func newEvent(ev *eventsv1.UsageEvent, l *labels, now time.Time) *event {
 	default:
 		e.finished = now
 	}
+	e.vals = e.values()
 	return e
 }
 
@@ -84,46 +86,81 @@ func newCounter(rdb redis.Scripter, cfg *Config) *counter {
 		minute: sec(cfg.RetainMinutes), hour: sec(cfg.RetainHours), day: sec(cfg.RetainDays)}
 }
 
+// group is the events of one model, outcome and minute in a batch.
+type group struct {
+	model, outcome string
+	index          string // its 1-based index, as the script reads it
+	minute         int64
+	n              int
+	sums           [8]int64
+}
+
+type groupKey struct {
+	model, outcome string
+	minute         int64
+}
+
 // count counts evs, all of one tenant (label value), in one script call,
 // and sets each one's counted flag.
 func (c *counter) count(ctx context.Context, tenant string, evs []*event) error {
 	var keys []string
 	var ttls []int64
 	index := map[string]int{}
-	key := func(k string, ttl int64) string {
+	key := func(k string, ttl int64) int {
 		i, ok := index[k]
 		if !ok {
 			keys, ttls = append(keys, k), append(ttls, ttl)
 			i = len(keys)
 			index[k] = i
 		}
-		return strconv.Itoa(i)
-	}
-	models, modelIdx := []string{}, map[string]string{}
-	outcomes, outcomeIdx := []string{}, map[string]string{}
-	idxOf := func(list *[]string, m map[string]string, v string) string {
-		i, ok := m[v]
-		if !ok {
-			*list = append(*list, v)
-			i = strconv.Itoa(len(*list))
-			m[v] = i
-		}
 		return i
 	}
-	per := make([]any, 0, len(evs)*(7+len(counterNames)))
+	var groups []*group
+	gidx := map[groupKey]int{}
+	outcomes, outcomeIdx := []string{}, map[string]int{}
+	perEvent := make([]any, 0, 3*len(evs))
+	var buf []byte
 	for _, e := range evs {
-		seen := key(rediskeys.UsageSeen(c.prefix, tenant, usage.Hour.Start(e.finished)), c.seen)
-		per = append(per, e.ev.GetRequestId(), seen,
-			key(rediskeys.UsageRollup(c.prefix, tenant, usage.Minute.Name, usage.Minute.Start(e.finished)), c.minute),
-			key(rediskeys.UsageRollup(c.prefix, tenant, usage.Hour.Name, usage.Hour.Start(e.finished)), c.hour),
-			key(rediskeys.UsageRollup(c.prefix, tenant, usage.Day.Name, usage.Day.Start(e.finished)), c.day),
-			idxOf(&models, modelIdx, e.model), idxOf(&outcomes, outcomeIdx, e.outcome))
-		for _, v := range e.values() {
-			per = append(per, v)
+		gk := groupKey{e.model, e.outcome, usage.Minute.Start(e.finished)}
+		gi, ok := gidx[gk]
+		if !ok {
+			gi = len(groups) + 1
+			groups = append(groups, &group{model: gk.model, outcome: gk.outcome, minute: gk.minute, index: strconv.Itoa(gi)})
+			gidx[gk] = gi
+		}
+		g := groups[gi-1]
+		g.n++
+		buf = buf[:0]
+		for i, v := range e.vals {
+			g.sums[i] += v
+			if i > 0 {
+				buf = append(buf, ',')
+			}
+			buf = strconv.AppendInt(buf, v, 10)
+		}
+		perEvent = append(perEvent, e.ev.GetRequestId(), g.index, string(buf))
+	}
+	perGroup := make([]any, 0, len(groups)*(7+len(counterNames)))
+	for _, g := range groups {
+		oi, ok := outcomeIdx[g.outcome]
+		if !ok {
+			outcomes = append(outcomes, g.outcome)
+			oi = len(outcomes)
+			outcomeIdx[g.outcome] = oi
+		}
+		at := time.Unix(g.minute, 0)
+		perGroup = append(perGroup, g.model, oi,
+			key(rediskeys.UsageSeen(c.prefix, tenant, usage.Hour.Start(at)), c.seen),
+			key(rediskeys.UsageRollup(c.prefix, tenant, usage.Minute.Name, g.minute), c.minute),
+			key(rediskeys.UsageRollup(c.prefix, tenant, usage.Hour.Name, usage.Hour.Start(at)), c.hour),
+			key(rediskeys.UsageRollup(c.prefix, tenant, usage.Day.Name, usage.Day.Start(at)), c.day),
+			g.n)
+		for _, v := range g.sums {
+			perGroup = append(perGroup, v)
 		}
 	}
-	args := make([]any, 0, 5+len(ttls)+len(counterNames)+len(models)+len(outcomes)+len(per))
-	args = append(args, len(evs), len(ttls))
+	args := make([]any, 0, 5+len(ttls)+len(counterNames)+len(outcomes)+len(perGroup)+len(perEvent))
+	args = append(args, len(evs), len(groups), len(ttls))
 	for _, t := range ttls {
 		args = append(args, t)
 	}
@@ -131,15 +168,12 @@ func (c *counter) count(ctx context.Context, tenant string, evs []*event) error 
 	for _, n := range counterNames {
 		args = append(args, n)
 	}
-	args = append(args, len(models))
-	for _, m := range models {
-		args = append(args, m)
-	}
 	args = append(args, len(outcomes))
 	for _, o := range outcomes {
 		args = append(args, o)
 	}
-	args = append(args, per...)
+	args = append(args, perGroup...)
+	args = append(args, perEvent...)
 	flags, err := countScript.Run(ctx, c.rdb, keys, args...).Int64Slice()
 	if err != nil {
 		return fmt.Errorf("count %d events of tenant %s: %w", len(evs), tenant, err)
