@@ -114,4 +114,3 @@ func TestDevMeters(t *testing.T) {
 		}
 	}
 }
-

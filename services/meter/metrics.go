@@ -32,10 +32,10 @@ type metrics struct {
 	events              *prometheus.CounterVec // result: counted, duplicate, undecodable
 	counted, duplicates prometheus.Counter
 	feeds               map[[2]string]prometheus.Counter // kind, result
-	batch  prometheus.Histogram
-	retry  *prometheus.CounterVec // what: redis, ack
-	lag    prometheus.Gauge
-	feed   *prometheus.CounterVec // kind (usage, summary), result (ok, error)
+	batch               prometheus.Histogram
+	retry               *prometheus.CounterVec // what: redis, ack
+	lag                 prometheus.Gauge
+	feed                *prometheus.CounterVec // kind (usage, summary), result (ok, error)
 
 	// series caches each label combination's metrics: resolving labels
 	// hashes them, per metric, per event. Bounded as the labels are.
