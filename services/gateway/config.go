@@ -125,6 +125,17 @@ type Config struct {
 	// waiting, the request waits in the gateway's queue, released by
 	// priority and fairly across tenants (package flowcontrol).
 	Flow flowcontrol.Config
+	// UsageSpoolDir, when set, is where usage events wait on disk until
+	// JetStream acks them (package publish and spool): a NATS outage
+	// fills it instead of memory, and a gateway restarted, or killed,
+	// sends what it held when it starts again. One directory per gateway
+	// (it is locked); in Kubernetes an emptyDir, which outlives the
+	// container's restarts. Empty holds them in memory (32,768 at most;
+	// lost if the process dies).
+	UsageSpoolDir string
+	// UsageSpoolMaxBytes bounds the spool; beyond it events are dropped,
+	// counted as lost (reason spool_full) and logged.
+	UsageSpoolMaxBytes int64
 }
 
 // DefaultConfig returns the configuration the flags default to. Unlike the
@@ -147,6 +158,7 @@ func DefaultConfig() Config {
 		RateLimit:             ratelimit.DefaultConfig(),
 		JWT:                   jwt.DefaultConfig(),
 		Flow:                  flowcontrol.DefaultConfig(),
+		UsageSpoolMaxBytes:    1 << 30,
 	}
 }
 
@@ -178,6 +190,8 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	c.RateLimit.RegisterFlags(fs)
 	c.JWT.RegisterFlags(fs)
 	c.Flow.RegisterFlags(fs)
+	fs.StringVar(&c.UsageSpoolDir, "usage-spool-dir", "", "directory where usage events wait on disk until JetStream acks them, so a NATS outage or a restart loses none (one per gateway; empty: in memory, lost if the process dies)")
+	fs.Int64Var(&c.UsageSpoolMaxBytes, "usage-spool-max-bytes", d.UsageSpoolMaxBytes, "most bytes the usage spool holds; beyond, events are dropped and counted (at ~300 bytes an event, a GiB is over three million)")
 	fs.BoolVar(&c.AllowTagsHeader, "allow-tags-header", d.AllowTagsHeader, "accept routing tags from clients in the "+TagsHeader+" header")
 }
 
@@ -223,6 +237,14 @@ func (c *Config) Validate() error {
 	}
 	errs = append(errs, c.Redis.Validate(false))
 	errs = append(errs, c.validateJWT(), c.Flow.Validate())
+	if c.UsageSpoolDir != "" {
+		if c.UsageSpoolMaxBytes < 1<<20 || c.UsageSpoolMaxBytes > 1<<40 {
+			errs = append(errs, fmt.Errorf("usage-spool-max-bytes %d: want 1 MiB to 1 TiB", c.UsageSpoolMaxBytes))
+		}
+		if c.NATS.URL == "" {
+			errs = append(errs, errors.New("usage-spool-dir: usage events are published to NATS, and --nats-url is empty"))
+		}
+	}
 	return errors.Join(errs...)
 }
 

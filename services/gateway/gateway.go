@@ -68,6 +68,7 @@ import (
 	"github.com/switchyard-dev/switchyard/services/gateway/admission/jwt"
 	"github.com/switchyard-dev/switchyard/services/gateway/flowcontrol"
 	"github.com/switchyard-dev/switchyard/services/gateway/internal/publish"
+	"github.com/switchyard-dev/switchyard/services/gateway/internal/spool"
 	"github.com/switchyard-dev/switchyard/services/gateway/ratelimit"
 )
 
@@ -182,7 +183,12 @@ func New(cfg Config, log zerolog.Logger) (*Gateway, error) {
 		}
 	}
 	reg := prometheus.NewRegistry()
-	g.metrics = newMetrics(reg, func() float64 { return float64(g.inflight.Load()) })
+	g.metrics = newMetrics(reg, func() float64 { return float64(g.inflight.Load()) }, func() (int64, int64) {
+		if pub := g.pub.Load(); pub != nil {
+			return pub.Spooled()
+		}
+		return 0, 0
+	})
 	if cfg.Flow.Enabled() {
 		g.flow = flowcontrol.New(flowcontrol.Limits{MaxQueued: cfg.Flow.MaxQueued, MaxWait: cfg.Flow.MaxWait})
 		if g.flowMetrics, err = flowcontrol.NewMetrics(reg, g.flow); err != nil {
@@ -310,14 +316,28 @@ func (g *Gateway) Serve(ctx context.Context) error {
 			_ = g.Close()
 			return fmt.Errorf("jetstream: %w", err)
 		}
-		pub := publish.New(nc.Conn, js, g.log, publish.Metrics{Published: g.metrics.published, Failures: g.metrics.pubFailures}, publish.Options{})
+		var sp *spool.Spool
+		if g.cfg.UsageSpoolDir != "" {
+			if sp, err = spool.Open(g.cfg.UsageSpoolDir, spool.Options{MaxBytes: g.cfg.UsageSpoolMaxBytes}); err != nil {
+				nc.Close()
+				_ = g.Close()
+				return err
+			}
+			if n, _ := sp.Stats(); n > 0 {
+				g.log.Info().Int64("events", n).Str("dir", g.cfg.UsageSpoolDir).Msg("usage spool: sending the events a previous run left")
+			}
+		}
+		// Within the component's own stop deadline; what a spool holds
+		// past it is sent at the next start.
+		flush := min(flushTimeout, g.cfg.ShutdownTimeout*4/5)
+		pub := publish.New(nc.Conn, js, g.log, publish.Metrics{Published: g.metrics.published, Failures: g.metrics.pubFailures}, publish.Options{Spool: sp})
 		g.sink = pub
 		g.nats.Store(nc)
 		g.pub.Store(pub)
 		comps = append(comps,
-			wait("nats", func() error { return nc.Drain(flushTimeout) }),
+			wait("nats", func() error { return nc.Drain(flush) }),
 			wait("event publisher", func() error {
-				fctx, cancel := context.WithTimeout(context.Background(), flushTimeout)
+				fctx, cancel := context.WithTimeout(context.Background(), flush)
 				defer cancel()
 				if err := pub.Close(fctx); err != nil {
 					g.log.Warn().Err(err).Msg("events still unsent at shutdown")

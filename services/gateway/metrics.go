@@ -35,7 +35,7 @@ const (
 	outcomeCanceled      = "canceled"  // client went away
 )
 
-func newMetrics(reg prometheus.Registerer, inflight func() float64) *metrics {
+func newMetrics(reg prometheus.Registerer, inflight func() float64, spooled func() (events, bytes int64)) *metrics {
 	m := &metrics{
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "switchyard_gateway_requests_total",
@@ -75,7 +75,7 @@ func newMetrics(reg prometheus.Registerer, inflight func() float64) *metrics {
 		}, []string{"event"}),
 		pubFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "switchyard_gateway_event_publish_failures_total",
-			Help: "Events lost, by event (usage, route_completion) and reason (queue_full, nats, shutdown, marshal).",
+			Help: "Events lost, by event (usage, route_completion) and reason (queue_full, spool_full, spool, nats, shutdown, marshal).",
 		}, []string{"event", "reason"}),
 		clientLimited: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "switchyard_gateway_client_limited_total",
@@ -87,6 +87,14 @@ func newMetrics(reg prometheus.Registerer, inflight func() float64) *metrics {
 			Name: "switchyard_gateway_inflight_requests",
 			Help: "Completion requests being served.",
 		}, inflight),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "switchyard_gateway_usage_spool_events",
+			Help: "Usage events in the spool (--usage-spool-dir) not yet acked by JetStream.",
+		}, func() float64 { n, _ := spooled(); return float64(n) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "switchyard_gateway_usage_spool_bytes",
+			Help: "Bytes the usage spool takes on disk (bounded by --usage-spool-max-bytes).",
+		}, func() float64 { _, b := spooled(); return float64(b) }),
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)

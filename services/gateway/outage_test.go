@@ -160,3 +160,99 @@ func TestNATSOutageLosesNoUsage(t *testing.T) {
 		t.Errorf("events counted lost:\n%s", grepLines(metrics, "publish_failures"))
 	}
 }
+
+// TestUsageSpoolOutlivesRestart: with --usage-spool-dir, requests served
+// while NATS is down wait on disk; the gateway stopped during the outage
+// and a new one started on the same directory sends them once NATS is
+// back: every request has exactly one usage event, none counted lost.
+func TestUsageSpoolOutlivesRestart(t *testing.T) {
+	defer func(d time.Duration) { usageAckTimeout = d }(usageAckTimeout)
+	usageAckTimeout = 100 * time.Millisecond
+	port := testkit.FreePort(t)
+	store, spoolDir := t.TempDir(), t.TempDir()
+	ns, err := natsembed.Start(natsembed.Options{Port: port, StoreDir: store})
+	if err != nil {
+		t.Fatal(err)
+	}
+	up := newVLLM(t, modeOK)
+	withSpool := func(c *Config) {
+		c.NATS.URL = fmt.Sprintf("nats://127.0.0.1:%d", port)
+		c.UsageSpoolDir = spoolDir
+		c.ShutdownTimeout = 300 * time.Millisecond // gives up on NATS quickly: the spool keeps the rest
+	}
+	var ids []string
+	send := func(e *env, n int) {
+		t.Helper()
+		for range n {
+			resp := e.post(t, "/v1/chat/completions", chatStreamBody(false), nil)
+			_, _ = io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				t.Fatalf("request: %d", resp.StatusCode)
+			}
+			ids = append(ids, resp.Header.Get(RequestIDHeader))
+		}
+	}
+	first := newEnv(t, envOpts{noNATS: true, cfg: withSpool})
+	first.router.setTargets(testModel, up.target("w0"))
+	send(first, 10)
+	first.eventually(t, "the first events acked", func() bool {
+		return strings.Contains(scrape(t, first.metricsURL), "switchyard_gateway_usage_spool_events 0")
+	})
+	ns.Shutdown()
+	send(first, 40)
+	if m := scrape(t, first.metricsURL); !strings.Contains(m, "switchyard_gateway_usage_spool_events 40") {
+		t.Errorf("spool gauge:\n%s", grepLines(m, "usage_spool"))
+	}
+	first.cancel() // stopped during the outage
+	if err := <-first.served; err != nil {
+		t.Fatal(err)
+	}
+	first.served <- nil // for its cleanup
+
+	second := newEnv(t, envOpts{noNATS: true, cfg: withSpool})
+	second.router.setTargets(testModel, up.target("w0"))
+	send(second, 10)
+	ns, err = natsembed.Start(natsembed.Options{Port: port, StoreDir: store})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(ns.Shutdown)
+	nc, err := nats.Connect(ns.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	ctx := context.Background()
+	second.eventually(t, "every usage event stored", func() bool {
+		s, err := js.Stream(ctx, bus.StreamUsage)
+		if err != nil {
+			return false
+		}
+		info, err := s.Info(ctx)
+		return err == nil && info.State.Msgs >= uint64(len(ids))
+	})
+	time.Sleep(5 * usageAckTimeout)
+	s, _ := js.Stream(ctx, bus.StreamUsage)
+	info, _ := s.Info(ctx)
+	seen := map[string]int{}
+	for seq := info.State.FirstSeq; seq <= info.State.LastSeq; seq++ {
+		m, err := s.GetMsg(ctx, seq)
+		if err != nil {
+			t.Fatal(err)
+		}
+		seen[m.Header.Get(jetstream.MsgIDHeader)]++
+	}
+	for _, id := range ids {
+		if seen[id] != 1 {
+			t.Errorf("request %s has %d usage events, want 1", id, seen[id])
+		}
+	}
+	if len(seen) != len(ids) {
+		t.Errorf("%d usage events for %d requests", len(seen), len(ids))
+	}
+	if m := scrape(t, second.metricsURL); strings.Contains(m, "switchyard_gateway_event_publish_failures_total{") {
+		t.Errorf("events counted lost:\n%s", grepLines(m, "publish_failures"))
+	}
+}

@@ -14,8 +14,15 @@
 // NATS outage of any length loses nothing while the queue holds out, and
 // the lost counter counts only events really lost: the queue was full,
 // Close ran out of time, the connection was closed for good, or the server
-// refused the event itself MaxAttempts times. (Events still held when the
-// process dies are lost and not counted: there is no spool on disk.)
+// refused the event itself MaxAttempts times.
+//
+// With a spool (package spool, the gateway's --usage-spool-dir) a usage
+// event is written to disk before anything else, read back from there to
+// be published, and marked done there once JetStream acks it: the spool,
+// not memory, holds it through an outage, so its bound is the spool's
+// size, and a gateway stopped or killed before the ack sends it again
+// when it starts. Without one, events still held when the process dies
+// are lost, and not counted.
 //
 // The usage stream is made (or updated) before the first usage publish and
 // again after every reconnect and whenever a publish finds no stream, so a
@@ -28,6 +35,7 @@ package publish
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"sync"
 	"sync/atomic"
@@ -41,6 +49,7 @@ import (
 
 	"github.com/switchyard-dev/switchyard/internal/bus"
 	eventsv1 "github.com/switchyard-dev/switchyard/proto/switchyard/events/v1"
+	"github.com/switchyard-dev/switchyard/services/gateway/internal/spool"
 )
 
 // Tuning shared by the gateway and its tests.
@@ -71,6 +80,10 @@ const (
 	ReasonShutdown  = "shutdown"
 	ReasonMarshal   = "marshal"
 	ReasonNATS      = "nats"
+	// ReasonSpoolFull: the spool held its --usage-spool-max-bytes.
+	ReasonSpoolFull = "spool_full"
+	// ReasonSpool: the spool could not write the event (a disk error).
+	ReasonSpool = "spool"
 )
 
 // Metrics the publisher reports into; the gateway owns the registry.
@@ -83,6 +96,9 @@ type Metrics struct {
 type Options struct {
 	// EnsureStream makes the usage stream; nil is bus.EnsureUsageStream.
 	EnsureStream func(ctx context.Context, js jetstream.JetStream) error
+	// Spool holds usage events on disk until JetStream acks them; nil
+	// holds them in memory. The publisher closes it.
+	Spool *spool.Spool
 }
 
 type item struct {
@@ -93,6 +109,9 @@ type item struct {
 	data    []byte
 	attempt int
 	due     time.Time // for a retry: not before
+	// spooled is set for an event read from the spool, seq its record.
+	spooled bool
+	seq     spool.Seq
 }
 
 type pending struct {
@@ -102,11 +121,13 @@ type pending struct {
 
 // Publisher is safe for concurrent use. Sending never blocks.
 type Publisher struct {
-	nc      *nats.Conn
-	js      jetstream.JetStream
-	log     zerolog.Logger
-	metrics Metrics
-	ensure  func(ctx context.Context, js jetstream.JetStream) error
+	nc       *nats.Conn
+	js       jetstream.JetStream
+	log      zerolog.Logger
+	metrics  Metrics
+	ensure   func(ctx context.Context, js jetstream.JetStream) error
+	spool    *spool.Spool
+	readDone chan struct{}
 
 	mu      sync.Mutex
 	closed  bool
@@ -141,6 +162,8 @@ func New(nc *nats.Conn, js jetstream.JetStream, log zerolog.Logger, m Metrics, o
 		log:      log.Sample(&zerolog.BurstSampler{Burst: 5, Period: 10 * time.Second}),
 		metrics:  m,
 		ensure:   o.EnsureStream,
+		spool:    o.Spool,
+		readDone: make(chan struct{}),
 		queue:    make(chan item, QueueSize),
 		acks:     make(chan pending, QueueSize),
 		abort:    make(chan struct{}),
@@ -155,6 +178,11 @@ func New(nc *nats.Conn, js jetstream.JetStream, log zerolog.Logger, m Metrics, o
 	p.needEnsure.Store(true)
 	go p.sendLoop()
 	go p.ackLoop()
+	if p.spool != nil {
+		go p.readSpool()
+	} else {
+		close(p.readDone)
+	}
 	return p
 }
 
@@ -164,9 +192,81 @@ func (p *Publisher) RouteCompleted(ev *eventsv1.RouteCompletion) {
 }
 
 // RequestFinished queues ev for JetStream on tenant's usage subject, with
-// ev.RequestId as Nats-Msg-Id. ev must not be modified afterwards.
+// ev.RequestId as Nats-Msg-Id: in the spool when there is one, else in
+// memory. ev must not be modified afterwards.
 func (p *Publisher) RequestFinished(tenant string, ev *eventsv1.UsageEvent) {
-	p.enqueue(item{event: EventUsage, subject: bus.UsageSubject(tenant), msgID: ev.GetRequestId(), msg: ev})
+	it := item{event: EventUsage, subject: bus.UsageSubject(tenant), msgID: ev.GetRequestId(), msg: ev}
+	if p.spool == nil {
+		p.enqueue(it)
+		return
+	}
+	data, err := proto.Marshal(ev)
+	if err != nil {
+		p.fail(it, ReasonMarshal, err)
+		return
+	}
+	switch err := p.spool.Append(encodeRecord(it.subject, it.msgID, data)); {
+	case err == nil:
+	case errors.Is(err, spool.ErrFull):
+		p.fail(it, ReasonSpoolFull, nil)
+	default:
+		// Better in memory than nowhere: it is sent if the process lives.
+		p.log.Warn().Err(err).Msg("usage spool write failed: the event is held in memory")
+		it.data = data
+		p.enqueue(it)
+	}
+}
+
+// readSpool feeds the send loop from the spool, as fast as it publishes.
+func (p *Publisher) readSpool() {
+	defer close(p.readDone)
+	for {
+		seq, rec, err := p.spool.Next()
+		if err != nil {
+			return // closed
+		}
+		subject, msgID, data, err := decodeRecord(rec)
+		if err != nil {
+			p.fail(item{event: EventUsage}, ReasonSpool, err)
+			p.spool.Ack(seq)
+			continue
+		}
+		it := item{event: EventUsage, subject: subject, msgID: msgID, data: data, spooled: true, seq: seq}
+		p.held.Add(1)
+		select {
+		case p.queue <- it:
+		case <-p.abort:
+			p.held.Add(-1) // stays in the spool for the next start
+			return
+		}
+	}
+}
+
+// encodeRecord is a spooled event: its subject, its id, its payload.
+func encodeRecord(subject, msgID string, data []byte) []byte {
+	b := make([]byte, 0, 4+len(subject)+len(msgID)+len(data))
+	b = binary.LittleEndian.AppendUint16(b, uint16(len(subject)))
+	b = append(b, subject...)
+	b = binary.LittleEndian.AppendUint16(b, uint16(len(msgID)))
+	b = append(b, msgID...)
+	return append(b, data...)
+}
+
+func decodeRecord(b []byte) (subject, msgID string, data []byte, err error) {
+	bad := errors.New("usage spool: malformed record")
+	if len(b) < 2 {
+		return "", "", nil, bad
+	}
+	n := int(binary.LittleEndian.Uint16(b))
+	if len(b) < 2+n+2 {
+		return "", "", nil, bad
+	}
+	subject, b = string(b[2:2+n]), b[2+n:]
+	n = int(binary.LittleEndian.Uint16(b))
+	if len(b) < 2+n {
+		return "", "", nil, bad
+	}
+	return subject, string(b[2 : 2+n]), b[2+n:], nil
 }
 
 // Held is the number of events accepted and not yet published or lost.
@@ -206,15 +306,34 @@ func (p *Publisher) fail(it item, reason string, err error) {
 	ev.Msg("event not published")
 }
 
-// lost counts an accepted event as lost.
+// lost counts an accepted event as lost. A spooled one given up at
+// shutdown is not: it is sent again at the next start.
 func (p *Publisher) lost(it item, reason string, err error) {
-	p.fail(it, reason, err)
 	p.held.Add(-1)
+	if it.spooled {
+		if reason == ReasonShutdown {
+			return
+		}
+		p.spool.Ack(it.seq) // given up for good
+	}
+	p.fail(it, reason, err)
 }
 
 func (p *Publisher) published(it item) {
 	p.metrics.Published.WithLabelValues(it.event).Inc()
 	p.held.Add(-1)
+	if it.spooled {
+		p.spool.Ack(it.seq)
+	}
+}
+
+// Spooled is the spool's size: events not yet acked and bytes on disk;
+// zeros without a spool.
+func (p *Publisher) Spooled() (events, bytes int64) {
+	if p.spool == nil {
+		return 0, 0
+	}
+	return p.spool.Stats()
 }
 
 func (p *Publisher) sendLoop() {
@@ -222,6 +341,7 @@ func (p *Publisher) sendLoop() {
 	defer close(p.acks)
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
+	ticks := 0
 	for {
 		select {
 		case <-p.abort:
@@ -232,6 +352,9 @@ func (p *Publisher) sendLoop() {
 		case <-tick.C:
 			for _, it := range p.dueRetries() {
 				p.send(it)
+			}
+			if ticks++; p.spool != nil && ticks%20 == 0 {
+				p.spool.Tick()
 			}
 		}
 	}
@@ -337,6 +460,11 @@ func (p *Publisher) waitConnected() bool {
 	return true
 }
 
+func (p *Publisher) spoolPending() int64 {
+	n, _ := p.Spooled()
+	return n
+}
+
 func (p *Publisher) ensureStream() error {
 	if !p.needEnsure.Load() {
 		return nil
@@ -399,9 +527,10 @@ func (p *Publisher) retry(it item, err error) {
 	p.delayed = append(p.delayed, it)
 }
 
-// Close stops accepting events and waits until every event held is
-// published or ctx is done; whatever is left then is counted as lost. It
-// does not close the NATS connection.
+// Close stops accepting events and waits until every event held (and
+// spooled) is published or ctx is done; whatever is left then is counted
+// as lost, or, spooled, stays in the spool for the next start. It closes
+// the spool, not the NATS connection.
 func (p *Publisher) Close(ctx context.Context) error {
 	p.mu.Lock()
 	p.closed = true
@@ -410,10 +539,14 @@ func (p *Publisher) Close(ctx context.Context) error {
 		p.abortOnce.Do(func() { close(p.abort) })
 		<-p.sendDone
 		<-p.ackDone
+		if p.spool != nil {
+			_ = p.spool.Close()
+			<-p.readDone
+		}
 	}()
 	tick := time.NewTicker(10 * time.Millisecond)
 	defer tick.Stop()
-	for p.held.Load() > 0 {
+	for p.held.Load() > 0 || p.spoolPending() > 0 {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()

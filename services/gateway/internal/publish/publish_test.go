@@ -17,6 +17,7 @@ import (
 	"github.com/switchyard-dev/switchyard/internal/natsembed"
 	"github.com/switchyard-dev/switchyard/internal/testkit"
 	eventsv1 "github.com/switchyard-dev/switchyard/proto/switchyard/events/v1"
+	"github.com/switchyard-dev/switchyard/services/gateway/internal/spool"
 )
 
 const waitLong = 10 * time.Second
@@ -238,4 +239,129 @@ func TestOutageLosesNothing(t *testing.T) {
 			t.Errorf("event %s stored %d times", id, n)
 		}
 	}
+}
+
+// With a spool, events wait on disk through an outage longer than memory
+// could hold, and a publisher stopped during it (a gateway restarted)
+// hands them to the next one, which sends them when NATS returns: every
+// event stored exactly once, none counted lost. A spool full drops, and
+// counts, the rest.
+func TestSpoolOutliveOutageAndRestart(t *testing.T) {
+	port := testkit.FreePort(t)
+	url := fmt.Sprintf("nats://127.0.0.1:%d", port)
+	dir := t.TempDir()
+	connect := func() (*nats.Conn, jetstream.JetStream) {
+		nc, err := nats.Connect(url, nats.RetryOnFailedConnect(true), nats.MaxReconnects(-1), nats.ReconnectWait(20*time.Millisecond))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(nc.Close)
+		js, err := jetstream.New(nc, jetstream.WithPublishAsyncTimeout(100*time.Millisecond))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return nc, js
+	}
+	ns, err := natsembed.Start(natsembed.Options{Port: port})
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc, js := connect()
+	sp, err := spool.Open(dir, spool.Options{MaxBytes: 64 << 20, SegmentBytes: 4096})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := newMetrics()
+	p := New(nc, js, zerolog.Nop(), m, Options{Spool: sp})
+	var ids []string
+	publish := func(p *Publisher, n int) {
+		for range n {
+			id := fmt.Sprintf("s%d", len(ids))
+			ids = append(ids, id)
+			p.RequestFinished("default", &eventsv1.UsageEvent{RequestId: id, PromptTokens: 100})
+		}
+	}
+	publish(p, 100)
+	eventually(t, "the first events stored", func() bool { return value(t, m.Published, EventUsage) == 100 })
+	ns.Shutdown() // a long outage: more events than the memory queue holds
+	publish(p, QueueSize+5000)
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	_ = p.Close(ctx) // the gateway stops, NATS still down
+	cancel()
+	nc.Close()
+	if n := value(t, m.Failures, EventUsage, ReasonShutdown) + value(t, m.Failures, EventUsage, ReasonQueueFull); n != 0 {
+		t.Fatalf("%v spooled events counted lost at shutdown", n)
+	}
+
+	sp, err = spool.Open(dir, spool.Options{MaxBytes: 64 << 20, SegmentBytes: 4096})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := sp.Stats(); n < QueueSize {
+		t.Fatalf("the spool holds %d events after the restart, want the outage's %d", n, QueueSize+5000)
+	}
+	nc, js = connect()
+	m2 := newMetrics()
+	p = New(nc, js, zerolog.Nop(), m2, Options{Spool: sp})
+	publish(p, 50)
+	ns, err = natsembed.Start(natsembed.Options{Port: port}) // back, empty
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(ns.Shutdown)
+	ctx, cancel = context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := p.Close(ctx); err != nil {
+		t.Fatalf("Close: %v (%d held)", err, p.Held())
+	}
+	for _, reason := range []string{ReasonNATS, ReasonQueueFull, ReasonShutdown, ReasonMarshal, ReasonSpool, ReasonSpoolFull} {
+		if got := value(t, m2.Failures, EventUsage, reason); got != 0 {
+			t.Errorf("%v usage events counted lost (%s)", got, reason)
+		}
+	}
+	checkc, err := nats.Connect(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer checkc.Close()
+	cjs, _ := jetstream.New(checkc)
+	s, err := cjs.Stream(ctx, bus.StreamUsage)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, _ := s.Info(ctx)
+	seen := map[string]int{}
+	for seq := info.State.FirstSeq; seq <= info.State.LastSeq; seq++ {
+		msg, err := s.GetMsg(ctx, seq)
+		if err != nil {
+			t.Fatal(err)
+		}
+		seen[msg.Header.Get(jetstream.MsgIDHeader)]++
+	}
+	// The first server (and the first 100) went with it; everything
+	// published since is stored once.
+	for _, id := range ids[100:] {
+		if seen[id] != 1 {
+			t.Fatalf("event %s stored %d times, want 1 (%d of %d stored)", id, seen[id], len(seen), len(ids)-100)
+		}
+	}
+	if n, _ := p.Spooled(); n != 0 {
+		t.Errorf("%d events left in the spool", n)
+	}
+
+	// A full spool drops the rest, counted.
+	full, err := spool.Open(t.TempDir(), spool.Options{MaxBytes: 2048})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m3 := newMetrics()
+	p = New(checkc, cjs, zerolog.Nop(), m3, Options{Spool: full})
+	ns.Shutdown()
+	publish(p, 100)
+	if dropped := value(t, m3.Failures, EventUsage, ReasonSpoolFull); dropped == 0 || dropped >= 100 {
+		t.Errorf("%v of 100 dropped by a 2 KiB spool", dropped)
+	}
+	ctx, cancel = context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	_ = p.Close(ctx)
 }
