@@ -70,6 +70,49 @@ func BenchmarkGatewayOverhead(b *testing.B) {
 	}
 }
 
+// BenchmarkUsageSpool is the usage spool's cost: two gateways on one
+// NATS, their usage events held in memory and in a spool on disk, asked
+// turn about.
+//
+//	go test -run XXX -bench BenchmarkUsageSpool -benchtime 3000x ./services/gateway/
+func BenchmarkUsageSpool(b *testing.B) {
+	mem := newEnv(b, envOpts{})
+	spooled := newEnv(b, envOpts{cfg: func(c *Config) { c.NATS.URL = mem.nats.URL(); c.UsageSpoolDir = b.TempDir() }})
+	up := newVLLM(b, modeOK)
+	mem.router.setTargets(testModel, up.target("w0"))
+	spooled.router.setTargets(testModel, up.target("w0"))
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4}}
+	defer client.CloseIdleConnections()
+	do := func(base string) time.Duration {
+		t0 := time.Now()
+		resp, err := client.Post(base+"/v1/chat/completions", "application/json", strings.NewReader(chatBody))
+		if err != nil {
+			b.Fatal(err)
+		}
+		_, err = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if err != nil || resp.StatusCode != http.StatusOK {
+			b.Fatalf("status %d, %v", resp.StatusCode, err)
+		}
+		return time.Since(t0)
+	}
+	for range 50 {
+		do(mem.url)
+		do(spooled.url)
+	}
+	var m, s []time.Duration
+	for b.Loop() {
+		m = append(m, do(mem.url))
+		s = append(s, do(spooled.url))
+	}
+	m50, m99 := percentiles(m)
+	s50, s99 := percentiles(s)
+	b.ReportMetric(float64(m50.Microseconds()), "memory-p50-µs")
+	b.ReportMetric(float64(s50.Microseconds()), "spool-p50-µs")
+	b.ReportMetric(float64((s50 - m50).Microseconds()), "spool-added-p50-µs")
+	b.ReportMetric(float64((s99 - m99).Microseconds()), "spool-added-p99-µs")
+}
+
 func percentiles(ds []time.Duration) (p50, p99 time.Duration) {
 	s := slices.Clone(ds)
 	slices.Sort(s)

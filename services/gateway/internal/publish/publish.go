@@ -121,13 +121,15 @@ type pending struct {
 
 // Publisher is safe for concurrent use. Sending never blocks.
 type Publisher struct {
-	nc       *nats.Conn
-	js       jetstream.JetStream
-	log      zerolog.Logger
-	metrics  Metrics
-	ensure   func(ctx context.Context, js jetstream.JetStream) error
-	spool    *spool.Spool
-	readDone chan struct{}
+	nc           *nats.Conn
+	js           jetstream.JetStream
+	log          zerolog.Logger
+	metrics      Metrics
+	ensure       func(ctx context.Context, js jetstream.JetStream) error
+	spool        *spool.Spool
+	spoolIn      chan item // events on their way to the spool
+	readDone     chan struct{}
+	spoolWritten chan struct{}
 
 	mu      sync.Mutex
 	closed  bool
@@ -157,18 +159,20 @@ type Publisher struct {
 // publish lost in a reconnect never resolves). Stop it with Close.
 func New(nc *nats.Conn, js jetstream.JetStream, log zerolog.Logger, m Metrics, o Options) *Publisher {
 	p := &Publisher{
-		nc:       nc,
-		js:       js,
-		log:      log.Sample(&zerolog.BurstSampler{Burst: 5, Period: 10 * time.Second}),
-		metrics:  m,
-		ensure:   o.EnsureStream,
-		spool:    o.Spool,
-		readDone: make(chan struct{}),
-		queue:    make(chan item, QueueSize),
-		acks:     make(chan pending, QueueSize),
-		abort:    make(chan struct{}),
-		sendDone: make(chan struct{}),
-		ackDone:  make(chan struct{}),
+		nc:           nc,
+		js:           js,
+		log:          log.Sample(&zerolog.BurstSampler{Burst: 5, Period: 10 * time.Second}),
+		metrics:      m,
+		ensure:       o.EnsureStream,
+		spool:        o.Spool,
+		readDone:     make(chan struct{}),
+		spoolIn:      make(chan item, QueueSize),
+		spoolWritten: make(chan struct{}),
+		queue:        make(chan item, QueueSize),
+		acks:         make(chan pending, QueueSize),
+		abort:        make(chan struct{}),
+		sendDone:     make(chan struct{}),
+		ackDone:      make(chan struct{}),
 	}
 	if p.ensure == nil {
 		p.ensure = bus.EnsureUsageStream
@@ -180,8 +184,10 @@ func New(nc *nats.Conn, js jetstream.JetStream, log zerolog.Logger, m Metrics, o
 	go p.ackLoop()
 	if p.spool != nil {
 		go p.readSpool()
+		go p.writeSpool()
 	} else {
 		close(p.readDone)
+		close(p.spoolWritten)
 	}
 	return p
 }
@@ -200,7 +206,37 @@ func (p *Publisher) RequestFinished(tenant string, ev *eventsv1.UsageEvent) {
 		p.enqueue(it)
 		return
 	}
-	data, err := proto.Marshal(ev)
+	// Written off the request's path (for microseconds only memory holds
+	// it); in a burst the writer cannot keep up with, by the caller.
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		p.fail(it, ReasonShutdown, nil)
+		return
+	}
+	select {
+	case p.spoolIn <- it:
+		p.held.Add(1)
+		p.mu.Unlock()
+	default:
+		p.mu.Unlock()
+		p.toSpool(it)
+	}
+}
+
+// writeSpool writes the events RequestFinished hands it to the spool,
+// until Close closes spoolIn.
+func (p *Publisher) writeSpool() {
+	defer close(p.spoolWritten)
+	for it := range p.spoolIn {
+		p.held.Add(-1) // from here the spool holds it
+		p.toSpool(it)
+	}
+}
+
+// toSpool writes one event to the spool.
+func (p *Publisher) toSpool(it item) {
+	data, err := proto.Marshal(it.msg)
 	if err != nil {
 		p.fail(it, ReasonMarshal, err)
 		return
@@ -535,6 +571,10 @@ func (p *Publisher) Close(ctx context.Context) error {
 	p.mu.Lock()
 	p.closed = true
 	p.mu.Unlock()
+	if p.spool != nil {
+		close(p.spoolIn) // closed is set: nothing sends on it any more
+		<-p.spoolWritten
+	}
 	defer func() {
 		p.abortOnce.Do(func() { close(p.abort) })
 		<-p.sendDone

@@ -238,3 +238,18 @@ func FuzzRecover(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkAppend: one usage event's record (300 bytes) appended.
+func BenchmarkAppend(b *testing.B) {
+	s, err := Open(b.TempDir(), Options{MaxBytes: 1 << 40})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	rec := make([]byte, 300)
+	for b.Loop() {
+		if err := s.Append(rec); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
