@@ -56,11 +56,13 @@ const UsagePrefix = prefix + "usage:"
 
 // UsageRollup is a tenant's usage in one bucket of one resolution: a hash
 // whose fields are "<counter>|<model>" (package usage names the counters)
-// and values integers. res is "m" (minute), "h" (hour) or "d" (UTC day);
-// start is the bucket's start in Unix seconds. Writer: meter, only
+// and values integers. res is "m" (minute), "h" (hour), "d" (UTC day) or
+// "M" (UTC month); start is the bucket's start in Unix seconds. Writer:
+// meter, only
 // through its Lua script, which adds each event once (UsageSeen). Readers:
-// meter's usage API (yardctl usage), the gateway's budgets. TTL the
-// resolution's retention after the last write (meter's --retention-*).
+// meter's usage API (yardctl usage), the gateway's budgets (its rate
+// limiter's script reads the day and month hashes). TTL the resolution's
+// retention after the last write (meter's --retention-*; months as days).
 // The tenant is a hash tag: one tenant's keys share a Redis Cluster slot.
 func UsageRollup(keyPrefix, tenant, res string, start int64) string {
 	return keyPrefix + "{" + tenant + "}:" + res + ":" + strconv.FormatInt(start, 10)

@@ -7,8 +7,8 @@
 //
 // # Rollups
 //
-// Every counted event adds to three buckets of its tenant: the minute,
-// the hour and the UTC day in which it finished. A bucket is a Redis hash
+// Every counted event adds to four buckets of its tenant: the minute,
+// the hour, the UTC day and the UTC month in which it finished. A bucket is a Redis hash
 // (rediskeys.UsageRollup) whose fields are "<counter>|<model>". Minute
 // buckets are kept briefly (two days by default), hours for weeks, days
 // for over a year. A range is answered from the fewest buckets that
@@ -150,6 +150,21 @@ var (
 	Day         = Resolution{"d", 24 * time.Hour}
 	Resolutions = []Resolution{Minute, Hour, Day}
 )
+
+// Month is the fourth resolution, the UTC calendar month, which no fixed
+// step makes: Cover does not use it (days tile months); the gateway's
+// monthly budgets read it, one hash a month.
+const Month = "M"
+
+// MonthStart is the start of t's UTC month, in Unix seconds.
+func MonthStart(t time.Time) int64 {
+	t = t.UTC()
+	return time.Date(t.Year(), t.Month(), 1, 0, 0, 0, 0, time.UTC).Unix()
+}
+
+// TokenCounters are the counters a token budget counts: every input and
+// output token.
+var TokenCounters = []string{FieldCachedInput, FieldUncachedInput, FieldOutput}
 
 // Start is the start of t's bucket, in Unix seconds.
 func (r Resolution) Start(t time.Time) int64 { return floor(t.Unix(), int64(r.Step/time.Second)) }

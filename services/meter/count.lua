@@ -13,8 +13,8 @@
 -- Then the counters: their count c, then c names; the outcomes: their
 --   count o, then o names.
 -- Then per group: its model, its outcome's index, the indexes of its
---   hour's id set and of its minute, hour and day rollups, its number of
---   events, and the c sums.
+--   hour's id set and of its minute, hour, day and month rollups, its
+--   number of events, and the c sums.
 -- Then per event: its request id, its group's index, and its c values
 --   joined by commas (read only when it was counted before).
 -- A rollup field is "<counter>|<model>", incremented by the group's sum
@@ -32,8 +32,9 @@ for i = 1, o do outcomes[i] = 'outcome.' .. ARGV[a]; a = a + 1 end
 local groups = {}
 for gi = 1, ng do
   local g = {model = ARGV[a], outcome = tonumber(ARGV[a + 1]), seen = tonumber(ARGV[a + 2]),
-    keys = {tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4]), tonumber(ARGV[a + 5])}, n = tonumber(ARGV[a + 6]), sums = {}}
-  a = a + 7
+    keys = {tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4]), tonumber(ARGV[a + 5]), tonumber(ARGV[a + 6])},
+    n = tonumber(ARGV[a + 7]), sums = {}}
+  a = a + 8
   for i = 1, c do g.sums[i] = tonumber(ARGV[a]); a = a + 1 end
   groups[gi] = g
 end

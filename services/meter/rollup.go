@@ -140,7 +140,7 @@ func (c *counter) count(ctx context.Context, tenant string, evs []*event) error 
 		}
 		perEvent = append(perEvent, e.ev.GetRequestId(), g.index, string(buf))
 	}
-	perGroup := make([]any, 0, len(groups)*(7+len(counterNames)))
+	perGroup := make([]any, 0, len(groups)*(8+len(counterNames)))
 	for _, g := range groups {
 		oi, ok := outcomeIdx[g.outcome]
 		if !ok {
@@ -154,6 +154,7 @@ func (c *counter) count(ctx context.Context, tenant string, evs []*event) error 
 			key(rediskeys.UsageRollup(c.prefix, tenant, usage.Minute.Name, g.minute), c.minute),
 			key(rediskeys.UsageRollup(c.prefix, tenant, usage.Hour.Name, usage.Hour.Start(at)), c.hour),
 			key(rediskeys.UsageRollup(c.prefix, tenant, usage.Day.Name, usage.Day.Start(at)), c.day),
+			key(rediskeys.UsageRollup(c.prefix, tenant, usage.Month, usage.MonthStart(at)), c.day),
 			g.n)
 		for _, v := range g.sums {
 			perGroup = append(perGroup, v)

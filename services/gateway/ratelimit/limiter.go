@@ -26,10 +26,25 @@
 // arithmetic, so their skew costs no accuracy. The burst a key
 // allows is its whole per-minute limit.
 //
-// Budgets (tokens per UTC day and month) are plain counters, one key per
+// Budgets (tokens per UTC day and month) are counters, one key per
 // calendar window, expiring an hour after the window ends (late
 // corrections still find it). A budget is a quota, not a rate: it is
 // meant to run out and reset on the calendar.
+//
+// A budget reads the meter's rollups too (package usage; what `yardctl
+// usage` shows): what it holds against a tenant is the larger of its own
+// counter (every token reserved and corrected here, exact at every
+// instant) and the meter's count of the window plus the tokens reserved
+// by requests still in flight (a second counter), which the meter cannot
+// have counted yet. When all of a tenant's usage goes through the
+// limiter, its own counter is the larger and the meter's lag changes
+// nothing; usage that reached the meter without it (a replica that
+// decided alone while Redis was down, a gateway whose admission chain
+// lacks the step) counts all the same, as soon as the meter has counted
+// it (its consumer's lag, normally under a second: requests finishing
+// inside that lag can then overshoot the budget by their tokens). So a
+// tenant is never shown more than its budget counts. The meter must write
+// its rollups to this Redis, under the limiter's UsagePrefix.
 //
 // # Reservations
 //
@@ -70,6 +85,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/switchyard-dev/switchyard/internal/rediskeys"
+	"github.com/switchyard-dev/switchyard/internal/usage"
 )
 
 // Dim is one kind of limit.
@@ -153,6 +169,9 @@ const (
 type Options struct {
 	// Prefix starts every key; empty is rediskeys' (tests use their own).
 	Prefix string
+	// UsagePrefix starts the meter's keys (its --key-prefix), whose
+	// rollups budgets read; empty is rediskeys'.
+	UsagePrefix string
 	// Down is the choice while Redis is unreachable; Replicas the
 	// expected number of gateway replicas, dividing the limits in
 	// DownOpen.
@@ -199,6 +218,9 @@ func NewLimiter(rdb redis.Scripter, o Options) *Limiter {
 	if o.Prefix == "" {
 		o.Prefix = rediskeys.RateLimitPrefix
 	}
+	if o.UsagePrefix == "" {
+		o.UsagePrefix = rediskeys.UsagePrefix
+	}
 	if o.Replicas < 1 {
 		o.Replicas = 1
 	}
@@ -239,6 +261,11 @@ type item struct {
 	// unix milliseconds (kindWindow).
 	p    int64
 	cost int64
+	// A window's counter of tokens reserved in flight and its change
+	// (rcost), and the meter's rollup of the window, of model ("" for
+	// every model).
+	reservedKey, rollupKey, model string
+	rcost                         int64
 }
 
 // Scope is a set of limits a request counts against: its tenant's
@@ -256,7 +283,20 @@ func (l *Limiter) items(tenant string, scopes []Scope, c Cost, now time.Time, re
 		if replicas > 1 {
 			lim = share(lim, replicas)
 		}
+		n := len(its)
 		its = l.scopeItems(its, rediskeys.RateLimit(l.opts.Prefix, tenant, s.Model, ""), lim, c, now)
+		for i := n; i < len(its); i++ {
+			it := &its[i]
+			if it.kind != kindWindow {
+				continue
+			}
+			it.reservedKey, it.rcost, it.model = it.key+":reserved", it.cost, s.Model
+			res, start := usage.Day.Name, usage.Day.Start(now)
+			if it.dim == TokensPerMonth {
+				res, start = usage.Month, usage.MonthStart(now)
+			}
+			it.rollupKey = rediskeys.UsageRollup(l.opts.UsagePrefix, tenant, res, start)
+		}
 	}
 	return its
 }
@@ -351,8 +391,10 @@ func (l *Limiter) Correct(ctx context.Context, r *Reservation, actual Cost) {
 			d = actual.Output - r.reserved.Output
 		default:
 			d = actual.Input + actual.Output - r.reserved.Input - r.reserved.Output
+			// No longer in flight: the meter counts it from now on.
+			it.rcost = -(r.reserved.Input + r.reserved.Output)
 		}
-		if d != 0 {
+		if d != 0 || it.rcost != 0 {
 			it.cost = d
 			its = append(its, it)
 		}
@@ -414,16 +456,20 @@ var script = redis.NewScript(reserveLua)
 func (l *Limiter) run(ctx context.Context, correct bool, its []item) ([]int64, error) {
 	ctx, cancel := context.WithTimeout(ctx, l.opts.Timeout)
 	defer cancel()
-	keys := make([]string, len(its))
-	args := make([]any, 0, 1+4*len(its))
+	keys := make([]string, 0, 3*len(its))
+	args := make([]any, 0, 1+6*len(its))
 	mode := "r"
 	if correct {
 		mode = "c"
 	}
 	args = append(args, mode)
-	for i, it := range its {
-		keys[i] = it.key
+	for _, it := range its {
+		keys = append(keys, it.key)
 		args = append(args, it.kind, it.limit, it.p, it.cost)
+		if it.kind == kindWindow {
+			keys = append(keys, it.reservedKey, it.rollupKey)
+			args = append(args, it.rcost, it.model)
+		}
 	}
 	v, err := script.Run(ctx, l.rdb, keys, args...).Int64Slice()
 	if err != nil {

@@ -16,7 +16,9 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/rs/zerolog"
 
+	"github.com/switchyard-dev/switchyard/internal/rediskeys"
 	"github.com/switchyard-dev/switchyard/internal/testkit"
+	"github.com/switchyard-dev/switchyard/internal/usage"
 )
 
 // replica is one gateway replica's limiter: its own Redis client, its own
@@ -30,6 +32,9 @@ func replica(t testing.TB, url, prefix string, o Options) *Limiter {
 	c := redis.NewClient(opts)
 	t.Cleanup(func() { c.Close() })
 	o.Prefix = prefix
+	if o.UsagePrefix == "" {
+		o.UsagePrefix = prefix + "usage:" // the meter's keys, as the test writes them
+	}
 	return NewLimiter(c, o)
 }
 
@@ -337,4 +342,70 @@ func BenchmarkReserveLocal(b *testing.B) {
 	for b.Loop() {
 		_, _ = l.Reserve(context.Background(), "bench", scopes, Cost{Requests: 1, Input: 500})
 	}
+}
+
+// A budget holds against a tenant the larger of its own count and the
+// meter's rollup of the window (what yardctl usage shows) plus what is in
+// flight: usage the meter counted but this limiter never saw (a replica
+// deciding alone while Redis was down) counts; when everything went
+// through the limiter its own count rules, whatever the meter's lag; a
+// per-model budget reads its model's tokens alone.
+func TestBudgetReadsTheMeter(t *testing.T) {
+	url, rdb := testkit.Redis(t)
+	prefix := testPrefix(t)
+	l := replica(t, url, prefix, Options{Timeout: 5 * time.Second})
+	ctx := context.Background()
+	now := time.Now()
+	day := rediskeys.UsageRollup(prefix+"usage:", "t", usage.Day.Name, usage.Day.Start(now))
+	month := rediskeys.UsageRollup(prefix+"usage:", "t", usage.Month, usage.MonthStart(now))
+	// The meter counted 900 tokens today (and in the month) that this
+	// limiter did not reserve; and 5,000 of another counter, not tokens.
+	for _, k := range []string{day, month} {
+		rdb.HSet(ctx, k, usage.Field(usage.FieldUncachedInput, "m"), 600, usage.Field(usage.FieldCachedInput, "m"), 200,
+			usage.Field(usage.FieldOutput, "other-model"), 100, usage.Field(usage.FieldE2EMillis, "m"), 5000)
+	}
+	scopes := []Scope{{Limits: Limits{TokensPerDay: 1000, TokensPerMonth: 5000}}}
+	if d, err := l.Reserve(ctx, "t", scopes, Cost{Input: 150, Output: 50}); err != nil || d.Allowed || d.Denied != TokensPerDay {
+		t.Fatalf("900 metered + 200 over a budget of 1000: %+v %v, want the day's budget to refuse", d, err)
+	}
+	d, err := l.Reserve(ctx, "t", scopes, Cost{Input: 40, Output: 50})
+	if err != nil || !d.Allowed || remaining(d, TokensPerDay) != 10 {
+		t.Fatalf("900 + 90 of 1000: %+v %v, want allowed with 10 left", d, err)
+	}
+	// The request finishes with 60 tokens, which the meter then counts.
+	l.Correct(ctx, d.Reservation, Cost{Input: 40, Output: 20})
+	rdb.HIncrBy(ctx, day, usage.Field(usage.FieldUncachedInput, "m"), 60)
+	if d, _ := l.Reserve(ctx, "t", scopes, Cost{Input: 41}); d.Allowed {
+		t.Errorf("after the meter counted them: 960 + 41 > 1000 was admitted")
+	}
+	if d, _ := l.Reserve(ctx, "t", scopes, Cost{Input: 40}); !d.Allowed {
+		t.Errorf("960 + 40 = 1000 was refused")
+	}
+	// When every token went through this limiter its own count is the
+	// larger, exact at every instant: the meter lagging behind it changes
+	// nothing.
+	other := []Scope{{Limits: Limits{TokensPerMonth: 5000}}}
+	if d, _ := l.Reserve(ctx, "u", other, Cost{Input: 4000}); !d.Allowed {
+		t.Fatal("4000 of 5000 refused")
+	}
+	if d, _ := l.Reserve(ctx, "u", other, Cost{Input: 1001}); d.Allowed {
+		t.Error("4000 reserved (none metered yet) + 1001 over 5000 was admitted")
+	}
+	// A per-model budget reads the model's tokens only: 800 of "m".
+	perModel := []Scope{{Model: "other-model", Limits: Limits{TokensPerDay: 150}}}
+	if d, _ := l.Reserve(ctx, "t", perModel, Cost{Input: 50}); !d.Allowed {
+		t.Errorf("other-model's 100 + 50 of 150 was refused")
+	}
+	if d, _ := l.Reserve(ctx, "t", perModel, Cost{Input: 1}); d.Allowed {
+		t.Errorf("other-model's 150 + 1 over 150 was admitted")
+	}
+}
+
+func remaining(d Decision, dim Dim) int64 {
+	for _, s := range d.States {
+		if s.Dim == dim {
+			return s.Remaining
+		}
+	}
+	return -1
 }

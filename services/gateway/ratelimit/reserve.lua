@@ -1,75 +1,105 @@
 -- Reserve or correct a request's cost against several limits at once
 -- (package ratelimit's doc has the algorithm).
 --
--- KEYS[i]: one limit's key.
 -- ARGV[1]: 'r' reserve (all limits have room, or nothing changes) or
 --          'c' correct (add signed costs, never refuse, floor at 0).
--- ARGV[2+4(i-1)..]: kind (1 rate, 2 window), limit, p, cost, where p is
---          the period in ms (rate) or the window's end in unix ms.
+-- Then per limit: kind (1 rate, 2 window), limit, p, cost, and for a
+--          window also rcost and model; p is the period in ms (rate) or
+--          the window's end in unix ms.
+-- KEYS, in the limits' order: a rate's key; a window's three: its
+--          counter, its counter of reserved tokens in flight, and the
+--          meter's rollup hash of the window (rediskeys.UsageRollup).
 -- A rate key is a hash {l = level, t = last update ms}, living until its
--- bucket is empty; a window key a counter living an hour past its end.
--- Returns: denied index (0: none), retry after ms, then per key the
+-- bucket is empty. A window's level is the larger of its counter (every
+-- token reserved or settled here) and the rollup's tokens (of model, or
+-- of every model for "") plus the reserved counter: the meter's count of
+-- what finished, plus what is still in flight. Its counters live an hour
+-- past its end; cost changes the counter, rcost the reserved one.
+-- Returns: denied index (0: none), retry after ms, then per limit the
 -- remaining units and the ms until it is whole (rate) or ends (window).
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local correct = ARGV[1] == 'c'
-local n = #KEYS
-local cur, new = {}, {}
-local denied, retry = 0, 0
-for i = 1, n do
-  local b = 2 + 4 * (i - 1)
-  local kind, lim, p, cost = tonumber(ARGV[b]), tonumber(ARGV[b + 1]), tonumber(ARGV[b + 2]), tonumber(ARGV[b + 3])
-  local lvl
-  if kind == 1 then
-    local h = redis.call('HMGET', KEYS[i], 'l', 't')
-    local last = tonumber(h[2]) or now
-    lvl = math.max(0, (tonumber(h[1]) or 0) - (now - last) * lim / p)
+local limits = {}
+local a, k = 2, 1
+while a <= #ARGV do
+  local l = {kind = tonumber(ARGV[a]), lim = tonumber(ARGV[a + 1]), p = tonumber(ARGV[a + 2]), cost = tonumber(ARGV[a + 3]), key = k}
+  if l.kind == 1 then
+    a, k = a + 4, k + 1
   else
-    lvl = tonumber(redis.call('GET', KEYS[i]) or '0')
+    l.rcost, l.model = tonumber(ARGV[a + 4]), ARGV[a + 5]
+    a, k = a + 6, k + 3
   end
-  cur[i], new[i] = lvl, lvl + cost
-  if correct then
-    new[i] = math.max(0, new[i])
-  elseif new[i] > lim then
+  limits[#limits + 1] = l
+end
+-- metered is the tokens of the rollup hash at KEYS[k] for model.
+local function metered(k, model)
+  local h = redis.call('HGETALL', KEYS[k])
+  local sum = 0
+  for i = 1, #h, 2 do
+    local counter, m = string.match(h[i], '^([^|]*)|(.*)$')
+    if (model == '' or m == model) and (counter == 'input_cached' or counter == 'input_uncached' or counter == 'output') then
+      sum = sum + tonumber(h[i + 1])
+    end
+  end
+  return sum
+end
+local denied, retry = 0, 0
+for i, l in ipairs(limits) do
+  if l.kind == 1 then
+    local h = redis.call('HMGET', KEYS[l.key], 'l', 't')
+    local last = tonumber(h[2]) or now
+    l.cur = math.max(0, (tonumber(h[1]) or 0) - (now - last) * l.lim / l.p)
+    l.new = l.cur + l.cost
+    if correct then l.new = math.max(0, l.new) end
+  else
+    l.counter = tonumber(redis.call('GET', KEYS[l.key]) or '0')
+    l.reserved = tonumber(redis.call('GET', KEYS[l.key + 1]) or '0')
+    l.meter = metered(l.key + 2, l.model)
+    l.cur = math.max(l.counter, l.meter + l.reserved)
+    l.counter2 = l.counter + l.cost
+    l.reserved2 = l.reserved + l.rcost
+    if correct then
+      l.counter2, l.reserved2 = math.max(0, l.counter2), math.max(0, l.reserved2)
+    end
+    l.new = math.max(l.counter2, l.meter + l.reserved2)
+  end
+  if not correct and l.new > l.lim then
     if denied == 0 then denied = i end
-    if kind == 1 then
-      retry = math.max(retry, (new[i] - lim) * p / lim)
+    if l.kind == 1 then
+      retry = math.max(retry, (l.new - l.lim) * l.p / l.lim)
     else
-      retry = math.max(retry, p - now)
+      retry = math.max(retry, l.p - now)
     end
   end
 end
 -- A refused reservation changes nothing and reports the levels as they are.
-local level = new
-if denied ~= 0 and not correct then
-  level = cur
-end
+local refused = denied ~= 0 and not correct
 local out = {denied, math.ceil(retry)}
-for i = 1, n do
-  local b = 2 + 4 * (i - 1)
-  local kind, lim, p = tonumber(ARGV[b]), tonumber(ARGV[b + 1]), tonumber(ARGV[b + 2])
-  out[#out + 1] = math.floor(lim - level[i])
-  if kind == 1 then
-    out[#out + 1] = math.ceil(level[i] * p / lim)
+for _, l in ipairs(limits) do
+  local level = l.new
+  if refused then level = l.cur end
+  out[#out + 1] = math.floor(l.lim - level)
+  if l.kind == 1 then
+    out[#out + 1] = math.ceil(level * l.p / l.lim)
   else
-    out[#out + 1] = p - now
+    out[#out + 1] = l.p - now
   end
 end
-if denied ~= 0 and not correct then
+if refused then
   return out
 end
-for i = 1, n do
-  local b = 2 + 4 * (i - 1)
-  local kind, lim, p = tonumber(ARGV[b]), tonumber(ARGV[b + 1]), tonumber(ARGV[b + 2])
-  if kind == 1 then
-    if level[i] <= 0 then
-      redis.call('DEL', KEYS[i])
+for _, l in ipairs(limits) do
+  if l.kind == 1 then
+    if l.new <= 0 then
+      redis.call('DEL', KEYS[l.key])
     else
-      redis.call('HSET', KEYS[i], 'l', string.format('%.17g', level[i]), 't', now)
-      redis.call('PEXPIRE', KEYS[i], math.ceil(level[i] * p / lim) + 1000)
+      redis.call('HSET', KEYS[l.key], 'l', string.format('%.17g', l.new), 't', now)
+      redis.call('PEXPIRE', KEYS[l.key], math.ceil(l.new * l.p / l.lim) + 1000)
     end
   else
-    redis.call('SET', KEYS[i], string.format('%d', level[i]), 'PXAT', p + 3600000)
+    redis.call('SET', KEYS[l.key], string.format('%d', l.counter2), 'PXAT', l.p + 3600000)
+    redis.call('SET', KEYS[l.key + 1], string.format('%d', l.reserved2), 'PXAT', l.p + 3600000)
   end
 end
 return out
