@@ -21,6 +21,31 @@ type simulated struct {
 	kv, replay string
 }
 
+// ServiceMetricsURLs are the /metrics pages of the stack's services.
+func (s *Stack) ServiceMetricsURLs() []string {
+	metrics := []string{s.GatewayMetricsURL(), s.RouterURL() + "/metrics"}
+	if s.policyd != nil {
+		metrics = append(metrics, "http://"+s.policyd.HTTPAddr()+"/metrics")
+	}
+	if s.tracker != nil {
+		metrics = append(metrics, s.KVTrackerURL()+"/metrics")
+	}
+	if s.meter != nil {
+		metrics = append(metrics, s.MeterURL()+"/metrics")
+	}
+	return metrics
+}
+
+// SimulatedMetricsURLs are the /metrics pages of the simulated workers
+// and providers (vLLM's metric names).
+func (s *Stack) SimulatedMetricsURLs() []string {
+	var out []string
+	for _, sim := range s.sims {
+		out = append(out, strings.TrimSuffix(sim.url, "/v1")+"/metrics")
+	}
+	return out
+}
+
 // PrintBanner tells the user what runs where — every listening address,
 // the metrics pages — and what to try first. It is written in one piece,
 // so log lines cannot cut into it. Its gateway line ("  gateway  URL/v1")
@@ -98,17 +123,7 @@ func (s *Stack) writeBanner(out io.Writer, cfg Config) {
 		tw.Flush()
 	}
 
-	metrics := []string{s.GatewayMetricsURL(), s.RouterURL() + "/metrics"}
-	if s.policyd != nil {
-		metrics = append(metrics, "http://"+s.policyd.HTTPAddr()+"/metrics")
-	}
-	if s.tracker != nil {
-		metrics = append(metrics, s.KVTrackerURL()+"/metrics")
-	}
-	if s.meter != nil {
-		metrics = append(metrics, s.MeterURL()+"/metrics")
-	}
-	fmt.Fprintf(out, "\nPrometheus metrics:\n  %s\n", strings.Join(metrics, "\n  "))
+	fmt.Fprintf(out, "\nPrometheus metrics:\n  %s\n", strings.Join(s.ServiceMetricsURLs(), "\n  "))
 	if workers > 0 {
 		fmt.Fprintf(out, "  and each worker's vLLM metrics at <HTTP>/metrics\n")
 	}
