@@ -281,7 +281,8 @@ func defaultOptions() options {
 
 // fleet is Switchyard on loopback as separate processes: its own NATS
 // (JetStream, file store kept across restarts) and Redis, simulated
-// workers, one kvtracker, two routers, two gateways.
+// workers, one kvtracker, two routers, two gateways (each with a usage
+// spool) and a meter.
 type fleet struct {
 	t        *testing.T
 	dir      string
@@ -292,9 +293,14 @@ type fleet struct {
 	redisURL string
 	workers  []*worker
 	tracker  *service
+	meter    *service
 	routers  []*service
 	gateways []*service
 	procs    []*proc
+	// rollupsLost is set when Redis came back empty: the meter's counts
+	// of before went with it, and checkUsage compares no totals.
+	rollupsLost bool
+	started     time.Time
 }
 
 const model = "drill-model"
@@ -315,7 +321,7 @@ func startFleet(t *testing.T, o options) *fleet {
 			t.Fatal(err)
 		}
 	}
-	f := &fleet{t: t, dir: dir, model: model}
+	f := &fleet{t: t, dir: dir, model: model, started: time.Now()}
 	t.Cleanup(f.shutdown)
 
 	natsPort := freePort(t)
@@ -361,6 +367,14 @@ func startFleet(t *testing.T, o options) *fleet {
 		"--snapshot-interval", "1s", "--log-format", "json",
 	}, o.trackerArgs...))
 
+	mport := freePort(t)
+	f.meter = &service{httpURL: fmt.Sprintf("http://127.0.0.1:%d", mport)}
+	f.meter.proc = f.add("meter", bins.switchyard, []string{"meter",
+		"--nats-url", f.natsURL, "--redis-url", f.redisURL, "--models", model,
+		"--http-addr", f.meter.httpURL[len("http://"):], "--replica-id", "drill-meter",
+		"--ack-wait", "5s", "--log-format", "json",
+	})
+
 	for i := range 2 {
 		g, h := freePort(t), freePort(t)
 		r := &service{grpcAddr: fmt.Sprintf("127.0.0.1:%d", g), httpURL: fmt.Sprintf("http://127.0.0.1:%d", h), pprof: true}
@@ -386,6 +400,9 @@ func startFleet(t *testing.T, o options) *fleet {
 			"--addr", g.httpURL[len("http://"):], "--metrics-addr", g.metricsURL[len("http://") : len(g.metricsURL)-len("/metrics")],
 			"--router-addr", strings.Join(addrs, ","),
 			"--nats-url", f.natsURL, "--log-format", "json",
+			// Kept across the gateway's restarts: what it held is sent when
+			// it starts again.
+			"--usage-spool-dir", filepath.Join(dir, fmt.Sprintf("gateway-%d-spool", i)),
 		}, o.gatewayArgs...))
 		f.gateways = append(f.gateways, g)
 	}
@@ -407,12 +424,13 @@ func startFleet(t *testing.T, o options) *fleet {
 		f.must(waitHTTP(ctx, w.proc, w.url+"/health"))
 	}
 	f.must(f.tracker.start())
+	f.must(f.meter.start())
 	for _, s := range append(f.routers, f.gateways...) {
 		f.must(s.start())
 	}
 	for _, s := range f.services() {
 		probe := "/readyz"
-		if o.natsDown && s == f.tracker {
+		if o.natsDown && (s == f.tracker || s == f.meter) {
 			// It cannot hold leases without NATS: alive is all it can be.
 			probe = "/healthz"
 		}
@@ -483,7 +501,7 @@ func (f *fleet) must(err error) {
 
 // services are the Switchyard processes with a /readyz.
 func (f *fleet) services() []*service {
-	return append(append([]*service{f.tracker}, f.routers...), f.gateways...)
+	return append(append([]*service{f.tracker, f.meter}, f.routers...), f.gateways...)
 }
 
 func (f *fleet) shutdown() {

@@ -229,3 +229,79 @@ func TestWorkerFrozenMidStream(t *testing.T) {
 		took:     ended, bound: 5 * time.Second,
 	})
 }
+
+// TestMeterKilled: the meter is SIGKILLed under load (mid-batch: between
+// counting a batch and acking it, or anywhere else) and started again.
+// Clients never notice; the restarted meter gets what it had not acked
+// again and, having counted part of it already, counts each request
+// exactly once: its totals equal the stream's request ids.
+func TestMeterKilled(t *testing.T) {
+	f := startFleet(t, defaultOptions())
+	l := startLoad(t, f, 6)
+	l.waitRequests(t, 12, 30*time.Second)
+
+	t0 := time.Now()
+	must(t, f.meter.kill())
+	l.waitRequests(t, 6, 30*time.Second) // served while it is dead
+	t1 := time.Now()
+	f.restart(f.meter.proc, f.meter.httpURL+"/readyz")
+	counted := func() float64 {
+		v, _, _ := metric(f.meter.httpURL+"/metrics", "switchyard_meter_events_total")
+		return v
+	}
+	took := until(t, t1, 30*time.Second, "the restarted meter consumes again", func() bool { return counted() > 0 })
+	l.waitRequests(t, 12, 30*time.Second)
+	l.stop()
+	steady(t, l, t0, time.Now(), "with the meter dead, then back")
+	checkUsage(t, f, l.snapshot(), 60*time.Second)
+	report(t, result{
+		fault:    "meter SIGKILLed under load, restarted",
+		client:   "every stream served",
+		recovery: "the meter consumes again; in the end each request counted once (its totals equal the stream's)",
+		took:     took, bound: 10 * time.Second,
+	})
+}
+
+// TestGatewayKilledDuringNATSOutage: NATS dies, the gateways serve on
+// with their usage events in their spools on disk, and then one gateway
+// is SIGKILLed holding them. Started again on the same spool, and NATS
+// back, the events of every request a client saw complete reach the
+// stream, each once, and the meter counts them once. (A request the kill
+// cut off mid-answer has no usage: its gateway died with it.)
+func TestGatewayKilledDuringNATSOutage(t *testing.T) {
+	f := startFleet(t, defaultOptions())
+	l := startLoad(t, f, 6)
+	l.waitRequests(t, 12, 30*time.Second)
+	victim := f.gateways[0]
+	spooled := func(g *service) float64 {
+		v, _, _ := metric(g.metricsURL, "switchyard_gateway_usage_spool_events")
+		return v
+	}
+
+	must(t, f.nats.kill())
+	until(t, time.Now(), 30*time.Second, "the victim holds usage events in its spool", func() bool { return spooled(victim) >= 4 })
+	held := spooled(victim)
+	must(t, victim.kill())
+	time.Sleep(time.Second)
+	t1 := time.Now()
+	f.restart(victim.proc, victim.httpURL+"/readyz")
+	f.restart(f.nats, "")
+	took := until(t, t1, 30*time.Second, "both gateways' spools empty, every service ready", func() bool {
+		return spooled(f.gateways[0]) == 0 && spooled(f.gateways[1]) == 0 && f.ready()
+	})
+	l.waitRequests(t, 12, 30*time.Second)
+	l.stop()
+	var completed []record
+	for _, r := range l.snapshot() {
+		if r.outcome == ok {
+			completed = append(completed, r)
+		}
+	}
+	checkUsage(t, f, completed, 60*time.Second)
+	report(t, result{
+		fault:    fmt.Sprintf("NATS SIGKILLed, then a gateway SIGKILLed holding %d usage events in its spool; both restarted", int(held)),
+		client:   "requests on the killed gateway fail until it is back",
+		recovery: "both spools sent, every completed request's usage stored and metered once, every /readyz 200",
+		took:     took, bound: 15 * time.Second,
+	})
+}

@@ -2,7 +2,9 @@ package drills
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"net/http"
 	"slices"
 	"strings"
 	"testing"
@@ -130,5 +132,59 @@ func checkUsage(t *testing.T, f *fleet, rs []record, within time.Duration) map[s
 		t.Errorf("usage: %d requests counted more than once: %s", len(dup), strings.Join(dup[:min(5, len(dup))], ", "))
 	}
 	t.Logf("usage: %d requests, %d events, none lost or duplicated", len(ids), len(counts))
+	if !f.rollupsLost {
+		checkMetered(t, f, len(counts), within)
+	}
 	return out
+}
+
+// checkMetered waits until the meter has counted every request of the
+// stream, once: its usage API's total (every request is the default
+// tenant's) equals the stream's distinct request ids, and stays there.
+func checkMetered(t *testing.T, f *fleet, want int, within time.Duration) {
+	t.Helper()
+	q := fmt.Sprintf("%s/v1/usage?tenant=default&from=%s&to=%s", f.meter.httpURL,
+		f.started.Add(-time.Hour).UTC().Format(time.RFC3339), time.Now().Add(time.Hour).UTC().Format(time.RFC3339))
+	got := -1
+	deadline := time.Now().Add(within)
+	for {
+		if n, err := meteredTotal(q); err == nil {
+			got = n
+			if n == want {
+				break
+			}
+			if n > want {
+				t.Fatalf("meter: %d requests counted for %d in the stream: some counted twice", n, want)
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("meter: %d requests counted after %v, want the stream's %d", got, within, want)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	time.Sleep(time.Second) // a duplicate counted late would show now
+	if n, err := meteredTotal(q); err != nil || n != want {
+		t.Fatalf("meter: %d requests counted (%v), want %d", n, err, want)
+	}
+	t.Logf("meter: %d requests counted, each once", want)
+}
+
+func meteredTotal(url string) (int, error) {
+	resp, err := http.Get(url)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return 0, fmt.Errorf("usage API: %s", resp.Status)
+	}
+	var a struct {
+		Total struct {
+			Requests int `json:"requests"`
+		} `json:"total"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&a); err != nil {
+		return 0, err
+	}
+	return a.Total.Requests, nil
 }
