@@ -14,6 +14,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/redis/go-redis/v9"
 	"github.com/rs/zerolog"
 	"google.golang.org/protobuf/proto"
@@ -155,7 +156,7 @@ func usageOf(t *testing.T, m *Meter, query string) usage.Answer {
 }
 
 func window() string {
-	return "from=" + t0.Add(-time.Hour).Format(time.RFC3339) + "&to=" + t0.Add(2*time.Hour).Format(time.RFC3339)
+	return "from=" + t0.Add(-time.Hour).Format(time.RFC3339) + "&to=" + t0.Add(3*time.Hour).Format(time.RFC3339)
 }
 
 func scrape(t *testing.T, m *Meter) string {
@@ -213,7 +214,7 @@ func TestCountsEachRequestOnce(t *testing.T) {
 	if o := usageOf(t, m, "tenant=other&"+window()); o.Total.Requests != 1 {
 		t.Errorf("a tenant nobody configured: %+v under other, want 1", o.Total)
 	}
-	if b := usageOf(t, m, "tenant=team-b&by=hour&"+window()); len(b.Rows) != 3 || b.Rows[2].Outcomes["shed"] != 1 || b.Rows[0].Requests != 0 {
+	if b := usageOf(t, m, "tenant=team-b&by=hour&"+window()); len(b.Rows) != 4 || b.Rows[2].Outcomes["shed"] != 1 || b.Rows[0].Requests != 0 {
 		t.Errorf("team-b by hour: %+v", b.Rows)
 	}
 
@@ -346,5 +347,33 @@ func TestMinuteSummary(t *testing.T) {
 	case msg := <-sums:
 		t.Errorf("a second summary of the minute: %s", msg.Data)
 	case <-time.After(200 * time.Millisecond):
+	}
+}
+
+// Two replicas share the durable consumer: each counts part of the
+// stream, together every event once.
+func TestReplicasShareTheWork(t *testing.T) {
+	e := newEnv(t)
+	const n = 3000
+	for i := range n {
+		ev := usageEvent(fmt.Sprintf("w-%d", i), []string{"team-a", "team-b"}[i%2], "qwen", bus.UsageOutcomeOK, time.Duration(i)*time.Second)
+		data, _ := proto.Marshal(ev)
+		if _, err := e.js.PublishAsync(bus.UsageSubject(ev.GetTenant()), data, jetstream.WithMsgID(ev.GetRequestId())); err != nil {
+			t.Fatal(err)
+		}
+	}
+	<-e.js.PublishAsyncComplete()
+	cfg := e.config()
+	cfg.Batch = 50 // many batches, for both to take some
+	a, _ := e.start(cfg, nil)
+	b, _ := e.start(cfg, nil)
+	counted := func(m *Meter) float64 { return testutil.ToFloat64(m.metrics.counted) }
+	testkit.Eventually(t, 20*time.Second, "every event counted", func() bool { return counted(a)+counted(b) >= n })
+	if counted(a)+counted(b) != n || counted(a) == 0 || counted(b) == 0 {
+		t.Errorf("counted %v and %v: want %d in all, some by each", counted(a), counted(b), n)
+	}
+	total := usageOf(t, a, "tenant=team-a&"+window()).Total.Requests + usageOf(t, b, "tenant=team-b&"+window()).Total.Requests
+	if total != n {
+		t.Errorf("the rollups hold %d requests, want %d", total, n)
 	}
 }
