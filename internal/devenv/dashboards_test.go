@@ -6,9 +6,12 @@ import (
 	"crypto/rand"
 	"encoding/json"
 	"net/http"
+	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -16,6 +19,7 @@ import (
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 
+	"github.com/switchyard-dev/switchyard/internal/devenv"
 	"github.com/switchyard-dev/switchyard/internal/testkit"
 )
 
@@ -261,4 +265,121 @@ func TestDashboardsQueryExportedMetrics(t *testing.T) {
 			t.Errorf("%s: %d metrics queried, want a dashboard's worth", filepath.Base(f), n)
 		}
 	}
+	t.Run("a real Prometheus", func(t *testing.T) { againstPrometheus(t, s, files, client) })
+}
+
+// prometheusBin is Debian's prometheus, which .ci/run installs.
+const prometheusBin = "/usr/bin/prometheus"
+
+// againstPrometheus scrapes the running stack with a real Prometheus and
+// asks it every dashboard query, as Grafana would (its variables set to
+// match everything): each must parse and run, and the tenant's requests,
+// tokens and time to first token must come back with data.
+func againstPrometheus(t *testing.T, s *devenv.Stack, files []string, client openai.Client) {
+	if _, err := os.Stat(prometheusBin); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("%s: %v (CI=true requires it)", prometheusBin, err)
+		}
+		t.Skipf("SKIPPED: needs %s (Debian's prometheus): %v", prometheusBin, err)
+	}
+	var targets []string
+	for _, u := range append(s.ServiceMetricsURLs(), s.SimulatedMetricsURLs()...) {
+		targets = append(targets, strconv.Quote(strings.TrimSuffix(strings.TrimPrefix(u, "http://"), "/metrics")))
+	}
+	dir := t.TempDir()
+	conf := "global: {scrape_interval: 1s, evaluation_interval: 1s}\nscrape_configs:\n  - job_name: switchyard\n    static_configs:\n      - targets: [" + strings.Join(targets, ", ") + "]\n"
+	if err := os.WriteFile(filepath.Join(dir, "prometheus.yml"), []byte(conf), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	addr := "127.0.0.1:" + strconv.Itoa(testkit.FreePort(t))
+	cmd := exec.Command(prometheusBin, "--config.file="+filepath.Join(dir, "prometheus.yml"), "--storage.tsdb.path="+filepath.Join(dir, "data"),
+		"--web.listen-address="+addr, "--log.level=warn")
+	var logs testkit.SyncBuffer
+	cmd.Stdout, cmd.Stderr = &logs, &logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		if t.Failed() {
+			t.Logf("prometheus:\n%s", logs.String())
+		}
+	})
+	query := func(q string) (string, int, error) {
+		resp, err := http.Get("http://" + addr + "/api/v1/query?query=" + url.QueryEscape(q))
+		if err != nil {
+			return "", 0, err
+		}
+		defer resp.Body.Close()
+		var r struct {
+			Status string `json:"status"`
+			Error  string `json:"error"`
+			Data   struct {
+				Result []json.RawMessage `json:"result"`
+			} `json:"data"`
+		}
+		if err := json.NewDecoder(resp.Body).Decode(&r); err != nil {
+			return "", 0, err
+		}
+		if r.Status != "success" {
+			return r.Error, 0, nil
+		}
+		return "", len(r.Data.Result), nil
+	}
+	testkit.Eventually(t, 30*time.Second, "prometheus scraping every target", func() bool {
+		_, n, err := query(`up == 1`)
+		return err == nil && n == len(targets)
+	})
+	// Traffic across several scrapes, for rates and quantiles.
+	for i := range 8 {
+		stream := client.Chat.Completions.NewStreaming(context.Background(), openai.ChatCompletionNewParams{
+			Model: model, Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("a panel's worth " + strconv.Itoa(i))}, MaxTokens: openai.Int(8),
+		})
+		for stream.Next() {
+		}
+		if err := stream.Err(); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	grafana := strings.NewReplacer("$__rate_interval", "1m", "$tenant", ".*", "$model", ".*", "$worker", ".*")
+	var withData []string
+	testkit.Eventually(t, 20*time.Second, "the tenant's requests in prometheus", func() bool {
+		_, n, _ := query(`sum(switchyard_meter_requests_total{tenant="team-a"})`)
+		return n > 0
+	})
+	for _, f := range files {
+		raw, _ := os.ReadFile(f)
+		var d struct {
+			Panels []struct {
+				Title   string `json:"title"`
+				Targets []struct {
+					Expr string `json:"expr"`
+				} `json:"targets"`
+			} `json:"panels"`
+		}
+		if err := json.Unmarshal(raw, &d); err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range d.Panels {
+			for _, tg := range p.Targets {
+				perr, n, err := query(grafana.Replace(tg.Expr))
+				switch {
+				case err != nil:
+					t.Fatalf("%s / %s: %v", filepath.Base(f), p.Title, err)
+				case perr != "":
+					t.Errorf("%s / %s: prometheus refuses %q: %s", filepath.Base(f), p.Title, tg.Expr, perr)
+				case n > 0:
+					withData = append(withData, p.Title)
+				}
+			}
+		}
+	}
+	for _, want := range []string{"Requests per second, by outcome", "Tokens per second", "Time to first token", "Requests waiting per worker", "Routing decisions by endpoint"} {
+		if !slices.Contains(withData, want) {
+			t.Errorf("panel %q has no data in prometheus after traffic (panels with data: %v)", want, withData)
+		}
+	}
+	t.Logf("%d panel queries answered with data by prometheus", len(withData))
 }
