@@ -52,7 +52,14 @@ type request struct {
 // policyd's dev catalog), and keeps the request for the test.
 func replayRouter(t *testing.T, status int, answer string) (*httptest.Server, *request) {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join("testdata", "router", answer))
+	return replay(t, "router", status, answer)
+}
+
+// replay answers every request with testdata/DIR/ANSWER and keeps the
+// request.
+func replay(t *testing.T, dir string, status int, answer string) (*httptest.Server, *request) {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join("testdata", dir, answer))
 	if err != nil {
 		t.Fatal(err)
 	}

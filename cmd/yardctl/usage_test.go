@@ -3,31 +3,9 @@ package main
 import (
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 )
-
-// replayMeter answers with testdata/meter/ANSWER (recorded from a real
-// meter's usage API over forty requests of two models in four hours) and
-// keeps the request.
-func replayMeter(t *testing.T, status int, answer string) (*httptest.Server, *request) {
-	t.Helper()
-	data, err := os.ReadFile(filepath.Join("testdata", "meter", answer))
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := &request{}
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		*got = request{method: r.Method, path: r.URL.Path, query: r.URL.RawQuery}
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(status)
-		_, _ = w.Write(data)
-	}))
-	t.Cleanup(srv.Close)
-	return srv, got
-}
 
 // TestUsageGolden: yardctl usage's table, csv and json, and the query it
 // sends the meter.
@@ -45,12 +23,12 @@ func TestUsageGolden(t *testing.T) {
 		{"usage-total-json", "usage-total.json", []string{"--tenant", "team-a", "-o", "json"}, "tenant=team-a"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			srv, got := replayMeter(t, http.StatusOK, tc.answer)
+			srv, got := replay(t, "meter", http.StatusOK, tc.answer) // recorded from a real meter's usage API
 			code, out, errOut := runCLI(t, "", append([]string{"usage", "--meter", srv.URL}, tc.args...)...)
 			if code != 0 {
 				t.Fatalf("exit %d: %s", code, errOut)
 			}
-			if got.path != "/v1/usage" || got.query != tc.query {
+			if got.method != http.MethodGet || got.path != "/v1/usage" || got.query != tc.query {
 				t.Errorf("the meter got %s?%s, want /v1/usage?%s", got.path, got.query, tc.query)
 			}
 			golden(t, tc.name, out)

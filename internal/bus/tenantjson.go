@@ -3,33 +3,35 @@ package bus
 import (
 	"strconv"
 	"time"
-	"unicode/utf8"
+
+	"github.com/switchyard-dev/switchyard/internal/jsonscan"
 )
 
 // AppendJSON appends u as encoding/json would marshal it (the same
-// members, the same omissions; FuzzTenantUsageJSON holds them to it), in
-// a tenth of the time: the meter writes one per request.
+// members, values and omissions, if not the same escapes: it leaves <, >
+// and & as they are; FuzzTenantUsageJSON holds it to that), in a fifth of
+// the time: the meter writes one per request.
 func (u *TenantUsage) AppendJSON(b []byte) []byte {
 	b = append(b, `{"request_id":`...)
-	b = appendString(b, u.RequestID)
+	b = jsonscan.AppendString(b, u.RequestID)
 	b = append(b, `,"tenant":`...)
-	b = appendString(b, u.Tenant)
+	b = jsonscan.AppendString(b, u.Tenant)
 	b = append(b, `,"model":`...)
-	b = appendString(b, u.Model)
+	b = jsonscan.AppendString(b, u.Model)
 	if u.ServedModel != "" {
 		b = append(b, `,"served_model":`...)
-		b = appendString(b, u.ServedModel)
+		b = jsonscan.AppendString(b, u.ServedModel)
 	}
 	b = append(b, `,"api":`...)
-	b = appendString(b, u.API)
+	b = jsonscan.AppendString(b, u.API)
 	for _, f := range [...]struct{ key, v string }{{`,"target_kind":`, u.TargetKind}, {`,"target_type":`, u.TargetType}, {`,"provider":`, u.Provider}} {
 		if f.v != "" {
 			b = append(b, f.key...)
-			b = appendString(b, f.v)
+			b = jsonscan.AppendString(b, f.v)
 		}
 	}
 	b = append(b, `,"outcome":`...)
-	b = appendString(b, u.Outcome)
+	b = jsonscan.AppendString(b, u.Outcome)
 	b = append(b, `,"status_code":`...)
 	b = strconv.AppendInt(b, int64(u.StatusCode), 10)
 	b = append(b, `,"input_tokens":`...)
@@ -66,7 +68,7 @@ func (u *TenantUsage) AppendJSON(b []byte) []byte {
 			if i > 0 {
 				b = append(b, ',')
 			}
-			b = appendString(b, t)
+			b = jsonscan.AppendString(b, t)
 		}
 		b = append(b, ']')
 	}
@@ -103,62 +105,5 @@ func appendFloat(b []byte, f float64) []byte {
 func appendTime(b []byte, t time.Time) []byte {
 	b = append(b, '"')
 	b = t.AppendFormat(b, time.RFC3339Nano)
-	return append(b, '"')
-}
-
-const hexDigits = "0123456789abcdef"
-
-// appendString is encoding/json's string encoding, HTML escaping included
-// (its default): control characters, quotes, backslashes, <, >, &, U+2028
-// and U+2029 escaped, invalid UTF-8 replaced by U+FFFD.
-func appendString(b []byte, s string) []byte {
-	b = append(b, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&' {
-				i++
-				continue
-			}
-			b = append(b, s[start:i]...)
-			switch c {
-			case '"', '\\':
-				b = append(b, '\\', c)
-			case '\n':
-				b = append(b, '\\', 'n')
-			case '\r':
-				b = append(b, '\\', 'r')
-			case '\t':
-				b = append(b, '\\', 't')
-			case '\b':
-				b = append(b, '\\', 'b')
-			case '\f':
-				b = append(b, '\\', 'f')
-			default:
-				b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xF])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 {
-			b = append(b, s[start:i]...)
-			b = append(b, `\ufffd`...)
-			i += size
-			start = i
-			continue
-		}
-		if r == '\u2028' || r == '\u2029' {
-			b = append(b, s[start:i]...)
-			b = append(b, '\\', 'u', '2', '0', '2', hexDigits[r&0xF])
-			i += size
-			start = i
-			continue
-		}
-		i += size
-	}
-	b = append(b, s[start:]...)
 	return append(b, '"')
 }

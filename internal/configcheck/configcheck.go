@@ -34,6 +34,20 @@ func ListenAddr(addr string) error {
 	return nil
 }
 
+// Loopback reports whether a listen address reaches only this host
+// (127.0.0.0/8, ::1, localhost); an empty host (every interface) does not.
+func Loopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
 // URLList checks a comma-separated list of URLs (nats.go's server list
 // form; a single URL is a list of one): each must parse, use one of
 // schemes, and name a host (unix sockets excepted).

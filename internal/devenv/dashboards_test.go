@@ -3,7 +3,6 @@ package devenv_test
 import (
 	"bufio"
 	"context"
-	"crypto/rand"
 	"encoding/json"
 	"net/http"
 	"net/url"
@@ -200,13 +199,7 @@ func TestDashboardsQueryExportedMetrics(t *testing.T) {
 		t.Fatalf("dashboards %v (%v): want the tenants' and the fleet's", files, err)
 	}
 	redisURL, rdb := testkit.Redis(t)
-	prefix := "switchyard-test:dash-usage:" + rand.Text()[:10] + ":"
-	t.Cleanup(func() {
-		keys, _ := rdb.Keys(context.Background(), prefix+"*").Result()
-		if len(keys) > 0 {
-			rdb.Del(context.Background(), keys...)
-		}
-	})
+	prefix := testkit.KeyPrefix(t, rdb, "switchyard-test:dash-usage:")
 	cfg := catalogConfig()
 	cfg.Sim.Port = 0
 	cfg.Sim.KVEventsConfig = `{"enable_kv_cache_events":true,"publisher":"zmq","endpoint":"tcp://127.0.0.1:*"}`
@@ -292,20 +285,8 @@ func againstPrometheus(t *testing.T, s *devenv.Stack, files []string, client ope
 		t.Fatal(err)
 	}
 	addr := "127.0.0.1:" + strconv.Itoa(testkit.FreePort(t))
-	cmd := exec.Command(prometheusBin, "--config.file="+filepath.Join(dir, "prometheus.yml"), "--storage.tsdb.path="+filepath.Join(dir, "data"),
-		"--web.listen-address="+addr, "--log.level=warn")
-	var logs testkit.SyncBuffer
-	cmd.Stdout, cmd.Stderr = &logs, &logs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-		if t.Failed() {
-			t.Logf("prometheus:\n%s", logs.String())
-		}
-	})
+	testkit.Process(t, "prometheus", exec.Command(prometheusBin, "--config.file="+filepath.Join(dir, "prometheus.yml"),
+		"--storage.tsdb.path="+filepath.Join(dir, "data"), "--web.listen-address="+addr, "--log.level=warn"))
 	query := func(q string) (string, int, error) {
 		resp, err := http.Get("http://" + addr + "/api/v1/query?query=" + url.QueryEscape(q))
 		if err != nil {

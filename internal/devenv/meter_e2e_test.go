@@ -2,7 +2,6 @@ package devenv_test
 
 import (
 	"context"
-	"crypto/rand"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -29,13 +28,7 @@ func TestDevMeters(t *testing.T) {
 		t.Skip("end to end; skipped in -short")
 	}
 	redisURL, rdb := testkit.Redis(t)
-	prefix := "switchyard-test:dev-usage:" + rand.Text()[:10] + ":"
-	t.Cleanup(func() {
-		keys, _ := rdb.Keys(context.Background(), prefix+"*").Result()
-		if len(keys) > 0 {
-			rdb.Del(context.Background(), keys...)
-		}
-	})
+	prefix := testkit.KeyPrefix(t, rdb, "switchyard-test:dev-usage:")
 	cfg := catalogConfig()
 	cfg.Sim.Port = 0
 	cfg.Sim.KVEventsConfig = ""

@@ -2,7 +2,9 @@ package testkit
 
 import (
 	"context"
+	"crypto/rand"
 	"os"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -62,4 +64,41 @@ func NATS(tb testing.TB, port int) (*natsembed.Server, *nats.Conn) {
 	}
 	tb.Cleanup(nc.Close)
 	return ns, nc
+}
+
+// KeyPrefix is a Redis key prefix of the test's own, base followed by a
+// random part, whose keys are deleted when the test ends: tests share the
+// machine's Redis.
+func KeyPrefix(tb testing.TB, rdb *redis.Client, base string) string {
+	tb.Helper()
+	p := base + rand.Text()[:10] + ":"
+	tb.Cleanup(func() {
+		ctx := context.Background()
+		keys, _ := rdb.Keys(ctx, p+"*").Result()
+		for len(keys) > 0 {
+			n := min(len(keys), 1000)
+			rdb.Del(ctx, keys[:n]...)
+			keys = keys[n:]
+		}
+	})
+	return p
+}
+
+// Process starts cmd (a server the test runs: nats-server, prometheus)
+// and kills it when the test ends, printing its output if the test
+// failed.
+func Process(tb testing.TB, name string, cmd *exec.Cmd) {
+	tb.Helper()
+	var out SyncBuffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		tb.Fatalf("start %s: %v", name, err)
+	}
+	tb.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		if tb.Failed() {
+			tb.Logf("%s:\n%s", name, out.String())
+		}
+	})
 }

@@ -38,19 +38,7 @@ func BenchmarkGatewayOverhead(b *testing.B) {
 			e.router.setTargets(testModel, up.target("w0"))
 			client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4}}
 			defer client.CloseIdleConnections()
-			do := func(base string) time.Duration {
-				t0 := time.Now()
-				resp, err := client.Post(base+"/v1/chat/completions", "application/json", strings.NewReader(tc.body))
-				if err != nil {
-					b.Fatal(err)
-				}
-				_, err = io.Copy(io.Discard, resp.Body)
-				resp.Body.Close()
-				if err != nil || resp.StatusCode != http.StatusOK {
-					b.Fatalf("status %d, %v", resp.StatusCode, err)
-				}
-				return time.Since(t0)
-			}
+			do := func(base string) time.Duration { return timedChat(b, client, base, tc.body) }
 			for range 50 { // warm connections on both paths
 				do(up.srv.URL)
 				do(e.url)
@@ -83,19 +71,7 @@ func BenchmarkUsageSpool(b *testing.B) {
 	spooled.router.setTargets(testModel, up.target("w0"))
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4}}
 	defer client.CloseIdleConnections()
-	do := func(base string) time.Duration {
-		t0 := time.Now()
-		resp, err := client.Post(base+"/v1/chat/completions", "application/json", strings.NewReader(chatBody))
-		if err != nil {
-			b.Fatal(err)
-		}
-		_, err = io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		if err != nil || resp.StatusCode != http.StatusOK {
-			b.Fatalf("status %d, %v", resp.StatusCode, err)
-		}
-		return time.Since(t0)
-	}
+	do := func(base string) time.Duration { return timedChat(b, client, base, chatBody) }
 	for range 50 {
 		do(mem.url)
 		do(spooled.url)
@@ -111,6 +87,22 @@ func BenchmarkUsageSpool(b *testing.B) {
 	b.ReportMetric(float64(s50.Microseconds()), "spool-p50-µs")
 	b.ReportMetric(float64((s50 - m50).Microseconds()), "spool-added-p50-µs")
 	b.ReportMetric(float64((s99 - m99).Microseconds()), "spool-added-p99-µs")
+}
+
+// timedChat posts a chat completion to base and reads the answer whole,
+// and returns how long that took.
+func timedChat(b *testing.B, client *http.Client, base, body string) time.Duration {
+	t0 := time.Now()
+	resp, err := client.Post(base+"/v1/chat/completions", "application/json", strings.NewReader(body))
+	if err != nil {
+		b.Fatal(err)
+	}
+	_, err = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if err != nil || resp.StatusCode != http.StatusOK {
+		b.Fatalf("status %d, %v", resp.StatusCode, err)
+	}
+	return time.Since(t0)
 }
 
 func percentiles(ds []time.Duration) (p50, p99 time.Duration) {

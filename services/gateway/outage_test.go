@@ -138,15 +138,7 @@ func TestNATSOutageLosesNoUsage(t *testing.T) {
 		return err == nil && info.State.Msgs >= uint64(len(ids))
 	})
 	time.Sleep(5 * usageAckTimeout) // a duplicate would land by now
-	s, _ := e.js.Stream(ctx, bus.StreamUsage)
-	info, _ := s.Info(ctx)
-	for seq := info.State.FirstSeq; seq <= info.State.LastSeq; seq++ {
-		m, err := s.GetMsg(ctx, seq)
-		if err != nil {
-			t.Fatal(err)
-		}
-		seen[m.Header.Get(jetstream.MsgIDHeader)]++
-	}
+	seen = storedUsageIDs(t, e.js)
 	for _, id := range ids {
 		if seen[id] != 1 {
 			t.Errorf("request %s has %d usage events, want 1", id, seen[id])
@@ -234,16 +226,7 @@ func TestUsageSpoolOutlivesRestart(t *testing.T) {
 		return err == nil && info.State.Msgs >= uint64(len(ids))
 	})
 	time.Sleep(5 * usageAckTimeout)
-	s, _ := js.Stream(ctx, bus.StreamUsage)
-	info, _ := s.Info(ctx)
-	seen := map[string]int{}
-	for seq := info.State.FirstSeq; seq <= info.State.LastSeq; seq++ {
-		m, err := s.GetMsg(ctx, seq)
-		if err != nil {
-			t.Fatal(err)
-		}
-		seen[m.Header.Get(jetstream.MsgIDHeader)]++
-	}
+	seen := storedUsageIDs(t, js)
 	for _, id := range ids {
 		if seen[id] != 1 {
 			t.Errorf("request %s has %d usage events, want 1", id, seen[id])
@@ -255,4 +238,27 @@ func TestUsageSpoolOutlivesRestart(t *testing.T) {
 	if m := scrape(t, second.metricsURL); strings.Contains(m, "switchyard_gateway_event_publish_failures_total{") {
 		t.Errorf("events counted lost:\n%s", grepLines(m, "publish_failures"))
 	}
+}
+
+// storedUsageIDs counts the usage stream's events by Nats-Msg-Id.
+func storedUsageIDs(t *testing.T, js jetstream.JetStream) map[string]int {
+	t.Helper()
+	ctx := context.Background()
+	s, err := js.Stream(ctx, bus.StreamUsage)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := s.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]int{}
+	for seq := info.State.FirstSeq; seq <= info.State.LastSeq; seq++ {
+		m, err := s.GetMsg(ctx, seq)
+		if err != nil {
+			t.Fatal(err)
+		}
+		seen[m.Header.Get(jetstream.MsgIDHeader)]++
+	}
+	return seen
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/switchyard-dev/switchyard/internal/configcheck"
 	"github.com/switchyard-dev/switchyard/internal/lifecycle"
 	"github.com/switchyard-dev/switchyard/internal/rediskeys"
 	"github.com/switchyard-dev/switchyard/internal/usage"
@@ -228,7 +229,7 @@ type operatorAuth struct {
 }
 
 func newOperatorAuth(tokenFile, addr string) (*operatorAuth, error) {
-	a := &operatorAuth{loopback: isLoopback(addr)}
+	a := &operatorAuth{loopback: configcheck.Loopback(addr)}
 	if tokenFile != "" {
 		tok, err := lifecycle.ReadToken(tokenFile)
 		if err != nil {

@@ -38,11 +38,7 @@ func BenchmarkIngest(b *testing.B) {
 		b.Skipf("needs %s", natsServerBin)
 	}
 	port := testkit.FreePort(b)
-	cmd := exec.Command(natsServerBin, "-a", "127.0.0.1", "-p", strconv.Itoa(port), "-js", "-sd", filepath.Join(b.TempDir(), "js"))
-	if err := cmd.Start(); err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	testkit.Process(b, "nats-server", exec.Command(natsServerBin, "-a", "127.0.0.1", "-p", strconv.Itoa(port), "-js", "-sd", filepath.Join(b.TempDir(), "js")))
 	url := "nats://127.0.0.1:" + strconv.Itoa(port)
 	var nc *nats.Conn
 	testkit.Eventually(b, 10*time.Second, "nats-server up", func() bool {
@@ -57,15 +53,7 @@ func BenchmarkIngest(b *testing.B) {
 		b.Fatal(err)
 	}
 	redisURL, rdb := testkit.Redis(b)
-	prefix := "switchyard-test:bench-usage:" + strconv.FormatInt(time.Now().UnixNano(), 36) + ":"
-	b.Cleanup(func() {
-		keys, _ := rdb.Keys(ctx, prefix+"*").Result()
-		for len(keys) > 0 {
-			n := min(len(keys), 1000)
-			rdb.Del(ctx, keys[:n]...)
-			keys = keys[n:]
-		}
-	})
+	prefix := testkit.KeyPrefix(b, rdb, "switchyard-test:bench-usage:")
 	tenants := []string{"t0", "t1", "t2", "t3", "t4", "t5", "t6", "t7"}
 	models := []string{"qwen", "llama", "glm", "gemma"}
 	for i := range b.N {

@@ -43,7 +43,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"runtime/debug"
 	"sync/atomic"
@@ -55,6 +54,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/switchyard-dev/switchyard/internal/bus"
+	"github.com/switchyard-dev/switchyard/internal/configcheck"
 	"github.com/switchyard-dev/switchyard/internal/lifecycle"
 	"github.com/switchyard-dev/switchyard/internal/policy/watch"
 	policyv1 "github.com/switchyard-dev/switchyard/proto/switchyard/policy/v1"
@@ -113,7 +113,7 @@ func New(cfg Config, log zerolog.Logger) (*Meter, error) {
 			m.labels.update(c.Snapshot)
 		}})
 	}
-	if !m.auth.configured() && !isLoopback(cfg.HTTPAddr) {
+	if !m.auth.configured() && !configcheck.Loopback(cfg.HTTPAddr) {
 		log.Warn().Str("http_addr", cfg.HTTPAddr).Msg("the usage API is refused: it listens beyond loopback without --operator-token-file")
 	}
 	return m, nil
@@ -276,17 +276,4 @@ func (m *Meter) ensureConsumer(ctx context.Context, js jetstream.JetStream) (jet
 		}
 		backoff = min(2*backoff, 5*time.Second)
 	}
-}
-
-// isLoopback reports whether a listen address is on loopback only.
-func isLoopback(addr string) bool {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return false
-	}
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
 }

@@ -2,7 +2,6 @@ package meter
 
 import (
 	"context"
-	"crypto/rand"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -47,14 +46,7 @@ func newEnv(t *testing.T) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &env{t: t, nats: ns, nc: nc, js: js, rdb: rdb, redis: url, prefix: "switchyard-test:usage:" + rand.Text()[:10] + ":"}
-	t.Cleanup(func() {
-		ctx := context.Background()
-		keys, _ := rdb.Keys(ctx, e.prefix+"*").Result()
-		if len(keys) > 0 {
-			rdb.Del(ctx, keys...)
-		}
-	})
+	e := &env{t: t, nats: ns, nc: nc, js: js, rdb: rdb, redis: url, prefix: testkit.KeyPrefix(t, rdb, "switchyard-test:usage:")}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if err := bus.EnsureUsageStream(ctx, js); err != nil {

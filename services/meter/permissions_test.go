@@ -50,18 +50,7 @@ func TestTenantFeedPermissions(t *testing.T) {
 	pw := map[string]string{"switchyard": "sw-pass", "team-a": "a-pass", "team-b": "b-pass"}
 	cmd := exec.Command(natsServerBin, "-c", filepath.Join(dir, "nats.conf"))
 	cmd.Env = append(os.Environ(), "SWITCHYARD_NATS_PASSWORD="+pw["switchyard"], "TEAM_A_NATS_PASSWORD="+pw["team-a"], "TEAM_B_NATS_PASSWORD="+pw["team-b"])
-	var out testkit.SyncBuffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-		if t.Failed() {
-			t.Logf("nats-server:\n%s", out.String())
-		}
-	})
+	testkit.Process(t, "nats-server", cmd)
 	url := "nats://127.0.0.1:" + strconv.Itoa(port)
 	connect := func(user string, errs *[]string, mu *sync.Mutex) *nats.Conn {
 		t.Helper()

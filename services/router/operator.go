@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
-	"net"
 	"net/http"
 	"strings"
 
@@ -16,6 +15,7 @@ import (
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 
+	"github.com/switchyard-dev/switchyard/internal/configcheck"
 	"github.com/switchyard-dev/switchyard/internal/lifecycle"
 	routerv1 "github.com/switchyard-dev/switchyard/proto/switchyard/router/v1"
 )
@@ -78,7 +78,7 @@ func newOperatorAuth(cfg *Config) (*operatorAuth, error) {
 		}
 	}
 	if !a.configured() {
-		a.explainGRPC, a.explainREST = loopback(cfg.GRPCAddr), loopback(cfg.HTTPAddr)
+		a.explainGRPC, a.explainREST = configcheck.Loopback(cfg.GRPCAddr), configcheck.Loopback(cfg.HTTPAddr)
 	}
 	return a, nil
 }
@@ -89,19 +89,6 @@ func (a *operatorAuth) configured() bool { return a.token != nil || len(a.identi
 // an operator on a surface that listens beyond loopback: worth a warning.
 func (a *operatorAuth) exposed() bool {
 	return !a.configured() && (!a.explainGRPC || !a.explainREST)
-}
-
-// loopback reports whether a listen address reaches only this host.
-func loopback(addr string) bool {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return false
-	}
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
 }
 
 // open reports whether method is served without the role; rest says on

@@ -206,28 +206,7 @@ func TestOutageLosesNothing(t *testing.T) {
 	}
 	// The second server started empty: it holds the events published
 	// after the first one died, each once.
-	checkc, err := nats.Connect(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer checkc.Close()
-	cjs, _ := jetstream.New(checkc)
-	s, err := cjs.Stream(ctx, bus.StreamUsage)
-	if err != nil {
-		t.Fatalf("the usage stream was not made again: %v", err)
-	}
-	seen := map[string]int{}
-	info, err := s.Info(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for seq := info.State.FirstSeq; seq <= info.State.LastSeq; seq++ {
-		msg, err := s.GetMsg(ctx, seq)
-		if err != nil {
-			t.Fatal(err)
-		}
-		seen[msg.Header.Get(jetstream.MsgIDHeader)]++
-	}
+	seen := storedIDs(t, url)
 	for _, id := range ids[40:] {
 		if seen[id] != 1 {
 			t.Errorf("event %s stored %d times, want 1", id, seen[id])
@@ -319,25 +298,7 @@ func TestSpoolOutliveOutageAndRestart(t *testing.T) {
 			t.Errorf("%v usage events counted lost (%s)", got, reason)
 		}
 	}
-	checkc, err := nats.Connect(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer checkc.Close()
-	cjs, _ := jetstream.New(checkc)
-	s, err := cjs.Stream(ctx, bus.StreamUsage)
-	if err != nil {
-		t.Fatal(err)
-	}
-	info, _ := s.Info(ctx)
-	seen := map[string]int{}
-	for seq := info.State.FirstSeq; seq <= info.State.LastSeq; seq++ {
-		msg, err := s.GetMsg(ctx, seq)
-		if err != nil {
-			t.Fatal(err)
-		}
-		seen[msg.Header.Get(jetstream.MsgIDHeader)]++
-	}
+	seen := storedIDs(t, url)
 	// The first server (and the first 100) went with it; everything
 	// published since is stored once.
 	for _, id := range ids[100:] {
@@ -355,7 +316,8 @@ func TestSpoolOutliveOutageAndRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	m3 := newMetrics()
-	p = New(checkc, cjs, zerolog.Nop(), m3, Options{Spool: full})
+	nc3, js3 := connect()
+	p = New(nc3, js3, zerolog.Nop(), m3, Options{Spool: full})
 	ns.Shutdown()
 	publish(p, 100)
 	eventually(t, "the spool's refusals counted", func() bool {
@@ -365,4 +327,34 @@ func TestSpoolOutliveOutageAndRestart(t *testing.T) {
 	ctx, cancel = context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
 	_ = p.Close(ctx)
+}
+
+// storedIDs counts the usage stream's events at url by Nats-Msg-Id.
+func storedIDs(t *testing.T, url string) map[string]int {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), waitLong)
+	defer cancel()
+	nc, err := nats.Connect(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	s, err := js.Stream(ctx, bus.StreamUsage)
+	if err != nil {
+		t.Fatalf("the usage stream: %v", err)
+	}
+	info, err := s.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]int{}
+	for seq := info.State.FirstSeq; seq <= info.State.LastSeq; seq++ {
+		msg, err := s.GetMsg(ctx, seq)
+		if err != nil {
+			t.Fatal(err)
+		}
+		seen[msg.Header.Get(jetstream.MsgIDHeader)]++
+	}
+	return seen
 }
