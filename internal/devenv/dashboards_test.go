@@ -24,32 +24,40 @@ import (
 
 const dashboardsDir = "../../deploy/kustomize/components/monitoring/dashboards"
 
-// queries are every PromQL expression of a dashboard: its panels'
-// targets and its templating variables' queries.
-func queries(t *testing.T, file string) []string {
+// dashboard is what the tests read of a Grafana dashboard's JSON.
+type dashboard struct {
+	Panels []struct {
+		Title   string `json:"title"`
+		Targets []struct {
+			Expr string `json:"expr"`
+		} `json:"targets"`
+	} `json:"panels"`
+	Templating struct {
+		List []struct {
+			Type  string `json:"type"`
+			Query any    `json:"query"`
+		} `json:"list"`
+	} `json:"templating"`
+}
+
+func readDashboard(t *testing.T, file string) dashboard {
 	t.Helper()
 	raw, err := os.ReadFile(file)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var d struct {
-		Title  string `json:"title"`
-		Panels []struct {
-			Title   string `json:"title"`
-			Targets []struct {
-				Expr string `json:"expr"`
-			} `json:"targets"`
-		} `json:"panels"`
-		Templating struct {
-			List []struct {
-				Type  string `json:"type"`
-				Query any    `json:"query"`
-			} `json:"list"`
-		} `json:"templating"`
-	}
+	var d dashboard
 	if err := json.Unmarshal(raw, &d); err != nil {
 		t.Fatalf("%s: %v", file, err)
 	}
+	return d
+}
+
+// queries are every PromQL expression of a dashboard: its panels'
+// targets and its templating variables' queries.
+func queries(t *testing.T, file string) []string {
+	t.Helper()
+	d := readDashboard(t, file)
 	var out []string
 	for _, p := range d.Panels {
 		if len(p.Targets) == 0 {
@@ -331,19 +339,7 @@ func againstPrometheus(t *testing.T, s *devenv.Stack, files []string, client ope
 		return n > 0
 	})
 	for _, f := range files {
-		raw, _ := os.ReadFile(f)
-		var d struct {
-			Panels []struct {
-				Title   string `json:"title"`
-				Targets []struct {
-					Expr string `json:"expr"`
-				} `json:"targets"`
-			} `json:"panels"`
-		}
-		if err := json.Unmarshal(raw, &d); err != nil {
-			t.Fatal(err)
-		}
-		for _, p := range d.Panels {
+		for _, p := range readDashboard(t, f).Panels {
 			for _, tg := range p.Targets {
 				perr, n, err := query(grafana.Replace(tg.Expr))
 				switch {
