@@ -97,18 +97,7 @@ func TestNATSOutageLosesNoUsage(t *testing.T) {
 	e := newEnv(t, envOpts{noNATS: true, cfg: func(c *Config) { c.NATS.URL = ns.URL() }})
 	e.router.setTargets(testModel, up.target("w0"))
 	var ids []string
-	send := func(n int) {
-		t.Helper()
-		for range n {
-			resp := e.post(t, "/v1/chat/completions", chatStreamBody(false), nil)
-			_, _ = io.ReadAll(resp.Body)
-			resp.Body.Close()
-			if resp.StatusCode != http.StatusOK {
-				t.Fatalf("request: %d", resp.StatusCode)
-			}
-			ids = append(ids, resp.Header.Get(RequestIDHeader))
-		}
-	}
+	send := func(n int) { ids = append(ids, sendChats(t, e, n)...) }
 	send(20)
 	ns.Shutdown()
 	send(20)
@@ -173,18 +162,7 @@ func TestUsageSpoolOutlivesRestart(t *testing.T) {
 		c.ShutdownTimeout = 300 * time.Millisecond // gives up on NATS quickly: the spool keeps the rest
 	}
 	var ids []string
-	send := func(e *env, n int) {
-		t.Helper()
-		for range n {
-			resp := e.post(t, "/v1/chat/completions", chatStreamBody(false), nil)
-			_, _ = io.ReadAll(resp.Body)
-			resp.Body.Close()
-			if resp.StatusCode != http.StatusOK {
-				t.Fatalf("request: %d", resp.StatusCode)
-			}
-			ids = append(ids, resp.Header.Get(RequestIDHeader))
-		}
-	}
+	send := func(e *env, n int) { ids = append(ids, sendChats(t, e, n)...) }
 	first := newEnv(t, envOpts{noNATS: true, cfg: withSpool})
 	first.router.setTargets(testModel, up.target("w0"))
 	send(first, 10)
@@ -241,6 +219,23 @@ func TestUsageSpoolOutlivesRestart(t *testing.T) {
 }
 
 // storedUsageIDs counts the usage stream's events by Nats-Msg-Id.
+// sendChats sends n chat completions that must succeed and returns their
+// request ids.
+func sendChats(t *testing.T, e *env, n int) []string {
+	t.Helper()
+	ids := make([]string, 0, n)
+	for range n {
+		resp := e.post(t, "/v1/chat/completions", chatStreamBody(false), nil)
+		_, _ = io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("request: %d", resp.StatusCode)
+		}
+		ids = append(ids, resp.Header.Get(RequestIDHeader))
+	}
+	return ids
+}
+
 func storedUsageIDs(t *testing.T, js jetstream.JetStream) map[string]int {
 	t.Helper()
 	ctx := context.Background()
