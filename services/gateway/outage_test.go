@@ -117,7 +117,6 @@ func TestNATSOutageLosesNoUsage(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	seen := map[string]int{}
 	e.eventually(t, "every usage event stored", func() bool {
 		s, err := e.js.Stream(ctx, bus.StreamUsage)
 		if err != nil {
@@ -127,7 +126,7 @@ func TestNATSOutageLosesNoUsage(t *testing.T) {
 		return err == nil && info.State.Msgs >= uint64(len(ids))
 	})
 	time.Sleep(5 * usageAckTimeout) // a duplicate would land by now
-	seen = storedUsageIDs(t, e.js)
+	seen := storedUsageIDs(t, e.js)
 	for _, id := range ids {
 		if seen[id] != 1 {
 			t.Errorf("request %s has %d usage events, want 1", id, seen[id])
