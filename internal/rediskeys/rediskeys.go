@@ -61,7 +61,8 @@ const UsagePrefix = prefix + "usage:"
 // meter, only
 // through its Lua script, which adds each event once (UsageSeen). Readers:
 // meter's usage API (yardctl usage), the gateway's budgets (its rate
-// limiter's script reads the day and month hashes). TTL the resolution's
+// limiter's script reads one field of the day and month hashes,
+// usage.BudgetField). TTL the resolution's
 // retention after the last write (meter's --retention-*; months as days).
 // The tenant is a hash tag: one tenant's keys share a Redis Cluster slot.
 func UsageRollup(keyPrefix, tenant, res string, start int64) string {

@@ -166,6 +166,21 @@ func MonthStart(t time.Time) int64 {
 // output token.
 var TokenCounters = []string{FieldCachedInput, FieldUncachedInput, FieldOutput}
 
+// FieldBudgetTokens is the sum of TokenCounters, kept by the meter in the
+// day and month rollups only, for the gateway's budgets: one field read
+// per budget check, however many models and outcomes the hash holds.
+// ParseHash skips it (the counters it sums are there too).
+const FieldBudgetTokens = "tokens"
+
+// BudgetField is the day or month rollup's field of model's tokens, or of
+// every model's for "".
+func BudgetField(model string) string {
+	if model == "" {
+		return FieldBudgetTokens
+	}
+	return Field(FieldBudgetTokens, model)
+}
+
 // Start is the start of t's bucket, in Unix seconds.
 func (r Resolution) Start(t time.Time) int64 { return floor(t.Unix(), int64(r.Step/time.Second)) }
 

@@ -10,8 +10,9 @@
 --       sets of counted request ids, and minute, hour and day rollups.
 -- ARGV[1]: n, the number of events; ARGV[2]: g, the number of groups;
 -- ARGV[3]: the number of keys (#KEYS), then one TTL in seconds per key.
--- Then the counters: their count c, then c names; the outcomes: their
---   count o, then o names.
+-- Then the counters: their count c, then c names; the token counters'
+--   count t, then their t indexes among the c; the outcomes: their count
+--   o, then o names.
 -- Then per group: its model, its outcome's index, the indexes of its
 --   hour's id set and of its minute, hour, day and month rollups, its
 --   number of events, and the c sums.
@@ -19,13 +20,19 @@
 --   joined by commas (read only when it was counted before).
 -- A rollup field is "<counter>|<model>", incremented by the group's sum
 -- (zero sums are not written), and "outcome.<outcome>|<model>" by the
--- group's number of events.
+-- group's number of events; the day and month rollups (a group's third
+-- and fourth) also keep "tokens|<model>" and "tokens", the sums of the
+-- token counters of the model and of every model (usage.BudgetField),
+-- which budgets read one field at a time.
 -- Returns one flag per event: 1 counted now, 0 counted before.
 local n, ng, nk = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
 local a = 4 + nk
 local c = tonumber(ARGV[a]); a = a + 1
 local counters = {}
 for i = 1, c do counters[i] = ARGV[a]; a = a + 1 end
+local t = tonumber(ARGV[a]); a = a + 1
+local tokens = {}
+for i = 1, t do tokens[i] = tonumber(ARGV[a]); a = a + 1 end
 local o = tonumber(ARGV[a]); a = a + 1
 local outcomes = {}
 for i = 1, o do outcomes[i] = 'outcome.' .. ARGV[a]; a = a + 1 end
@@ -60,7 +67,9 @@ end
 local adds = {}
 for _, g in ipairs(groups) do
   if g.n > 0 then
-    for _, k in ipairs(g.keys) do
+    local tok = 0
+    for _, i in ipairs(tokens) do tok = tok + g.sums[i] end
+    for ki, k in ipairs(g.keys) do
       local s = adds[k]
       if s == nil then s = {}; adds[k] = s end
       for i = 1, c do
@@ -71,6 +80,11 @@ for _, g in ipairs(groups) do
       end
       local f = outcomes[g.outcome] .. '|' .. g.model
       s[f] = (s[f] or 0) + g.n
+      if ki >= 3 and tok ~= 0 then
+        f = 'tokens|' .. g.model
+        s[f] = (s[f] or 0) + tok
+        s['tokens'] = (s['tokens'] or 0) + tok
+      end
     end
   end
 end

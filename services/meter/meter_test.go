@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -202,6 +203,29 @@ func TestCountsEachRequestOnce(t *testing.T) {
 	}
 	if a.Total.Requests != 10 {
 		t.Errorf("total %+v", a.Total)
+	}
+	// The day and month rollups keep the tokens the gateway's budgets
+	// read, once each however often an event came.
+	for _, res := range []string{usage.Day.Name, usage.Month} {
+		keys, err := e.rdb.Keys(context.Background(), e.prefix+"{team-a}:"+res+":*").Result()
+		if err != nil || len(keys) == 0 {
+			t.Fatalf("%s rollups of team-a: %v %v", res, keys, err)
+		}
+		var all, qwen int64
+		for _, k := range keys {
+			h := e.rdb.HMGet(context.Background(), k, usage.BudgetField(""), usage.BudgetField("qwen")).Val()
+			for i, v := range h {
+				n, _ := strconv.ParseInt(fmt.Sprint(v), 10, 64)
+				if i == 0 {
+					all += n
+				} else {
+					qwen += n
+				}
+			}
+		}
+		if want := r.Tokens(); all != want || qwen != want {
+			t.Errorf("%s rollups' budget tokens: %d of every model, %d of qwen; want %d", res, all, qwen, want)
+		}
 	}
 	if o := usageOf(t, m, "tenant=other&"+window()); o.Total.Requests != 1 {
 		t.Errorf("a tenant nobody configured: %+v under other, want 1", o.Total)

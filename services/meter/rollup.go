@@ -5,6 +5,7 @@ import (
 	_ "embed"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"time"
 
@@ -26,6 +27,20 @@ var counterNames = []string{
 	usage.FieldRequests, usage.FieldCachedInput, usage.FieldUncachedInput, usage.FieldOutput,
 	usage.FieldReasoning, usage.FieldTTFTMillis, usage.FieldTTFTCount, usage.FieldE2EMillis,
 }
+
+// tokenIndexes are the 1-based positions in counterNames of
+// usage.TokenCounters, whose sum count.lua keeps for budgets.
+var tokenIndexes = func() []any {
+	var out []any
+	for _, t := range usage.TokenCounters {
+		i := slices.Index(counterNames, t)
+		if i < 0 {
+			panic("meter: token counter " + t + " is not counted")
+		}
+		out = append(out, i+1)
+	}
+	return out
+}()
 
 // event is one decoded usage event with its label values.
 type event struct {
@@ -160,7 +175,7 @@ func (c *counter) count(ctx context.Context, tenant string, evs []*event) error 
 			perGroup = append(perGroup, v)
 		}
 	}
-	args := make([]any, 0, 5+len(ttls)+len(counterNames)+len(outcomes)+len(perGroup)+len(perEvent))
+	args := make([]any, 0, 6+len(ttls)+len(counterNames)+len(tokenIndexes)+len(outcomes)+len(perGroup)+len(perEvent))
 	args = append(args, len(evs), len(groups), len(ttls))
 	for _, t := range ttls {
 		args = append(args, t)
@@ -169,6 +184,8 @@ func (c *counter) count(ctx context.Context, tenant string, evs []*event) error 
 	for _, n := range counterNames {
 		args = append(args, n)
 	}
+	args = append(args, len(tokenIndexes))
+	args = append(args, tokenIndexes...)
 	args = append(args, len(outcomes))
 	for _, o := range outcomes {
 		args = append(args, o)

@@ -262,9 +262,9 @@ type item struct {
 	p    int64
 	cost int64
 	// A window's counter of tokens reserved in flight and its change
-	// (rcost), and the meter's rollup of the window, of model ("" for
-	// every model).
-	reservedKey, rollupKey, model string
+	// (rcost), and the meter's rollup of the window with its field of
+	// the scope's tokens.
+	reservedKey, rollupKey, field string
 	rcost                         int64
 }
 
@@ -290,7 +290,7 @@ func (l *Limiter) items(tenant string, scopes []Scope, c Cost, now time.Time, re
 			if it.kind != kindWindow {
 				continue
 			}
-			it.reservedKey, it.rcost, it.model = it.key+":reserved", it.cost, s.Model
+			it.reservedKey, it.rcost, it.field = it.key+":reserved", it.cost, usage.BudgetField(s.Model)
 			res, start := usage.Day.Name, usage.Day.Start(now)
 			if it.dim == TokensPerMonth {
 				res, start = usage.Month, usage.MonthStart(now)
@@ -468,7 +468,7 @@ func (l *Limiter) run(ctx context.Context, correct bool, its []item) ([]int64, e
 		args = append(args, it.kind, it.limit, it.p, it.cost)
 		if it.kind == kindWindow {
 			keys = append(keys, it.reservedKey, it.rollupKey)
-			args = append(args, it.rcost, it.model)
+			args = append(args, it.rcost, it.field)
 		}
 	}
 	v, err := script.Run(ctx, l.rdb, keys, args...).Int64Slice()

@@ -358,11 +358,17 @@ func TestBudgetReadsTheMeter(t *testing.T) {
 	now := time.Now()
 	day := rediskeys.UsageRollup(prefix+"usage:", "t", usage.Day.Name, usage.Day.Start(now))
 	month := rediskeys.UsageRollup(prefix+"usage:", "t", usage.Month, usage.MonthStart(now))
+	// metered is the meter counting n tokens of model (its rollups keep
+	// their sums in the budget fields).
+	metered := func(key, model string, n int64) {
+		rdb.HIncrBy(ctx, key, usage.BudgetField(model), n)
+		rdb.HIncrBy(ctx, key, usage.BudgetField(""), n)
+	}
 	// The meter counted 900 tokens today (and in the month) that this
-	// limiter did not reserve; and 5,000 of another counter, not tokens.
+	// limiter did not reserve.
 	for _, k := range []string{day, month} {
-		rdb.HSet(ctx, k, usage.Field(usage.FieldUncachedInput, "m"), 600, usage.Field(usage.FieldCachedInput, "m"), 200,
-			usage.Field(usage.FieldOutput, "other-model"), 100, usage.Field(usage.FieldE2EMillis, "m"), 5000)
+		metered(k, "m", 800)
+		metered(k, "other-model", 100)
 	}
 	scopes := []Scope{{Limits: Limits{TokensPerDay: 1000, TokensPerMonth: 5000}}}
 	if d, err := l.Reserve(ctx, "t", scopes, Cost{Input: 150, Output: 50}); err != nil || d.Allowed || d.Denied != TokensPerDay {
@@ -374,7 +380,7 @@ func TestBudgetReadsTheMeter(t *testing.T) {
 	}
 	// The request finishes with 60 tokens, which the meter then counts.
 	l.Correct(ctx, d.Reservation, Cost{Input: 40, Output: 20})
-	rdb.HIncrBy(ctx, day, usage.Field(usage.FieldUncachedInput, "m"), 60)
+	metered(day, "m", 60)
 	if d, _ := l.Reserve(ctx, "t", scopes, Cost{Input: 41}); d.Allowed {
 		t.Errorf("after the meter counted them: 960 + 41 > 1000 was admitted")
 	}

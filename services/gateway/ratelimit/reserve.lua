@@ -4,15 +4,16 @@
 -- ARGV[1]: 'r' reserve (all limits have room, or nothing changes) or
 --          'c' correct (add signed costs, never refuse, floor at 0).
 -- Then per limit: kind (1 rate, 2 window), limit, p, cost, and for a
---          window also rcost and model; p is the period in ms (rate) or
+--          window also rcost and the rollup's field of its tokens
+--          (usage.BudgetField); p is the period in ms (rate) or
 --          the window's end in unix ms.
 -- KEYS, in the limits' order: a rate's key; a window's three: its
 --          counter, its counter of reserved tokens in flight, and the
 --          meter's rollup hash of the window (rediskeys.UsageRollup).
 -- A rate key is a hash {l = level, t = last update ms}, living until its
 -- bucket is empty. A window's level is the larger of its counter (every
--- token reserved or settled here) and the rollup's tokens (of model, or
--- of every model for "") plus the reserved counter: the meter's count of
+-- token reserved or settled here) and the rollup's tokens (one field,
+-- which the meter keeps) plus the reserved counter: the meter's count of
 -- what finished, plus what is still in flight. Its counters live an hour
 -- past its end; cost changes the counter, rcost the reserved one.
 -- Returns: denied index (0: none), retry after ms, then per limit the
@@ -27,22 +28,10 @@ while a <= #ARGV do
   if l.kind == 1 then
     a, k = a + 4, k + 1
   else
-    l.rcost, l.model = tonumber(ARGV[a + 4]), ARGV[a + 5]
+    l.rcost, l.field = tonumber(ARGV[a + 4]), ARGV[a + 5]
     a, k = a + 6, k + 3
   end
   limits[#limits + 1] = l
-end
--- metered is the tokens of the rollup hash at KEYS[k] for model.
-local function metered(k, model)
-  local h = redis.call('HGETALL', KEYS[k])
-  local sum = 0
-  for i = 1, #h, 2 do
-    local counter, m = string.match(h[i], '^([^|]*)|(.*)$')
-    if (model == '' or m == model) and (counter == 'input_cached' or counter == 'input_uncached' or counter == 'output') then
-      sum = sum + tonumber(h[i + 1])
-    end
-  end
-  return sum
 end
 local denied, retry = 0, 0
 for i, l in ipairs(limits) do
@@ -55,7 +44,7 @@ for i, l in ipairs(limits) do
   else
     l.counter = tonumber(redis.call('GET', KEYS[l.key]) or '0')
     l.reserved = tonumber(redis.call('GET', KEYS[l.key + 1]) or '0')
-    l.meter = metered(l.key + 2, l.model)
+    l.meter = tonumber(redis.call('HGET', KEYS[l.key + 2], l.field) or '0')
     l.cur = math.max(l.counter, l.meter + l.reserved)
     l.counter2 = l.counter + l.cost
     l.reserved2 = l.reserved + l.rcost
