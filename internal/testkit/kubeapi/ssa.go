@@ -107,7 +107,7 @@ func (s *Server) ServiceAccountToken(tb testing.TB, namespace, name string) stri
 	req := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
 		"metadata": map[string]any{"name": name},
-		"spec": map[string]any{"expirationSeconds": int64(3600)},
+		"spec":     map[string]any{"expirationSeconds": int64(3600)},
 	}}
 	out, err := s.admin.Resource(gvr).Namespace(namespace).Create(context.Background(), req, metav1.CreateOptions{}, "token")
 	if err != nil {
