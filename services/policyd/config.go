@@ -30,7 +30,9 @@ type Config struct {
 	Paths []string
 	// PollInterval is how often files mode checks the files for changes.
 	PollInterval time.Duration
-	// Kubeconfig for kubernetes mode; empty uses the in-cluster config.
+	// Kubeconfig for kubernetes mode. Empty finds the configuration as
+	// kubectl does ($KUBECONFIG, else ~/.kube/config), and in a pod falls
+	// back to its service account (the in-cluster config).
 	Kubeconfig string
 	// Namespace watched in kubernetes mode; empty watches all.
 	Namespace string
@@ -94,7 +96,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.Source, "source", d.Source, "where resources come from: "+strings.Join(Sources(), " or "))
 	fs.Var((*pathList)(&c.Paths), "path", "files mode: YAML file or directory to load (repeatable, comma-separated)")
 	fs.DurationVar(&c.PollInterval, "poll-interval", d.PollInterval, "files mode: how often to check the files for changes")
-	fs.StringVar(&c.Kubeconfig, "kubeconfig", "", "kubernetes mode: kubeconfig file (empty: in-cluster config)")
+	fs.StringVar(&c.Kubeconfig, "kubeconfig", "", "kubernetes mode: kubeconfig file (empty: $KUBECONFIG, else ~/.kube/config, else the pod's service account)")
 	fs.StringVar(&c.Namespace, "namespace", "", "kubernetes mode: namespace to watch (empty: all)")
 	fs.BoolVar(&c.WriteStatus, "write-status", d.WriteStatus, "kubernetes mode: write status.conditions back to the resources")
 	fs.DurationVar(&c.Debounce, "debounce", d.Debounce, "kubernetes mode: coalesce resource events for this long before compiling")

@@ -14,6 +14,21 @@
 // refuses its GatewayBackend with the reason, and the last good snapshot
 // keeps serving.
 //
+// Workers of a Service. A worker set that names a Service has as workers
+// the ready endpoints of the Service's EndpointSlices, each named after
+// its pod. Their ports are the slice's ports named http, kv-events and
+// kv-replay (PortHTTP...), which are the pods' own numbers, else the
+// worker set's port, kvEvents.port and kvEvents.replayPort: so workers
+// whose ports differ (named targetPorts, host-network pods sharing an
+// address) are each reached on their own.
+//
+// Starting. New finds the client configuration as kubectl does
+// (--kubeconfig, $KUBECONFIG, ~/.kube/config), else a pod's service
+// account, and lists every watched resource once: a client that cannot
+// work (no configuration, an unreachable server, refused credentials,
+// CRDs not installed, RBAC missing) fails policyd with the reason before
+// it serves. klog, client-go's log, goes into policyd's log.
+//
 // It is the only package of Switchyard that needs client-go, which is
 // about half of the binary's compile time; the switchyard binary registers
 // it with policyd.RegisterSource, so that nothing else compiles or links
@@ -43,7 +58,6 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/switchyard-dev/switchyard/api/v1alpha1"
 	"github.com/switchyard-dev/switchyard/internal/policy"
@@ -78,13 +92,23 @@ var (
 	_ prometheus.Collector  = (*Source)(nil)
 )
 
-// New is the source's policyd.SourceFactory: a client from cfg.Kubeconfig
-// (in-cluster when empty), watching cfg.Namespace (all when empty).
+// New is the source's policyd.SourceFactory. It routes klog, client-go's
+// log, into log (routeKlog); finds the client configuration
+// (cfg.Kubeconfig, else as kubectl does, else in-cluster: restConfig);
+// and checks that the client can list every resource the source watches
+// (checkAccess). So policyd fails with the reason before it serves, when
+// it could not follow the resources, rather than serving nothing while
+// the informers retry. It watches cfg.Namespace (all when empty).
 func New(cfg policyd.Config, log zerolog.Logger) (policyd.Source, error) {
-	client, err := newDynamic(cfg.Kubeconfig)
+	routeKlog(log)
+	client, rc, origin, err := newDynamic(cfg.Kubeconfig)
 	if err != nil {
 		return nil, err
 	}
+	if err := checkAccess(context.Background(), client, cfg.Namespace, rc.Host, origin); err != nil {
+		return nil, err
+	}
+	log.Info().Str("kubeconfig", origin).Str("server", rc.Host).Msg("kubernetes API server reached")
 	return NewSource(client, cfg, log), nil
 }
 
@@ -116,19 +140,6 @@ var endpointSlicesGVR = schema.GroupVersionResource{Group: "discovery.k8s.io", V
 
 // secretsGVR is core v1 Secrets, read one by one by name.
 var secretsGVR = schema.GroupVersionResource{Version: "v1", Resource: "secrets"}
-
-func newDynamic(kubeconfig string) (dynamic.Interface, error) {
-	rc, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
-	if err != nil {
-		return nil, fmt.Errorf("kubernetes config: %w", err)
-	}
-	rc.UserAgent = "switchyard-policyd"
-	c, err := dynamic.NewForConfig(rc)
-	if err != nil {
-		return nil, fmt.Errorf("kubernetes client: %w", err)
-	}
-	return c, nil
-}
 
 // Run starts the informers and compiles after every burst of changes
 // until ctx ends.
@@ -315,6 +326,17 @@ func secretError(err error) string {
 	return err.Error()
 }
 
+// Service port names whose numbers, in a worker set's EndpointSlices,
+// are the pods' ports: a Service with named targetPorts resolves them per
+// pod, and pods on different numbers (host-network workers sharing a
+// node's address) are in different slices. A slice without the name uses
+// the worker set's number (port, kvEvents.port, kvEvents.replayPort).
+const (
+	PortHTTP     = "http"      // the vLLM API (and metrics)
+	PortKVEvents = "kv-events" // the ZMQ PUB socket of KV events
+	PortKVReplay = "kv-replay" // the ZMQ ROUTER socket of replays
+)
+
 // discover lists the ready endpoints of a worker set's Service, as static
 // workers named after their pods, in a fixed order.
 func (k *Source) discover(ws *v1alpha1.InferenceWorkerSet) []v1alpha1.StaticWorker {
@@ -326,7 +348,6 @@ func (k *Source) discover(ws *v1alpha1.InferenceWorkerSet) []v1alpha1.StaticWork
 	if err != nil {
 		return nil
 	}
-	port := cmp.Or(ws.Spec.Port, 8000)
 	seen := map[string]bool{}
 	var out []v1alpha1.StaticWorker
 	for _, ro := range list {
@@ -334,39 +355,75 @@ func (k *Source) discover(ws *v1alpha1.InferenceWorkerSet) []v1alpha1.StaticWork
 		if !ok {
 			continue
 		}
+		ports := workerPorts(ws, u)
 		eps, _, _ := unstructured.NestedSlice(u.Object, "endpoints")
 		for _, e := range eps {
 			ep, ok := e.(map[string]any)
 			if !ok {
 				continue
 			}
-			if ready, found, _ := unstructured.NestedBool(ep, "conditions", "ready"); found && !ready {
-				continue // nil means ready, per the EndpointSlice API
-			}
-			addrs, _, _ := unstructured.NestedStringSlice(ep, "addresses")
-			if len(addrs) == 0 {
+			w, ok := ports.worker(ep)
+			if !ok || seen[w.ID] {
 				continue
 			}
-			id, _, _ := unstructured.NestedString(ep, "targetRef", "name")
-			if id == "" {
-				id = addrs[0]
-			}
-			if seen[id] {
-				continue
-			}
-			seen[id] = true
-			w := v1alpha1.StaticWorker{ID: id, URL: "http://" + net.JoinHostPort(addrs[0], strconv.Itoa(int(port)))}
-			if kv := ws.Spec.KVEvents; kv != nil {
-				w.KVEventsEndpoint = "tcp://" + net.JoinHostPort(addrs[0], strconv.Itoa(int(kv.Port)))
-				if kv.ReplayPort > 0 {
-					w.KVReplayEndpoint = "tcp://" + net.JoinHostPort(addrs[0], strconv.Itoa(int(kv.ReplayPort)))
-				}
-			}
+			seen[w.ID] = true
 			out = append(out, w)
 		}
 	}
 	slices.SortFunc(out, func(a, b v1alpha1.StaticWorker) int { return cmp.Compare(a.ID, b.ID) })
 	return out
+}
+
+// ports are the port numbers of one slice's endpoints; 0 is none.
+type ports struct {
+	http, kv, replay int64
+}
+
+// workerPorts are the ports of a slice's endpoints: the slice's named
+// ports, else the worker set's.
+func workerPorts(ws *v1alpha1.InferenceWorkerSet, slice *unstructured.Unstructured) ports {
+	named := map[string]int64{}
+	list, _, _ := unstructured.NestedSlice(slice.Object, "ports")
+	for _, p := range list {
+		m, ok := p.(map[string]any)
+		if !ok {
+			continue
+		}
+		name, _, _ := unstructured.NestedString(m, "name")
+		if n, ok, _ := unstructured.NestedInt64(m, "port"); ok && n > 0 {
+			named[name] = n
+		}
+	}
+	p := ports{http: cmp.Or(named[PortHTTP], int64(ws.Spec.Port), 8000)}
+	if kv := ws.Spec.KVEvents; kv != nil {
+		p.kv = cmp.Or(named[PortKVEvents], int64(kv.Port))
+		p.replay = cmp.Or(named[PortKVReplay], int64(kv.ReplayPort))
+	}
+	return p
+}
+
+// worker is a ready endpoint as a static worker.
+func (p ports) worker(ep map[string]any) (v1alpha1.StaticWorker, bool) {
+	if ready, found, _ := unstructured.NestedBool(ep, "conditions", "ready"); found && !ready {
+		return v1alpha1.StaticWorker{}, false // nil means ready, per the EndpointSlice API
+	}
+	addrs, _, _ := unstructured.NestedStringSlice(ep, "addresses")
+	if len(addrs) == 0 {
+		return v1alpha1.StaticWorker{}, false
+	}
+	id, _, _ := unstructured.NestedString(ep, "targetRef", "name")
+	if id == "" {
+		id = addrs[0]
+	}
+	hostPort := func(port int64) string { return net.JoinHostPort(addrs[0], strconv.FormatInt(port, 10)) }
+	w := v1alpha1.StaticWorker{ID: id, URL: "http://" + hostPort(p.http)}
+	if p.kv > 0 {
+		w.KVEventsEndpoint = "tcp://" + hostPort(p.kv)
+	}
+	if p.replay > 0 {
+		w.KVReplayEndpoint = "tcp://" + hostPort(p.replay)
+	}
+	return w, true
 }
 
 func kindOrder(kind string) int { return slices.Index(v1alpha1.Kinds, kind) }

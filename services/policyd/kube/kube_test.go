@@ -29,7 +29,7 @@ import (
 
 const examplesDir = "../../../deploy/examples"
 
-// readManifests decodes every document of the dev catalog's files.
+// readManifests decodes the dev catalog's resources.
 func readManifests(t *testing.T) []*unstructured.Unstructured {
 	t.Helper()
 	var out []*unstructured.Unstructured
@@ -50,7 +50,10 @@ func readManifests(t *testing.T) []*unstructured.Unstructured {
 			} else if err != nil {
 				return err
 			}
-			if len(u.Object) > 0 {
+			// The directory is also a kustomization (its Namespace, its
+			// kustomization.yaml): only the switchyard.dev resources are
+			// the catalog.
+			if len(u.Object) > 0 && u.GroupVersionKind().Group == v1alpha1.GroupVersion.Group {
 				u.SetGeneration(1)
 				out = append(out, u)
 			}
@@ -320,4 +323,53 @@ func TestKubernetesEndpointSlices(t *testing.T) {
 		n, _, _ := unstructured.NestedInt64(e.get(v1alpha1.KindInferenceWorkerSet, "qwen-workers").Object, "status", "endpoints")
 		return n == 2
 	})
+}
+
+// slicePorts sets a slice's ports (name → number).
+func slicePorts(u *unstructured.Unstructured, ports map[string]int64) *unstructured.Unstructured {
+	var list []any
+	for name, n := range ports {
+		list = append(list, map[string]any{"name": name, "port": n, "protocol": "TCP"})
+	}
+	_ = unstructured.SetNestedSlice(u.Object, list, "ports")
+	return u
+}
+
+// Workers of one address on different ports, as host-network pods or
+// named targetPorts give, are in slices of their own ports: each worker
+// takes its slice's http, kv-events and kv-replay numbers, and a slice
+// without them the worker set's.
+func TestEndpointSlicePortNames(t *testing.T) {
+	objs := readManifests(t)
+	for _, o := range objs {
+		if o.GetName() == "qwen-workers" {
+			unstructured.RemoveNestedField(o.Object, "spec", "static")
+			_ = unstructured.SetNestedField(o.Object, "qwen", "spec", "service")
+			_ = unstructured.SetNestedField(o.Object, int64(8100), "spec", "port")
+			_ = unstructured.SetNestedField(o.Object, map[string]any{"port": int64(5557), "replayPort": int64(5567)}, "spec", "kvEvents")
+		}
+	}
+	objs = append(objs,
+		slicePorts(endpointSlice("qwen-a", "qwen", podEndpoint("qwen-0", "127.0.0.1", true)),
+			map[string]int64{PortHTTP: 9000, PortKVEvents: 9001, PortKVReplay: 9002}),
+		slicePorts(endpointSlice("qwen-b", "qwen", podEndpoint("qwen-1", "127.0.0.1", true)),
+			map[string]int64{PortHTTP: 9010, PortKVEvents: 9011, "metrics": 9019}),
+		endpointSlice("qwen-c", "qwen", podEndpoint("qwen-2", "127.0.0.2", true)))
+	e := startKube(t, objs)
+	e.waitCondition(v1alpha1.KindInferenceWorkerSet, "qwen-workers", metav1.ConditionTrue, v1alpha1.ReasonAccepted, 1)
+	snap, _ := e.srv.Snapshot()
+	got := snap.WorkerSet("qwen-workers").Static
+	want := []v1alpha1.StaticWorker{
+		{ID: "qwen-0", URL: "http://127.0.0.1:9000", KVEventsEndpoint: "tcp://127.0.0.1:9001", KVReplayEndpoint: "tcp://127.0.0.1:9002"},
+		{ID: "qwen-1", URL: "http://127.0.0.1:9010", KVEventsEndpoint: "tcp://127.0.0.1:9011", KVReplayEndpoint: "tcp://127.0.0.1:5567"},
+		{ID: "qwen-2", URL: "http://127.0.0.2:8100", KVEventsEndpoint: "tcp://127.0.0.2:5557", KVReplayEndpoint: "tcp://127.0.0.2:5567"},
+	}
+	if len(got) != len(want) {
+		t.Fatalf("discovered %+v, want %+v", got, want)
+	}
+	for i := range want {
+		if got[i].ID != want[i].ID || got[i].URL != want[i].URL || got[i].KVEventsEndpoint != want[i].KVEventsEndpoint || got[i].KVReplayEndpoint != want[i].KVReplayEndpoint {
+			t.Errorf("worker %d: %+v, want %+v", i, got[i], want[i])
+		}
+	}
 }
