@@ -58,6 +58,36 @@ func toUser(b *unstructured.Unstructured, user string) *unstructured.Unstructure
 	return b
 }
 
+// installCRDs installs the CRDs as generated into deploy/ and the
+// namespace inference.
+func installCRDs(t *testing.T, api *kubeapi.Server) {
+	t.Helper()
+	crds, err := filepath.Glob(filepath.Join(deployDir, "kustomize/base/crds/*.yaml"))
+	if err != nil || len(crds) != len(v1alpha1.Kinds) {
+		t.Fatalf("CRD manifests %v (%v), want %d", crds, err, len(v1alpha1.Kinds))
+	}
+	for _, f := range crds {
+		raw, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		api.Apply(t, "", raw)
+	}
+	api.Apply(t, "", []byte("apiVersion: v1\nkind: Namespace\nmetadata: {name: inference}\n"))
+}
+
+// grantPolicyd gives user policyd's permissions: the base's ClusterRole,
+// nothing more.
+func grantPolicyd(t *testing.T, api *kubeapi.Server, user string) {
+	t.Helper()
+	for _, u := range docs(t, "kustomize/base/policyd.yaml", "ClusterRole", "ClusterRoleBinding") {
+		if u.GetKind() == "ClusterRoleBinding" {
+			toUser(u, user)
+		}
+		api.ApplyObject(t, "", u)
+	}
+}
+
 // apiEnv is policyd in Kubernetes mode against a real API server.
 type apiEnv struct {
 	t     *testing.T
@@ -109,36 +139,20 @@ func (e *apiEnv) tenantOf(key string) string {
 // tenant within the re-read interval, with no restart.
 func TestAgainstAPIServer(t *testing.T) {
 	api := kubeapi.Start(t, "policyd")
-	crds, err := filepath.Glob(filepath.Join(deployDir, "kustomize/base/crds/*.yaml"))
-	if err != nil || len(crds) != len(v1alpha1.Kinds) {
-		t.Fatalf("CRD manifests %v (%v), want %d", crds, err, len(v1alpha1.Kinds))
-	}
-	for _, f := range crds {
-		raw, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		api.Apply(t, "", raw)
-	}
-	api.Apply(t, "", []byte("apiVersion: v1\nkind: Namespace\nmetadata: {name: inference}\n"))
+	installCRDs(t, api)
 	e := &apiEnv{t: t, api: api, admin: api.Dynamic(t, kubeapi.Admin)}
 
 	// The API server checks the CRD's schema before policyd sees anything.
 	bad := keyedBackend()
 	bad.SetName("bad")
 	_ = unstructured.SetNestedSlice(bad.Object, []any{map[string]any{"name": "team-a", "keysSecret": "team-a-keys", "weight": int64(0)}}, "spec", "tenants")
-	_, err = e.admin.Resource(v1alpha1.Resources[v1alpha1.KindGatewayBackend]).Namespace("inference").Create(context.Background(), bad, metav1.CreateOptions{})
+	_, err := e.admin.Resource(v1alpha1.Resources[v1alpha1.KindGatewayBackend]).Namespace("inference").Create(context.Background(), bad, metav1.CreateOptions{})
 	if err == nil || !strings.Contains(err.Error(), "spec.tenants[0].weight") {
 		t.Fatalf("a tenant of weight 0: %v, want the API server to refuse it naming spec.tenants[0].weight", err)
 	}
 
 	// policyd's permissions are the base's ClusterRole, nothing more.
-	for _, u := range docs(t, "kustomize/base/policyd.yaml", "ClusterRole", "ClusterRoleBinding") {
-		if u.GetKind() == "ClusterRoleBinding" {
-			toUser(u, "policyd")
-		}
-		api.ApplyObject(t, "", u)
-	}
+	grantPolicyd(t, api, "policyd")
 	// The dev catalog, as readManifests reads it for the fake's tests.
 	kinds := readManifests(t)
 	for _, u := range kinds {

@@ -2,14 +2,12 @@ package kube
 
 import (
 	"bufio"
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -143,7 +141,7 @@ func TestNewUnreachable(t *testing.T) {
 // plain and structured, are JSON objects of the service's log with its
 // fields, at the level they were logged at; klog's debugging stays out.
 func TestKlogIntoServiceLog(t *testing.T) {
-	var buf syncBuffer
+	var buf testkit.SyncBuffer
 	routeKlog(zerolog.New(&buf).With().Str("service", "policyd").Logger())
 	t.Cleanup(klog.ClearLogger)
 
@@ -155,7 +153,7 @@ func TestKlogIntoServiceLog(t *testing.T) {
 	klog.Flush()
 
 	var lines []map[string]any
-	sc := bufio.NewScanner(bytes.NewReader(buf.Bytes()))
+	sc := bufio.NewScanner(strings.NewReader(buf.String()))
 	for sc.Scan() {
 		var m map[string]any
 		if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
@@ -170,7 +168,7 @@ func TestKlogIntoServiceLog(t *testing.T) {
 		{"info", "plain line"}, {"info", "warning 2"}, {"error", "watch failed"}, {"info", "contextual"},
 	}
 	if len(lines) != len(want) {
-		t.Fatalf("%d lines, want %d:\n%s", len(lines), len(want), buf.Bytes())
+		t.Fatalf("%d lines, want %d:\n%s", len(lines), len(want), buf.String())
 	}
 	for i, w := range want {
 		if lines[i]["level"] != w.level || lines[i]["message"] != w.msg {
@@ -183,22 +181,4 @@ func TestKlogIntoServiceLog(t *testing.T) {
 	if c := lines[3]; c["logger"] != "reflector" || c["type"] != "x" {
 		t.Errorf("contextual line %v, want its name and values", c)
 	}
-}
-
-// syncBuffer is a bytes.Buffer safe for the loggers' goroutines.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) Bytes() []byte {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return append([]byte(nil), b.buf.Bytes()...)
 }
