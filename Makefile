@@ -108,6 +108,26 @@ verify: generate ## Regenerate code and fail if anything differs from what is co
 	cd loadtest && $(GO) mod tidy -diff
 	cd tools/kube && GOWORK=off $(GO) mod tidy -diff
 
+# The container image, built without a container engine (tools/ociimage):
+# the Dockerfile's image, for linux/$(GOARCH) (make image GOARCH=arm64), as
+# an OCI layout ($(IMAGE_OUT)/oci: crane push, skopeo oci:) and an OCI
+# archive ($(IMAGE_OUT)/image.tar: docker load, podman load, skopeo
+# oci-archive:, crane push). Every timestamp is SOURCE_DATE_EPOCH, by default
+# the commit's time: one commit, one digest.
+IMAGE     ?= ghcr.io/switchyard-dev/switchyard
+IMAGE_TAG ?= $(VERSION)
+GOARCH    ?= amd64
+IMAGE_OUT ?= $(BIN)/image/linux-$(GOARCH)
+SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null)
+
+.PHONY: image
+image: ## Build the container image without Docker: an OCI layout and tarball in bin/image/linux-GOARCH (GOARCH=arm64 for arm).
+	rm -rf $(IMAGE_OUT)
+	CGO_ENABLED=0 GOOS=linux GOARCH=$(GOARCH) $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(IMAGE_OUT)/bin/ ./cmd/switchyard ./cmd/yardctl
+	env -u GOOS -u GOARCH GOWORK=off $(GO) -C tools run ./ociimage -arch $(GOARCH) -bin $(abspath $(IMAGE_OUT)/bin) \
+	  -out $(abspath $(IMAGE_OUT)/oci) -tar $(abspath $(IMAGE_OUT)/image.tar) -name '$(IMAGE)' -tag '$(IMAGE_TAG)' \
+	  -version '$(VERSION)' -revision '$(COMMIT)' -created '$(SOURCE_DATE_EPOCH)'
+
 .PHONY: clean
 clean: ## Remove build outputs.
 	rm -rf $(BIN)
