@@ -51,6 +51,12 @@ kube-bins: ## Build the real kube-apiserver and etcd the tests run on loopback (
 test: testdata kube-bins ## Run unit and integration tests (needs NATS on 127.0.0.1:4222 and Redis on 127.0.0.1:6379; see .ci/run).
 	$(GO) test $(TEST_FLAGS) $(PKGS)
 
+# `make test` runs these too; this is the short way to the manifests'
+# and Kubernetes sources' tests alone.
+.PHONY: test-kube
+test-kube: kube-bins ## Against a real kube-apiserver and etcd: every kustomize overlay and component rendered and applied, the CRDs, policyd's RBAC and status, the fleet from EndpointSlices.
+	$(GO) test $(TEST_FLAGS) ./deploy/... ./services/policyd/kube/... ./internal/testkit/kubeapi/...
+
 .PHONY: test-short
 test-short: testdata ## The inner loop: every package's tests with -short (end-to-end runs skipped), about a minute warm.
 	$(GO) test -short $(TEST_FLAGS) $(PKGS)
