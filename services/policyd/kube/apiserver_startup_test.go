@@ -56,8 +56,8 @@ func withToken(t *testing.T, kubeconfig, token string) string {
 }
 
 // runPolicyd runs policyd.Run as `switchyard policyd` does, with its log
-// in buf, until it returns or, once it says it is serving, until the
-// test cancels it. It returns Run's error.
+// in buf, until it returns or, with untilServing, until it says it is
+// serving and the test cancels it. It returns Run's error.
 func runPolicyd(t *testing.T, cfg policyd.Config, buf *testkit.SyncBuffer, untilServing bool) error {
 	t.Helper()
 	registerSource()
@@ -67,16 +67,24 @@ func runPolicyd(t *testing.T, cfg policyd.Config, buf *testkit.SyncBuffer, until
 	defer cancel()
 	done := make(chan error, 1)
 	go func() { done <- policyd.Run(ctx, cfg, log) }()
+	var serving <-chan time.Time
 	if untilServing {
-		testkit.Eventually(t, 20*time.Second, "policyd serving", func() bool { return strings.Contains(buf.String(), `"policyd serving"`) })
-		cancel()
+		tick := time.NewTicker(20 * time.Millisecond)
+		defer tick.Stop()
+		serving = tick.C
 	}
-	select {
-	case err := <-done:
-		return err
-	case <-time.After(30 * time.Second):
-		t.Fatal("policyd.Run did not return")
-		return nil
+	timeout := time.After(30 * time.Second)
+	for {
+		select {
+		case err := <-done:
+			return err
+		case <-serving:
+			if strings.Contains(buf.String(), `"policyd serving"`) {
+				cancel()
+			}
+		case <-timeout:
+			t.Fatal("policyd.Run neither served nor returned within 30s")
+		}
 	}
 }
 
@@ -106,6 +114,9 @@ func messages(t *testing.T, log string) []string {
 func TestStartupChecks(t *testing.T) {
 	api := kubeapi.Start(t, "policyd")
 	admin := api.Kubeconfig(t, kubeapi.Admin)
+	// What the server refuses is tried again for the startup timeout (a
+	// Deployment may start before its CRDs and RBAC take effect).
+	shortStartup(t, time.Second, 100*time.Millisecond)
 
 	_, err := New(kubeConfig(admin), zerolog.Nop())
 	for _, kind := range v1alpha1.Kinds {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
@@ -77,7 +78,8 @@ func installCRDs(t *testing.T, api *kubeapi.Server) {
 }
 
 // grantPolicyd gives user policyd's permissions: the base's ClusterRole,
-// nothing more.
+// nothing more. It returns once the server enforces them (its RBAC
+// follows the bindings through a cache, a moment behind).
 func grantPolicyd(t *testing.T, api *kubeapi.Server, user string) {
 	t.Helper()
 	for _, u := range docs(t, "kustomize/base/policyd.yaml", "ClusterRole", "ClusterRoleBinding") {
@@ -86,6 +88,16 @@ func grantPolicyd(t *testing.T, api *kubeapi.Server, user string) {
 		}
 		api.ApplyObject(t, "", u)
 	}
+	client := api.Dynamic(t, user)
+	testkit.Eventually(t, 20*time.Second, user+"'s ClusterRole in force", func() bool {
+		for _, gvr := range watched() {
+			_, err := client.Resource(gvr).Namespace("inference").List(context.Background(), metav1.ListOptions{Limit: 1})
+			if apierrors.IsForbidden(err) {
+				return false
+			}
+		}
+		return true
+	})
 }
 
 // apiEnv is policyd in Kubernetes mode against a real API server.

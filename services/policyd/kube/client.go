@@ -114,9 +114,11 @@ func newDynamic(kubeconfig string) (dynamic.Interface, *rest.Config, string, err
 	return c, rc, origin, nil
 }
 
-// Startup check bounds: how long the API server may be unreachable at
-// start (a pod starting while the control plane restarts), and how often
-// it is tried meanwhile. Variables for the tests.
+// Startup check bounds: how long policyd waits at start for the API
+// server to answer and to allow what it needs, and how often it tries
+// meanwhile. A Deployment applied with its CRDs and RBAC may start before
+// the server serves the CRDs or enforces the binding, and a pod may start
+// while the control plane restarts. Variables for the tests.
 var (
 	startupTimeout = 10 * time.Second
 	startupRetry   = 500 * time.Millisecond
@@ -134,18 +136,28 @@ func watched() []schema.GroupVersionResource {
 // checkAccess lists one item of every resource the informers will list,
 // so that a client that cannot work fails policyd before it serves,
 // with the reason, instead of informers retrying forever while policyd
-// says it is serving: an unreachable server, refused credentials, CRDs
-// not installed, missing RBAC. Only an unreachable or failing server is
-// retried, up to startupTimeout; the rest cannot mend by waiting.
-// origin is where the configuration came from.
-func checkAccess(ctx context.Context, client dynamic.Interface, namespace, host, origin string) error {
+// says it is serving: an unreachable server, CRDs not installed, RBAC
+// missing. Those are tried again until startupTimeout; refused
+// credentials fail at once, as waiting does not mend them. origin is
+// where the configuration came from.
+func checkAccess(ctx context.Context, rc *rest.Config, namespace, origin string) error {
+	// A client of its own, not throttled: the service's client allows 5
+	// requests a second, which the retries would exhaust, and the last
+	// attempt would then fail on the throttle instead of saying why.
+	rc = rest.CopyConfig(rc)
+	rc.QPS, rc.RateLimiter = -1, nil
+	client, err := dynamic.NewForConfig(rc)
+	if err != nil {
+		return fmt.Errorf("kubernetes client (%s): %w", origin, err)
+	}
+	host := rc.Host
 	ctx, cancel := context.WithTimeout(ctx, startupTimeout)
 	defer cancel()
 	var last error
 	for {
 		err := listEach(ctx, client, namespace, host, origin)
-		var transient *transientError
-		if err == nil || !errors.As(err, &transient) {
+		var refused *credentialsError
+		if err == nil || errors.As(err, &refused) {
 			return err
 		}
 		// An attempt cut short by the deadline says only that; the one
@@ -155,10 +167,19 @@ func checkAccess(ctx context.Context, client dynamic.Interface, namespace, host,
 		}
 		deadline, _ := ctx.Deadline()
 		if time.Until(deadline) < 2*startupRetry {
-			return fmt.Errorf("kubernetes API server %s (%s): not reachable within %s: %w", host, origin, startupTimeout, last)
+			return startupError(host, origin, last)
 		}
 		time.Sleep(startupRetry)
 	}
+}
+
+// startupError is the last attempt's error, said as what it was.
+func startupError(host, origin string, err error) error {
+	var transient *transientError
+	if errors.As(err, &transient) {
+		return fmt.Errorf("kubernetes API server %s (%s): not reachable within %s: %w", host, origin, startupTimeout, err)
+	}
+	return fmt.Errorf("kubernetes API server %s (%s), still after %s: %w", host, origin, startupTimeout, err)
 }
 
 // listEach lists one item of each watched resource. What the server
@@ -171,7 +192,7 @@ func listEach(ctx context.Context, client dynamic.Interface, namespace, host, or
 		switch {
 		case err == nil:
 		case apierrors.IsUnauthorized(err):
-			return fmt.Errorf("kubernetes API server %s refused the credentials of %s (401 Unauthorized): check its token or client certificate", host, origin)
+			return &credentialsError{fmt.Errorf("kubernetes API server %s refused the credentials of %s (401 Unauthorized): check its token or client certificate", host, origin)}
 		case apierrors.IsForbidden(err):
 			// The server's message names the user, the verb and the
 			// resource.
@@ -187,12 +208,17 @@ func listEach(ctx context.Context, client dynamic.Interface, namespace, host, or
 	return errors.Join(errs...)
 }
 
-// transientError is a failure that waiting may mend: no answer, or the
-// server failing.
+// transientError is no answer, or the server failing.
 type transientError struct{ err error }
 
 func (e *transientError) Error() string { return e.err.Error() }
 func (e *transientError) Unwrap() error { return e.err }
+
+// credentialsError is the server refusing who policyd is.
+type credentialsError struct{ err error }
+
+func (e *credentialsError) Error() string { return e.err.Error() }
+func (e *credentialsError) Unwrap() error { return e.err }
 
 func resourceName(gvr schema.GroupVersionResource) string {
 	if gvr.Group == "" {

@@ -109,15 +109,20 @@ func TestRestConfigChoice(t *testing.T) {
 	})
 }
 
+// shortStartup bounds New's startup check for the test.
+func shortStartup(t *testing.T, timeout, retry time.Duration) {
+	oldTimeout, oldRetry := startupTimeout, startupRetry
+	startupTimeout, startupRetry = timeout, retry
+	t.Cleanup(func() { startupTimeout, startupRetry = oldTimeout, oldRetry })
+}
+
 // TestNewUnreachable: a server that does not answer fails New within the
 // startup timeout, naming the server and where its address came from.
 func TestNewUnreachable(t *testing.T) {
 	server := "https://127.0.0.1:" + strconv.Itoa(testkit.FreePort(t))
 	noCluster(t, filepath.Join(t.TempDir(), "missing"))
 	t.Setenv(clientcmd.RecommendedConfigPathEnvVar, writeKubeconfig(t, "down", server))
-	oldTimeout, oldRetry := startupTimeout, startupRetry
-	startupTimeout, startupRetry = 500*time.Millisecond, 50*time.Millisecond
-	t.Cleanup(func() { startupTimeout, startupRetry = oldTimeout, oldRetry })
+	shortStartup(t, 500*time.Millisecond, 50*time.Millisecond)
 	t.Cleanup(klog.ClearLogger)
 
 	cfg := policyd.DefaultConfig()

@@ -105,7 +105,7 @@ func New(cfg policyd.Config, log zerolog.Logger) (policyd.Source, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := checkAccess(context.Background(), client, cfg.Namespace, rc.Host, origin); err != nil {
+	if err := checkAccess(context.Background(), rc, cfg.Namespace, origin); err != nil {
 		return nil, err
 	}
 	log.Info().Str("kubeconfig", origin).Str("server", rc.Host).Msg("kubernetes API server reached")
