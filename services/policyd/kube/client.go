@@ -66,12 +66,12 @@ func loadingRules(kubeconfig string) *clientcmd.ClientConfigLoadingRules {
 // is the pod's: client-go falls back to the in-cluster config when the
 // files are missing or empty.
 func configOrigin(cc clientcmd.ClientConfig, rules *clientcmd.ClientConfigLoadingRules) string {
-	if rules.ExplicitPath != "" {
-		return rules.ExplicitPath
-	}
 	raw, err := cc.RawConfig()
 	if err != nil || len(raw.Clusters) == 0 {
 		return inCluster
+	}
+	if rules.ExplicitPath != "" {
+		return rules.ExplicitPath
 	}
 	var files []string
 	for _, f := range rules.Precedence {
