@@ -24,10 +24,11 @@
 //
 // Starting. New finds the client configuration as kubectl does
 // (--kubeconfig, $KUBECONFIG, ~/.kube/config), else a pod's service
-// account, and lists every watched resource once: a client that cannot
-// work (no configuration, an unreachable server, refused credentials,
-// CRDs not installed, RBAC missing) fails policyd with the reason before
-// it serves. klog, client-go's log, goes into policyd's log.
+// account, and lists every watched resource: a client that cannot work
+// (no configuration, refused credentials at once; an unreachable server,
+// CRDs not installed, RBAC missing after 10 s of trying) fails policyd
+// with the reason before it serves. klog, client-go's log, goes into
+// policyd's log.
 //
 // It is the only package of Switchyard that needs client-go, which is
 // about half of the binary's compile time; the switchyard binary registers
