@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -21,6 +22,7 @@ import (
 
 	"github.com/switchyard-dev/switchyard/internal/flagenv"
 	"github.com/switchyard-dev/switchyard/internal/lifecycle"
+	"github.com/switchyard-dev/switchyard/internal/sim"
 	"github.com/switchyard-dev/switchyard/services/gateway"
 	"github.com/switchyard-dev/switchyard/services/kvtracker"
 	"github.com/switchyard-dev/switchyard/services/meter"
@@ -180,6 +182,15 @@ func TestChecksFail(t *testing.T) {
 		}},
 		{"router open to all", "open to every source", func(objs []*unstructured.Unstructured) {
 			_ = unstructured.SetNestedSlice(find(objs, "NetworkPolicy", "router").Object, []any{map[string]any{}}, "spec", "ingress")
+		}},
+		{"listens on loopback", "unreachable from other pods", func(objs []*unstructured.Unstructured) {
+			setContainer(find(objs, "Deployment", "router"), "env", []any{map[string]any{"name": "SWITCHYARD_HTTP_ADDR", "value": "127.0.0.1:9091"}})
+		}},
+		{"undeclared port", "does not declare", func(objs []*unstructured.Unstructured) {
+			setContainer(find(objs, "StatefulSet", "sim"), "args", []any{"sim", "--host=0.0.0.0", "--port=8001"})
+		}},
+		{"bad flag", "flag provided but not defined", func(objs []*unstructured.Unstructured) {
+			setContainer(find(objs, "StatefulSet", "sim"), "args", []any{"sim", "--hots=0.0.0.0"})
 		}},
 		{"token mounted", "automountServiceAccountToken", func(objs []*unstructured.Unstructured) {
 			_ = unstructured.SetNestedField(find(objs, "ServiceAccount", "router").Object, true, "automountServiceAccountToken")
@@ -342,7 +353,11 @@ func checkWorkload(w workload, have map[string]*unstructured.Unstructured, provi
 		for _, ref := range refs(c, w.spec) {
 			need(ref.kind, ref.name, ref.optional)
 		}
-		if args, _, _ := unstructured.NestedStringSlice(c, "args"); strings.HasPrefix(image, "ghcr.io/switchyard-dev/switchyard") && len(args) > 0 {
+		if args, _, _ := unstructured.NestedStringSlice(c, "args"); strings.HasPrefix(image, "ghcr.io/switchyard-dev/switchyard") {
+			if len(args) == 0 {
+				bad("container %s: no args, want the command first", name)
+				continue
+			}
 			errs = append(errs, checkService(w, c, args[0], env)...)
 		}
 	}
@@ -462,8 +477,23 @@ func serviceFlags(name string) (*flag.FlagSet, *lifecycle.Stop) {
 		c := meter.DefaultConfig()
 		c.RegisterFlags(fs)
 		return fs, &c.Stop
+	case "sim":
+		c := sim.DefaultConfig()
+		c.RegisterFlags(fs)
+		return fs, nil
 	}
 	return nil, nil
+}
+
+// listenFlags are each command's flags that take a listen address (or,
+// the simulator's, a host).
+var listenFlags = map[string][]string{
+	"sim":       {"host"},
+	"gateway":   {"addr", "metrics-addr"},
+	"router":    {"grpc-addr", "http-addr"},
+	"kvtracker": {"http-addr"},
+	"meter":     {"http-addr"},
+	"policyd":   {"grpc-addr", "http-addr"},
 }
 
 // checkService checks a Switchyard service's container: every
@@ -478,10 +508,12 @@ func checkService(w workload, c map[string]any, service string, env map[string]s
 	}
 	fs, stop := serviceFlags(service)
 	if fs == nil {
-		if service != "sim" {
-			bad("runs %q, which is not a service these checks know", service)
-		}
+		bad("runs %q, which is not a command these checks know", service)
 		return errs
+	}
+	args, _, _ := unstructured.NestedStringSlice(c, "args")
+	if err := fs.Parse(args[1:]); err != nil {
+		bad("%s: args: %v", service, err)
 	}
 	known := map[string]bool{}
 	fs.VisitAll(func(f *flag.Flag) { known[flagenv.EnvName(f.Name)] = true })
@@ -506,10 +538,29 @@ func checkService(w workload, c map[string]any, service string, env map[string]s
 	if err := flagenv.Apply(fs, lookup); err != nil {
 		bad("%s: %v", service, err)
 	}
-	for _, addr := range []string{"addr", "grpc-addr", "http-addr", "metrics-addr"} {
-		if f := fs.Lookup(addr); f != nil && strings.HasPrefix(f.Value.String(), "127.0.0.1") {
-			bad("%s listens on %s (%s): unreachable from other pods and the kubelet's probes", service, f.Value, flagenv.EnvName(addr))
+	var declared []string
+	ports, _, _ := unstructured.NestedSlice(c, "ports")
+	for _, p := range ports {
+		declared = append(declared, fmt.Sprint(p.(map[string]any)["containerPort"]))
+	}
+	for _, name := range listenFlags[service] {
+		v := fs.Lookup(name).Value.String()
+		h, port, err := net.SplitHostPort(v)
+		if err != nil {
+			h = v // a host alone
 		}
+		if h != "" && h != "0.0.0.0" && h != "::" {
+			bad("%s --%s is %q: unreachable from other pods and the kubelet's probes, want :PORT (%s)", service, name, v, flagenv.EnvName(name))
+		}
+		if err == nil && !slices.Contains(declared, port) {
+			bad("%s --%s listens on port %s, which the container does not declare (%v)", service, name, port, declared)
+		}
+	}
+	if f := fs.Lookup("port"); f != nil && !slices.Contains(declared, f.Value.String()) {
+		bad("%s --port is %s, which the container does not declare (%v)", service, f.Value, declared)
+	}
+	if stop == nil {
+		return errs // the simulator: no probes of ours, no drain
 	}
 	for probe, path := range map[string]string{"readinessProbe": "/readyz", "livenessProbe": "/healthz"} {
 		if got, _, _ := unstructured.NestedString(c, probe, "httpGet", "path"); got != path {

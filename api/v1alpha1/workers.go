@@ -25,7 +25,8 @@ type InferenceWorkerSetSpec struct {
 	// pods (today the Service's EndpointSlices do).
 	// +optional
 	Selector *metav1.LabelSelector `json:"selector,omitempty"`
-	// Port is the vLLM OpenAI-compatible API port on each pod.
+	// Port is the vLLM OpenAI-compatible API port on each pod, unless the
+	// Service's EndpointSlices name a port "http", which wins.
 	// +kubebuilder:default=8000
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=65535
@@ -55,11 +56,13 @@ type InferenceWorkerSetSpec struct {
 
 // KVEventsSpec is the KV event endpoint of each worker pod.
 type KVEventsSpec struct {
-	// Port of the ZMQ PUB socket.
+	// Port of the ZMQ PUB socket, unless the Service's EndpointSlices
+	// name a port "kv-events", which wins.
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=65535
 	Port int32 `json:"port"`
-	// ReplayPort of the ZMQ ROUTER socket serving replays; 0 when none.
+	// ReplayPort of the ZMQ ROUTER socket serving replays; 0 when none. A
+	// port "kv-replay" of the Service's EndpointSlices wins.
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=65535
 	// +optional
