@@ -35,7 +35,7 @@ type Backend struct {
 	// (unhealthy, excluded by a retry); it is never chosen.
 	Unavailable string
 
-	QueuedPrompts   int64   // vllm:num_requests_waiting
+	QueuedPrompts   int64   // vllm:num_requests_waiting at the last scrape plus what was routed there since, not yet scheduled
 	RunningRequests int64   // vllm:num_requests_running
 	InFlight        int64   // routed here and not completed
 	KVCacheUsage    float64 // 0..1

@@ -62,7 +62,9 @@ func (b *Backend) Unavailable() string {
 func (b *Backend) Policy() policy.Backend {
 	pb := policy.Backend{
 		ID: b.EndpointID, Model: b.Model, Type: policy.TypeLocal, Group: b.Group, Pool: b.Pool,
-		QueuedPrompts:   b.Load.Waiting,
+		// The instant view, not the scrape alone: a burst between two
+		// scrapes is counted as it is routed (Load.WaitingNow).
+		QueuedPrompts:   b.Load.WaitingNow(),
 		RunningRequests: b.Load.Running,
 		InFlight:        b.Load.InFlight,
 		KVCacheUsage:    b.KVCacheUsage,
