@@ -58,7 +58,7 @@ func TestRoundTrip(t *testing.T) {
 
 func TestUnknownType(t *testing.T) {
 	set := upstream.NewSet(http.DefaultTransport)
-	if _, err := set.For("Anthropic"); !errors.Is(err, upstream.ErrNoAdapter) {
-		t.Errorf("For(Anthropic) = %v, want ErrNoAdapter until an adapter exists", err)
+	if _, err := set.For("NoSuchProvider"); !errors.Is(err, upstream.ErrNoAdapter) {
+		t.Errorf("For(NoSuchProvider) = %v, want ErrNoAdapter", err)
 	}
 }
