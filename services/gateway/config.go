@@ -59,6 +59,15 @@ type Config struct {
 	// and a long prefill happens before the headers, so the default leaves
 	// a wide margin; raise it for upstreams that pause longer mid-answer.
 	StreamIdleTimeout time.Duration
+	// MaxAttempts bounds the attempts of one request: the router's first
+	// choice, then the next eligible target each time one fails before
+	// anything reached the client (no connection, no headers in time,
+	// 429 or 5xx). After the first byte there is no retry.
+	MaxAttempts int
+	// RetryWindow bounds the time over which a request may start new
+	// attempts, from its arrival: a request whose targets fail slowly
+	// gets its error, not a long chain of timeouts.
+	RetryWindow time.Duration
 	// MaxStreamsPerClient caps the completion requests (streamed or not)
 	// one client may have in flight; the next gets 429 with Retry-After.
 	// The client is its IP address, so behind a proxy that does not keep
@@ -152,6 +161,8 @@ func DefaultConfig() Config {
 		RouteTimeout:          2 * time.Second,
 		UpstreamHeaderTimeout: 30 * time.Second,
 		StreamIdleTimeout:     30 * time.Second,
+		MaxAttempts:           3,
+		RetryWindow:           60 * time.Second,
 		Stop:                  lifecycle.Stop{ShutdownTimeout: 30 * time.Second},
 		ProviderSecretsDir:    "/var/run/secrets/switchyard/providers",
 		Admission:             "jwt,apikey,default-tenant",
@@ -177,6 +188,9 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 		"how long to wait for a streaming response's headers before retrying elsewhere")
 	fs.DurationVar(&c.StreamIdleTimeout, "stream-idle-timeout", d.StreamIdleTimeout,
 		"end a response whose upstream sends nothing for this long after its headers (streams get an error event)")
+	fs.IntVar(&c.MaxAttempts, "max-attempts", d.MaxAttempts,
+		"attempts per request: the first target, then the next the router allows each time one fails before the first byte (connection, header timeout, 429, 5xx)")
+	fs.DurationVar(&c.RetryWindow, "retry-window", d.RetryWindow, "no new attempt starts this long after the request arrived")
 	fs.IntVar(&c.MaxStreamsPerClient, "max-streams-per-client", d.MaxStreamsPerClient,
 		"most completion requests (streamed or not) one client IP may have in flight; more get 429 with Retry-After (0: no cap)")
 	c.Stop.RegisterFlags(fs, d.Stop)
@@ -221,7 +235,11 @@ func (c *Config) Validate() error {
 		configcheck.Duration{Name: "route-timeout", Value: c.RouteTimeout},
 		configcheck.Duration{Name: "upstream-header-timeout", Value: c.UpstreamHeaderTimeout},
 		configcheck.Duration{Name: "stream-idle-timeout", Value: c.StreamIdleTimeout},
+		configcheck.Duration{Name: "retry-window", Value: c.RetryWindow},
 	)...)
+	if c.MaxAttempts < 1 || c.MaxAttempts > 10 {
+		errs = append(errs, fmt.Errorf("max-attempts %d: want 1 to 10", c.MaxAttempts))
+	}
 	if steps, err := admission.Steps.List(c.Admission); err != nil {
 		errs = append(errs, fmt.Errorf("admission: %w", err))
 	} else if len(steps) == 0 {

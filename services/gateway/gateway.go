@@ -139,6 +139,9 @@ type Gateway struct {
 	flowMetrics *flowcontrol.Metrics
 	// live is the upstream responses being relayed, by endpoint.
 	live liveSet
+	// cooldowns are the upstreams that asked, with Retry-After, not to be
+	// sent requests for a while.
+	cooldowns cooldowns
 	// nats and pub are set by Serve (nil without NATS), read by readiness.
 	nats atomic.Pointer[lifecycle.NATSConn]
 	pub  atomic.Pointer[publish.Publisher]

@@ -233,15 +233,18 @@ func TestRetryExhausted(t *testing.T) {
 		targets    func(t *testing.T) []*routerv1.Target
 		wantStatus int
 		wantInBody string
+		wantRoutes int // the first call, then one per retry (the last may find nothing)
 	}{
 		{
+			wantRoutes: 2,
 			name:       "only endpoint 500s: upstream error passed through",
 			targets:    func(t *testing.T) []*routerv1.Target { return []*routerv1.Target{newVLLM(t, modeFail500).target("a")} },
 			wantStatus: http.StatusInternalServerError,
 			wantInBody: "engine dead",
 		},
 		{
-			name: "both 500",
+			name:       "both 500",
+			wantRoutes: 3,
 			targets: func(t *testing.T) []*routerv1.Target {
 				return []*routerv1.Target{newVLLM(t, modeFail500).target("a"), newVLLM(t, modeFail500).target("b")}
 			},
@@ -249,7 +252,8 @@ func TestRetryExhausted(t *testing.T) {
 			wantInBody: "engine dead",
 		},
 		{
-			name: "both unreachable",
+			name:       "three unreachable: --max-attempts (3) ends it",
+			wantRoutes: 3,
 			targets: func(t *testing.T) []*routerv1.Target {
 				return []*routerv1.Target{
 					{Id: "a", Url: "http://" + closedAddr(t)},
@@ -271,8 +275,8 @@ func TestRetryExhausted(t *testing.T) {
 			if resp.StatusCode != tc.wantStatus || !strings.Contains(string(out), tc.wantInBody) {
 				t.Errorf("got %d %s, want %d containing %q", resp.StatusCode, out, tc.wantStatus, tc.wantInBody)
 			}
-			if n := len(e.router.calls()); n != 2 {
-				t.Errorf("router saw %d Route calls, want 2 (one retry)", n)
+			if n := len(e.router.calls()); n != tc.wantRoutes {
+				t.Errorf("router saw %d Route calls, want %d", n, tc.wantRoutes)
 			}
 		})
 	}

@@ -29,6 +29,7 @@ const (
 	outcomeConnectError  = "error"     // transport error before a response
 	outcomeHeaderTimeout = "timeout"   // no streaming headers in time
 	outcomeStatus5xx     = "5xx"       // upstream answered 5xx
+	outcomeStatus429     = "429"       // upstream answered 429 (its own limit)
 	outcomeBroken        = "broken"    // failed after the response started
 	outcomeStalled       = "stalled"   // silent for the stream idle timeout
 	outcomeUnhealthy     = "unhealthy" // silent on an endpoint the router marked unhealthy

@@ -9,6 +9,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -32,7 +33,6 @@ import (
 )
 
 const (
-	maxAttempts = 2 // the first try and one retry
 	// clientWriteTimeout bounds one write to a client that stopped reading.
 	clientWriteTimeout = time.Minute
 	// maxErrorBody is how much of an upstream 5xx body is kept to replay it.
@@ -307,7 +307,7 @@ func (c *call) proxy(w http.ResponseWriter, r *http.Request, body []byte) {
 	ctx := r.Context()
 	var exclude []string
 	var first *failure
-	for attempt := 1; attempt <= maxAttempts; attempt++ {
+	for attempt := 1; attempt <= c.g.cfg.MaxAttempts; attempt++ {
 		var rr *routerv1.RouteResponse
 		var apiErr *openaiapi.APIError
 		if attempt == 1 {
@@ -344,7 +344,8 @@ func (c *call) proxy(w http.ResponseWriter, r *http.Request, body []byte) {
 			first = f
 		}
 		exclude = append(exclude, f.endpoint)
-		if attempt == maxAttempts {
+		c.g.cooldowns.note(f, time.Now())
+		if attempt == c.g.cfg.MaxAttempts || time.Since(c.start) > c.g.cfg.RetryWindow {
 			c.replay(w, f)
 			return
 		}
@@ -396,7 +397,7 @@ func (c *call) route(ctx context.Context, body []byte, exclude []string, fr flow
 		Api:              api,
 		Tags:             c.tags,
 		Body:             body,
-		ExcludeEndpoints: exclude,
+		ExcludeEndpoints: c.g.cooldowns.active(slices.Clip(exclude), t0),
 		QueueThreshold:   fr.threshold,
 		KvCacheThreshold: fr.kv,
 		KvReserve:        fr.reserve,
@@ -491,11 +492,18 @@ func (c *call) attempt(w http.ResponseWriter, r *http.Request, body []byte, inje
 		return &failure{err: err, timeout: timeout, endpoint: ep}
 	}
 	defer resp.Body.Close()
-	if resp.StatusCode >= 500 {
+	// A 5xx, or a 429 (the upstream's own limit: a provider's quota, a
+	// worker's queue), before anything reached the client: another
+	// target may serve it.
+	if resp.StatusCode >= 500 || resp.StatusCode == http.StatusTooManyRequests {
 		errBody, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
-		c.g.metrics.attempts.WithLabelValues(ep, outcomeStatus5xx).Inc()
+		outcome := outcomeStatus5xx
+		if resp.StatusCode == http.StatusTooManyRequests {
+			outcome = outcomeStatus429
+		}
+		c.g.metrics.attempts.WithLabelValues(ep, outcome).Inc()
 		c.completed(ep, sent, false, 0)
-		c.log.Warn().Str("endpoint", ep).Int("status", resp.StatusCode).Msg("upstream answered 5xx")
+		c.log.Warn().Str("endpoint", ep).Int("status", resp.StatusCode).Str("retry_after", resp.Header.Get("Retry-After")).Msg("upstream refused the attempt")
 		return &failure{status: resp.StatusCode, header: resp.Header, body: errBody, endpoint: ep}
 	}
 
@@ -757,6 +765,9 @@ func (c *call) replay(w http.ResponseWriter, f *failure) {
 	case f.err == nil && isJSON(f.header):
 		c.status, c.errType = f.status, openaiapi.ErrTypeServer
 		w.Header().Set("Content-Type", f.header.Get("Content-Type"))
+		if ra := f.header.Get("Retry-After"); ra != "" {
+			w.Header().Set("Retry-After", ra)
+		}
 		w.WriteHeader(f.status)
 		_, _ = w.Write(f.body)
 	case f.err == nil:
