@@ -1,6 +1,6 @@
 // Package gateway is Switchyard's HTTP front door: it speaks the OpenAI API,
 // asks the router where each request should go, proxies and streams the
-// answer, retries once before the first byte, measures TTFT, inter-token
+// answer, fails over before the first byte, measures TTFT, inter-token
 // latency and tokens, and publishes one usage event per request.
 //
 // The request path, top to bottom (proxy.go): the admission chain says who
@@ -13,7 +13,9 @@
 // max_tokens; settled with the real usage when the request ends), the
 // gateway splices the served model name and include_usage into the body,
 // and the upstream adapter of the target's type (internal/upstream) sends
-// the attempt; a failure before the first byte is retried once elsewhere.
+// the attempt; a failure before the first byte is retried on the next target
+// the router allows, up to --max-attempts (cooldown.go keeps upstreams that
+// sent Retry-After out meanwhile).
 //
 // Client APIs. The gateway serves a registry of inbound APIs (inbound.go:
 // one method, register, per API). OpenAI's is native; Anthropic's Messages
