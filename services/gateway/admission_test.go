@@ -71,7 +71,7 @@ func TestTargetWithoutAdapter(t *testing.T) {
 	up := newVLLM(t, modeOK)
 	e := newEnv(t, envOpts{noNATS: true})
 	tg := up.target("w0")
-	tg.Type = "Anthropic"
+	tg.Type = "NoSuchProvider"
 	e.router.setTargets(testModel, tg)
 	resp, err := e.client.Post(e.url+"/v1/chat/completions", "application/json",
 		strings.NewReader(`{"model":"test-model","messages":[{"role":"user","content":"hi"}]}`))
