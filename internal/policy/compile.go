@@ -140,6 +140,9 @@ func compile(cat *catalog) *Snapshot {
 			}
 			prov.Credentials.Env, prov.Credentials.File = cr.Env, cr.File
 		}
+		if b := p.Bedrock; b != nil {
+			prov.Settings.BedrockRegion = b.Region
+		}
 		if pr := p.Pricing; pr != nil {
 			prov.InputPrice, prov.OutputPrice, prov.Currency = pr.InputPerMillionTokens, pr.OutputPerMillionTokens, pr.Currency
 		}

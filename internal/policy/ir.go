@@ -397,13 +397,24 @@ type Pool struct {
 // the key itself is never in a snapshot.
 type Provider struct {
 	Namespace, Name string
-	Type            string // OpenAICompatible or Anthropic
+	Type            string // OpenAICompatible, Anthropic or Bedrock
 	BaseURL         string
 	Models          []ProviderModel
 	Credentials     Credentials
+	// Settings are the type's own settings (spec.bedrock, ...): the
+	// members of the types the provider is not are empty.
+	Settings ProviderSettings
 	// Prices per million tokens.
 	InputPrice, OutputPrice float64
 	Currency                string
+}
+
+// ProviderSettings are the settings one provider type reads. Each type
+// that has settings adds its members here, named after the type, and
+// zero for every other type.
+type ProviderSettings struct {
+	// BedrockRegion is a Bedrock provider's spec.bedrock.region.
+	BedrockRegion string
 }
 
 // ProviderModel maps a public model name to the provider's.

@@ -41,6 +41,9 @@ func ToProto(s *Snapshot, revision int64) *policyv1.Snapshot {
 		pp := &policyv1.Provider{Namespace: p.Namespace, Name: p.Name, Type: p.Type, BaseUrl: p.BaseURL,
 			Credentials:          &policyv1.Credentials{SecretName: p.Credentials.SecretName, SecretKey: p.Credentials.SecretKey, Env: p.Credentials.Env, File: p.Credentials.File},
 			InputPricePerMillion: p.InputPrice, OutputPricePerMillion: p.OutputPrice, Currency: p.Currency}
+		if p.Settings.BedrockRegion != "" {
+			pp.Bedrock = &policyv1.BedrockSettings{Region: p.Settings.BedrockRegion}
+		}
 		for _, m := range p.Models {
 			pp.Models = append(pp.Models, &policyv1.ProviderModel{Name: m.Name, ServedName: m.ServedName})
 		}
@@ -137,7 +140,8 @@ func FromProto(p *policyv1.Snapshot) (*Snapshot, error) {
 		c := pp.GetCredentials()
 		prov := Provider{Namespace: pp.GetNamespace(), Name: pp.GetName(), Type: pp.GetType(), BaseURL: pp.GetBaseUrl(),
 			Credentials: Credentials{SecretName: c.GetSecretName(), SecretKey: c.GetSecretKey(), Env: c.GetEnv(), File: c.GetFile()},
-			InputPrice:  pp.GetInputPricePerMillion(), OutputPrice: pp.GetOutputPricePerMillion(), Currency: pp.GetCurrency()}
+			InputPrice:  pp.GetInputPricePerMillion(), OutputPrice: pp.GetOutputPricePerMillion(), Currency: pp.GetCurrency(),
+			Settings: ProviderSettings{BedrockRegion: pp.GetBedrock().GetRegion()}}
 		for _, m := range pp.GetModels() {
 			prov.Models = append(prov.Models, ProviderModel{Name: m.GetName(), ServedName: m.GetServedName()})
 		}

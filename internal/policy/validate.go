@@ -51,7 +51,11 @@ var (
 	onEmptyNames = []string{string(v1alpha1.OnEmptyReject), string(v1alpha1.OnEmptyFallback)}
 	// crdProviderTypes are the types the CRD schema admits; only those
 	// with an adapter (builtin.ProviderTypes) are accepted.
-	crdProviderTypes = []string{string(v1alpha1.ProviderOpenAICompatible), string(v1alpha1.ProviderAnthropic)}
+	crdProviderTypes = []string{string(v1alpha1.ProviderOpenAICompatible), string(v1alpha1.ProviderAnthropic), string(v1alpha1.ProviderBedrock)}
+
+	// awsRegion is the shape of an AWS region (us-east-1, us-gov-west-1),
+	// as the CRD's pattern on spec.bedrock.region.
+	awsRegion = regexp.MustCompile(`^[a-z]{2}(-[a-z]+)+-[0-9]+$`)
 	modeNames        = []string{string(v1alpha1.PolicyModeRoute), string(v1alpha1.PolicyModeGuard)}
 	authModes        = []string{string(v1alpha1.AuthNone), string(v1alpha1.AuthAPIKey), string(v1alpha1.AuthJWT)}
 )
@@ -156,6 +160,7 @@ func (c *checker) validateProvider(o *Object, s *v1alpha1.InferenceProviderSpec)
 	if err := checkBaseURL(s.BaseURL); err != nil {
 		c.err(o, "spec.baseURL", "%v", err)
 	}
+	c.validateProviderSettings(o, s)
 	if cr := s.Credentials; cr != nil {
 		n := 0
 		if cr.SecretRef != nil {
@@ -191,6 +196,31 @@ func (c *checker) validateProvider(o *Object, s *v1alpha1.InferenceProviderSpec)
 	}
 	if pr := s.Pricing; pr != nil && (pr.InputPerMillionTokens < 0 || pr.OutputPerMillionTokens < 0) {
 		c.err(o, "spec.pricing", "prices must not be negative")
+	}
+}
+
+// validateProviderSettings checks the per-type settings: each type's
+// member is required when its type needs one and refused on every other
+// type, and the credentials a type cannot use are refused.
+func (c *checker) validateProviderSettings(o *Object, s *v1alpha1.InferenceProviderSpec) {
+	bedrock := s.Type == v1alpha1.ProviderBedrock
+	switch b := s.Bedrock; {
+	case b != nil && !bedrock:
+		c.err(o, "spec.bedrock", "only for type Bedrock")
+	case b == nil && bedrock:
+		c.err(o, "spec.bedrock", "required by type Bedrock: set spec.bedrock.region")
+	case b != nil && b.Region == "":
+		c.err(o, "spec.bedrock.region", "required: the AWS region requests are signed for, e.g. us-east-1")
+	case b != nil && (len(b.Region) > 32 || !awsRegion.MatchString(b.Region)):
+		c.err(o, "spec.bedrock.region", "%q is not an AWS region (want e.g. us-east-1)", b.Region)
+	}
+	if cr := s.Credentials; bedrock && cr != nil {
+		if cr.Env != "" {
+			c.err(o, "spec.credentials.env", "not for type Bedrock: an AWS key pair is two values; omit credentials to use the AWS default chain (AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY in the gateway's environment, a web identity token, the shared config), or name a Secret or directory holding accessKeyId and secretAccessKey")
+		}
+		if r := cr.SecretRef; r != nil && r.Key != "" && r.Key != "apiKey" {
+			c.err(o, "spec.credentials.secretRef.key", "not for type Bedrock: the Secret's keys are accessKeyId, secretAccessKey and optionally sessionToken")
+		}
 	}
 }
 

@@ -1,6 +1,6 @@
 // Package upstream is how the gateway talks to what serves a request: a
-// vLLM worker, or an external provider of some type (OpenAI-compatible
-// today; Anthropic, Bedrock and others are adapters to come).
+// vLLM worker, or an external provider of some type (OpenAI-compatible,
+// Amazon Bedrock; others are adapters to come).
 //
 // An Adapter has one method, RoundTrip: it sends one attempt of the
 // client's request to a target and returns the response in the client's
@@ -15,6 +15,25 @@
 // guesses, and policyd and `yardctl validate` refuse a provider whose type
 // has no adapter. Adding a provider type is one package implementing
 // Adapter plus one Register line in package builtin.
+//
+// Per-type settings. A provider type that needs settings of its own (a
+// Bedrock provider's AWS region) has a member named after it in
+// InferenceProvider.spec (spec.bedrock), which policyd's validation
+// requires for that type and refuses on every other. The settings flow
+// spec.bedrock → policy.Provider.Settings (compiled) → the snapshot's
+// Provider.bedrock (proto) → the gateway's catalog → Target.Settings, one
+// flat struct of typed fields that the next types extend with their own
+// (zero for the types that do not read them). The router's target carries
+// only the type and URL; the gateway fills in the settings from its copy
+// of the snapshot, as it does the key.
+//
+// Credentials. By default the gateway reads the provider's API key and
+// passes it in Target.APIKey. An adapter that authenticates otherwise
+// (Bedrock signs each request with an AWS key pair) implements
+// OwnCredentials: the gateway then reads no key and passes where the
+// credentials are in Target.Credentials (a directory of key files, or
+// nothing for the adapter's default chain); the adapter reads and caches
+// them itself.
 package upstream
 
 import (
@@ -36,9 +55,45 @@ type Target struct {
 	// BaseURL is the worker's URL (http://host:port) or the provider's API
 	// base, which ends in its API version (https://api.openai.com/v1).
 	BaseURL string
-	// APIKey is the provider's key; empty for workers. Adapters never log
-	// it or put it in an error.
+	// APIKey is the provider's key; empty for workers and for adapters
+	// that implement OwnCredentials. Adapters never log it or put it in an
+	// error.
 	APIKey string
+	// Provider is the provider's namespace/name; empty for workers. An
+	// adapter may key per-provider state (cached credentials) by it.
+	Provider string
+	// Settings are the provider's per-type settings.
+	Settings Settings
+	// Credentials says where an OwnCredentials adapter finds its
+	// credentials; empty for the others.
+	Credentials CredentialsRef
+}
+
+// Settings are the settings of the provider types that have any, one
+// typed field (or group) per type, zero for the types that do not read it.
+type Settings struct {
+	// Region is a Bedrock provider's AWS region (spec.bedrock.region),
+	// which requests are signed for.
+	Region string
+}
+
+// CredentialsRef says where an OwnCredentials adapter reads its
+// credentials.
+type CredentialsRef struct {
+	// Dir is a directory of credential files, one value a file, named by
+	// the adapter (a mounted Kubernetes Secret: the provider's secretRef
+	// under the gateway's --provider-secrets-dir; or the provider's
+	// credentials.file). Empty: the adapter's default chain.
+	Dir string
+}
+
+// OwnCredentials is implemented by an adapter that reads its provider's
+// credentials itself, from Target.Credentials, rather than getting an API
+// key in Target.APIKey.
+type OwnCredentials interface {
+	Adapter
+	// OwnCredentials marks the adapter; it does nothing.
+	OwnCredentials()
 }
 
 // Request is the client's request, as the gateway forwards it.

@@ -13,6 +13,7 @@ import (
 
 	"github.com/switchyard-dev/switchyard/internal/policy"
 	"github.com/switchyard-dev/switchyard/internal/policy/watch"
+	"github.com/switchyard-dev/switchyard/internal/upstream"
 	policyv1 "github.com/switchyard-dev/switchyard/proto/switchyard/policy/v1"
 )
 
@@ -88,6 +89,44 @@ func (c *catalog) models() []string {
 }
 
 var errNoCredentials = errors.New("no credentials")
+
+// provider is the snapshot's provider of that name.
+func (c *catalog) provider(name string) (*policy.Provider, error) {
+	s := c.snapshot()
+	if s == nil {
+		return nil, fmt.Errorf("provider %s: no policy snapshot yet: %w", name, errNoCredentials)
+	}
+	p := s.Provider(name)
+	if p == nil {
+		return nil, fmt.Errorf("provider %s: not in the policy snapshot: %w", name, errNoCredentials)
+	}
+	return p, nil
+}
+
+// providerTarget fills in what a provider's attempt needs beyond its type
+// and URL: its type's settings, and its key, or for an adapter that reads
+// its own credentials (upstream.OwnCredentials) where they are.
+func (c *catalog) providerTarget(name string, t *upstream.Target, adapter upstream.Adapter) error {
+	p, err := c.provider(name)
+	if err != nil {
+		return err
+	}
+	t.Provider = p.Namespace + "/" + p.Name
+	t.Settings = upstream.Settings{Region: p.Settings.BedrockRegion}
+	if _, own := adapter.(upstream.OwnCredentials); !own {
+		t.APIKey, err = c.apiKey(name)
+		return err
+	}
+	switch cr := p.Credentials; {
+	case cr.Env != "":
+		return fmt.Errorf("provider %s: credentials.env is not supported by type %s: %w", name, p.Type, errNoCredentials)
+	case cr.File != "":
+		t.Credentials.Dir = cr.File
+	case cr.SecretName != "":
+		t.Credentials.Dir = filepath.Join(c.secretsDir, cr.SecretName)
+	}
+	return nil
+}
 
 // apiKey reads a provider's key from where its credentials point: an
 // environment variable or a file (local mode), or a Kubernetes Secret

@@ -450,7 +450,7 @@ func (c *call) attempt(w http.ResponseWriter, r *http.Request, body []byte, inje
 		if c.g.catalog == nil {
 			err = fmt.Errorf("provider %s: %w (the gateway has no --policyd-addr)", c.target.GetProvider(), errNoCredentials)
 		} else {
-			t.APIKey, err = c.g.catalog.apiKey(c.target.GetProvider())
+			err = c.g.catalog.providerTarget(c.target.GetProvider(), &t, adapter)
 		}
 	}
 	if err != nil {

@@ -1264,7 +1264,7 @@ type Provider struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
 	Namespace string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
 	Name      string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
-	// OpenAICompatible or Anthropic.
+	// OpenAICompatible, Anthropic or Bedrock.
 	Type    string           `protobuf:"bytes,3,opt,name=type,proto3" json:"type,omitempty"`
 	BaseUrl string           `protobuf:"bytes,4,opt,name=base_url,json=baseUrl,proto3" json:"base_url,omitempty"`
 	Models  []*ProviderModel `protobuf:"bytes,5,rep,name=models,proto3" json:"models,omitempty"`
@@ -1273,8 +1273,10 @@ type Provider struct {
 	InputPricePerMillion  float64      `protobuf:"fixed64,7,opt,name=input_price_per_million,json=inputPricePerMillion,proto3" json:"input_price_per_million,omitempty"`
 	OutputPricePerMillion float64      `protobuf:"fixed64,8,opt,name=output_price_per_million,json=outputPricePerMillion,proto3" json:"output_price_per_million,omitempty"`
 	Currency              string       `protobuf:"bytes,9,opt,name=currency,proto3" json:"currency,omitempty"`
-	unknownFields         protoimpl.UnknownFields
-	sizeCache             protoimpl.SizeCache
+	// Settings only a provider of type Bedrock has; unset for other types.
+	Bedrock       *BedrockSettings `protobuf:"bytes,10,opt,name=bedrock,proto3" json:"bedrock,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Provider) Reset() {
@@ -1370,6 +1372,59 @@ func (x *Provider) GetCurrency() string {
 	return ""
 }
 
+func (x *Provider) GetBedrock() *BedrockSettings {
+	if x != nil {
+		return x.Bedrock
+	}
+	return nil
+}
+
+// BedrockSettings is an Amazon Bedrock provider's spec.bedrock.
+type BedrockSettings struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The AWS region requests are signed for, e.g. us-east-1.
+	Region        string `protobuf:"bytes,1,opt,name=region,proto3" json:"region,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BedrockSettings) Reset() {
+	*x = BedrockSettings{}
+	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BedrockSettings) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BedrockSettings) ProtoMessage() {}
+
+func (x *BedrockSettings) ProtoReflect() protoreflect.Message {
+	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BedrockSettings.ProtoReflect.Descriptor instead.
+func (*BedrockSettings) Descriptor() ([]byte, []int) {
+	return file_switchyard_policy_v1_policy_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *BedrockSettings) GetRegion() string {
+	if x != nil {
+		return x.Region
+	}
+	return ""
+}
+
 type ProviderModel struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
@@ -1380,7 +1435,7 @@ type ProviderModel struct {
 
 func (x *ProviderModel) Reset() {
 	*x = ProviderModel{}
-	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[13]
+	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1392,7 +1447,7 @@ func (x *ProviderModel) String() string {
 func (*ProviderModel) ProtoMessage() {}
 
 func (x *ProviderModel) ProtoReflect() protoreflect.Message {
-	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[13]
+	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1405,7 +1460,7 @@ func (x *ProviderModel) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProviderModel.ProtoReflect.Descriptor instead.
 func (*ProviderModel) Descriptor() ([]byte, []int) {
-	return file_switchyard_policy_v1_policy_proto_rawDescGZIP(), []int{13}
+	return file_switchyard_policy_v1_policy_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ProviderModel) GetName() string {
@@ -1434,7 +1489,7 @@ type Credentials struct {
 
 func (x *Credentials) Reset() {
 	*x = Credentials{}
-	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[14]
+	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1446,7 +1501,7 @@ func (x *Credentials) String() string {
 func (*Credentials) ProtoMessage() {}
 
 func (x *Credentials) ProtoReflect() protoreflect.Message {
-	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[14]
+	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1459,7 +1514,7 @@ func (x *Credentials) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Credentials.ProtoReflect.Descriptor instead.
 func (*Credentials) Descriptor() ([]byte, []int) {
-	return file_switchyard_policy_v1_policy_proto_rawDescGZIP(), []int{14}
+	return file_switchyard_policy_v1_policy_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *Credentials) GetSecretName() string {
@@ -1501,7 +1556,7 @@ type Policy struct {
 
 func (x *Policy) Reset() {
 	*x = Policy{}
-	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[15]
+	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1513,7 +1568,7 @@ func (x *Policy) String() string {
 func (*Policy) ProtoMessage() {}
 
 func (x *Policy) ProtoReflect() protoreflect.Message {
-	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[15]
+	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1526,7 +1581,7 @@ func (x *Policy) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Policy.ProtoReflect.Descriptor instead.
 func (*Policy) Descriptor() ([]byte, []int) {
-	return file_switchyard_policy_v1_policy_proto_rawDescGZIP(), []int{15}
+	return file_switchyard_policy_v1_policy_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *Policy) GetNamespace() string {
@@ -1566,7 +1621,7 @@ type Rule struct {
 
 func (x *Rule) Reset() {
 	*x = Rule{}
-	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[16]
+	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1578,7 +1633,7 @@ func (x *Rule) String() string {
 func (*Rule) ProtoMessage() {}
 
 func (x *Rule) ProtoReflect() protoreflect.Message {
-	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[16]
+	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1591,7 +1646,7 @@ func (x *Rule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Rule.ProtoReflect.Descriptor instead.
 func (*Rule) Descriptor() ([]byte, []int) {
-	return file_switchyard_policy_v1_policy_proto_rawDescGZIP(), []int{16}
+	return file_switchyard_policy_v1_policy_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *Rule) GetName() string {
@@ -1647,7 +1702,7 @@ type Match struct {
 
 func (x *Match) Reset() {
 	*x = Match{}
-	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[17]
+	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1659,7 +1714,7 @@ func (x *Match) String() string {
 func (*Match) ProtoMessage() {}
 
 func (x *Match) ProtoReflect() protoreflect.Message {
-	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[17]
+	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1672,7 +1727,7 @@ func (x *Match) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Match.ProtoReflect.Descriptor instead.
 func (*Match) Descriptor() ([]byte, []int) {
-	return file_switchyard_policy_v1_policy_proto_rawDescGZIP(), []int{17}
+	return file_switchyard_policy_v1_policy_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *Match) GetModel() string {
@@ -1712,7 +1767,7 @@ type Filter struct {
 
 func (x *Filter) Reset() {
 	*x = Filter{}
-	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[18]
+	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1724,7 +1779,7 @@ func (x *Filter) String() string {
 func (*Filter) ProtoMessage() {}
 
 func (x *Filter) ProtoReflect() protoreflect.Message {
-	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[18]
+	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1737,7 +1792,7 @@ func (x *Filter) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Filter.ProtoReflect.Descriptor instead.
 func (*Filter) Descriptor() ([]byte, []int) {
-	return file_switchyard_policy_v1_policy_proto_rawDescGZIP(), []int{18}
+	return file_switchyard_policy_v1_policy_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *Filter) GetName() string {
@@ -1800,7 +1855,7 @@ type Predicate struct {
 
 func (x *Predicate) Reset() {
 	*x = Predicate{}
-	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[19]
+	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1812,7 +1867,7 @@ func (x *Predicate) String() string {
 func (*Predicate) ProtoMessage() {}
 
 func (x *Predicate) ProtoReflect() protoreflect.Message {
-	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[19]
+	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1825,7 +1880,7 @@ func (x *Predicate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Predicate.ProtoReflect.Descriptor instead.
 func (*Predicate) Descriptor() ([]byte, []int) {
-	return file_switchyard_policy_v1_policy_proto_rawDescGZIP(), []int{19}
+	return file_switchyard_policy_v1_policy_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *Predicate) GetMetric() Metric {
@@ -1860,7 +1915,7 @@ type Tier struct {
 
 func (x *Tier) Reset() {
 	*x = Tier{}
-	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[20]
+	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1872,7 +1927,7 @@ func (x *Tier) String() string {
 func (*Tier) ProtoMessage() {}
 
 func (x *Tier) ProtoReflect() protoreflect.Message {
-	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[20]
+	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1885,7 +1940,7 @@ func (x *Tier) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Tier.ProtoReflect.Descriptor instead.
 func (*Tier) Descriptor() ([]byte, []int) {
-	return file_switchyard_policy_v1_policy_proto_rawDescGZIP(), []int{20}
+	return file_switchyard_policy_v1_policy_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *Tier) GetType() BackendType {
@@ -1933,7 +1988,7 @@ type Program struct {
 
 func (x *Program) Reset() {
 	*x = Program{}
-	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[21]
+	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1945,7 +2000,7 @@ func (x *Program) String() string {
 func (*Program) ProtoMessage() {}
 
 func (x *Program) ProtoReflect() protoreflect.Message {
-	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[21]
+	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1958,7 +2013,7 @@ func (x *Program) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Program.ProtoReflect.Descriptor instead.
 func (*Program) Descriptor() ([]byte, []int) {
-	return file_switchyard_policy_v1_policy_proto_rawDescGZIP(), []int{21}
+	return file_switchyard_policy_v1_policy_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *Program) GetNamespace() string {
@@ -2056,7 +2111,7 @@ type AuthTenant struct {
 
 func (x *AuthTenant) Reset() {
 	*x = AuthTenant{}
-	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[22]
+	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2068,7 +2123,7 @@ func (x *AuthTenant) String() string {
 func (*AuthTenant) ProtoMessage() {}
 
 func (x *AuthTenant) ProtoReflect() protoreflect.Message {
-	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[22]
+	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2081,7 +2136,7 @@ func (x *AuthTenant) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuthTenant.ProtoReflect.Descriptor instead.
 func (*AuthTenant) Descriptor() ([]byte, []int) {
-	return file_switchyard_policy_v1_policy_proto_rawDescGZIP(), []int{22}
+	return file_switchyard_policy_v1_policy_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *AuthTenant) GetName() string {
@@ -2155,7 +2210,7 @@ type RateLimits struct {
 
 func (x *RateLimits) Reset() {
 	*x = RateLimits{}
-	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[23]
+	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2167,7 +2222,7 @@ func (x *RateLimits) String() string {
 func (*RateLimits) ProtoMessage() {}
 
 func (x *RateLimits) ProtoReflect() protoreflect.Message {
-	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[23]
+	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2180,7 +2235,7 @@ func (x *RateLimits) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RateLimits.ProtoReflect.Descriptor instead.
 func (*RateLimits) Descriptor() ([]byte, []int) {
-	return file_switchyard_policy_v1_policy_proto_rawDescGZIP(), []int{23}
+	return file_switchyard_policy_v1_policy_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *RateLimits) GetRequestsPerMinute() int64 {
@@ -2229,7 +2284,7 @@ type ModelRateLimits struct {
 
 func (x *ModelRateLimits) Reset() {
 	*x = ModelRateLimits{}
-	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[24]
+	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2241,7 +2296,7 @@ func (x *ModelRateLimits) String() string {
 func (*ModelRateLimits) ProtoMessage() {}
 
 func (x *ModelRateLimits) ProtoReflect() protoreflect.Message {
-	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[24]
+	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2254,7 +2309,7 @@ func (x *ModelRateLimits) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ModelRateLimits.ProtoReflect.Descriptor instead.
 func (*ModelRateLimits) Descriptor() ([]byte, []int) {
-	return file_switchyard_policy_v1_policy_proto_rawDescGZIP(), []int{24}
+	return file_switchyard_policy_v1_policy_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ModelRateLimits) GetModel() string {
@@ -2281,7 +2336,7 @@ type PolicyRef struct {
 
 func (x *PolicyRef) Reset() {
 	*x = PolicyRef{}
-	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[25]
+	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2293,7 +2348,7 @@ func (x *PolicyRef) String() string {
 func (*PolicyRef) ProtoMessage() {}
 
 func (x *PolicyRef) ProtoReflect() protoreflect.Message {
-	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[25]
+	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2306,7 +2361,7 @@ func (x *PolicyRef) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PolicyRef.ProtoReflect.Descriptor instead.
 func (*PolicyRef) Descriptor() ([]byte, []int) {
-	return file_switchyard_policy_v1_policy_proto_rawDescGZIP(), []int{25}
+	return file_switchyard_policy_v1_policy_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *PolicyRef) GetName() string {
@@ -2333,7 +2388,7 @@ type TenantTags struct {
 
 func (x *TenantTags) Reset() {
 	*x = TenantTags{}
-	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[26]
+	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2345,7 +2400,7 @@ func (x *TenantTags) String() string {
 func (*TenantTags) ProtoMessage() {}
 
 func (x *TenantTags) ProtoReflect() protoreflect.Message {
-	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[26]
+	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2358,7 +2413,7 @@ func (x *TenantTags) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TenantTags.ProtoReflect.Descriptor instead.
 func (*TenantTags) Descriptor() ([]byte, []int) {
-	return file_switchyard_policy_v1_policy_proto_rawDescGZIP(), []int{26}
+	return file_switchyard_policy_v1_policy_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *TenantTags) GetTenant() string {
@@ -2397,7 +2452,7 @@ type JWTAuth struct {
 
 func (x *JWTAuth) Reset() {
 	*x = JWTAuth{}
-	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[27]
+	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2409,7 +2464,7 @@ func (x *JWTAuth) String() string {
 func (*JWTAuth) ProtoMessage() {}
 
 func (x *JWTAuth) ProtoReflect() protoreflect.Message {
-	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[27]
+	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2422,7 +2477,7 @@ func (x *JWTAuth) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JWTAuth.ProtoReflect.Descriptor instead.
 func (*JWTAuth) Descriptor() ([]byte, []int) {
-	return file_switchyard_policy_v1_policy_proto_rawDescGZIP(), []int{27}
+	return file_switchyard_policy_v1_policy_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *JWTAuth) GetIssuer() string {
@@ -2542,7 +2597,7 @@ const file_switchyard_policy_v1_policy_proto_rawDesc = "" +
 	"\x19prefill_tokens_per_second\x18\x04 \x01(\x01R\x16prefillTokensPerSecond\x12;\n" +
 	"\x1aseconds_per_queued_request\x18\x05 \x01(\x01R\x17secondsPerQueuedRequest\x12,\n" +
 	"\x12max_queued_prompts\x18\x06 \x01(\x05R\x10maxQueuedPrompts\x12+\n" +
-	"\x12max_kv_cache_usage\x18\a \x01(\x01R\x0fmaxKvCacheUsage\"\xf9\x02\n" +
+	"\x12max_kv_cache_usage\x18\a \x01(\x01R\x0fmaxKvCacheUsage\"\xba\x03\n" +
 	"\bProvider\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x12\n" +
@@ -2552,7 +2607,11 @@ const file_switchyard_policy_v1_policy_proto_rawDesc = "" +
 	"\vcredentials\x18\x06 \x01(\v2!.switchyard.policy.v1.CredentialsR\vcredentials\x125\n" +
 	"\x17input_price_per_million\x18\a \x01(\x01R\x14inputPricePerMillion\x127\n" +
 	"\x18output_price_per_million\x18\b \x01(\x01R\x15outputPricePerMillion\x12\x1a\n" +
-	"\bcurrency\x18\t \x01(\tR\bcurrency\"D\n" +
+	"\bcurrency\x18\t \x01(\tR\bcurrency\x12?\n" +
+	"\abedrock\x18\n" +
+	" \x01(\v2%.switchyard.policy.v1.BedrockSettingsR\abedrock\")\n" +
+	"\x0fBedrockSettings\x12\x16\n" +
+	"\x06region\x18\x01 \x01(\tR\x06region\"D\n" +
 	"\rProviderModel\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1f\n" +
 	"\vserved_name\x18\x02 \x01(\tR\n" +
@@ -2703,7 +2762,7 @@ func file_switchyard_policy_v1_policy_proto_rawDescGZIP() []byte {
 }
 
 var file_switchyard_policy_v1_policy_proto_enumTypes = make([]protoimpl.EnumInfo, 7)
-var file_switchyard_policy_v1_policy_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
+var file_switchyard_policy_v1_policy_proto_msgTypes = make([]protoimpl.MessageInfo, 29)
 var file_switchyard_policy_v1_policy_proto_goTypes = []any{
 	(Severity)(0),                 // 0: switchyard.policy.v1.Severity
 	(BackendType)(0),              // 1: switchyard.policy.v1.BackendType
@@ -2725,76 +2784,78 @@ var file_switchyard_policy_v1_policy_proto_goTypes = []any{
 	(*StaticWorker)(nil),          // 17: switchyard.policy.v1.StaticWorker
 	(*Pool)(nil),                  // 18: switchyard.policy.v1.Pool
 	(*Provider)(nil),              // 19: switchyard.policy.v1.Provider
-	(*ProviderModel)(nil),         // 20: switchyard.policy.v1.ProviderModel
-	(*Credentials)(nil),           // 21: switchyard.policy.v1.Credentials
-	(*Policy)(nil),                // 22: switchyard.policy.v1.Policy
-	(*Rule)(nil),                  // 23: switchyard.policy.v1.Rule
-	(*Match)(nil),                 // 24: switchyard.policy.v1.Match
-	(*Filter)(nil),                // 25: switchyard.policy.v1.Filter
-	(*Predicate)(nil),             // 26: switchyard.policy.v1.Predicate
-	(*Tier)(nil),                  // 27: switchyard.policy.v1.Tier
-	(*Program)(nil),               // 28: switchyard.policy.v1.Program
-	(*AuthTenant)(nil),            // 29: switchyard.policy.v1.AuthTenant
-	(*RateLimits)(nil),            // 30: switchyard.policy.v1.RateLimits
-	(*ModelRateLimits)(nil),       // 31: switchyard.policy.v1.ModelRateLimits
-	(*PolicyRef)(nil),             // 32: switchyard.policy.v1.PolicyRef
-	(*TenantTags)(nil),            // 33: switchyard.policy.v1.TenantTags
-	(*JWTAuth)(nil),               // 34: switchyard.policy.v1.JWTAuth
-	(*timestamppb.Timestamp)(nil), // 35: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),   // 36: google.protobuf.Duration
+	(*BedrockSettings)(nil),       // 20: switchyard.policy.v1.BedrockSettings
+	(*ProviderModel)(nil),         // 21: switchyard.policy.v1.ProviderModel
+	(*Credentials)(nil),           // 22: switchyard.policy.v1.Credentials
+	(*Policy)(nil),                // 23: switchyard.policy.v1.Policy
+	(*Rule)(nil),                  // 24: switchyard.policy.v1.Rule
+	(*Match)(nil),                 // 25: switchyard.policy.v1.Match
+	(*Filter)(nil),                // 26: switchyard.policy.v1.Filter
+	(*Predicate)(nil),             // 27: switchyard.policy.v1.Predicate
+	(*Tier)(nil),                  // 28: switchyard.policy.v1.Tier
+	(*Program)(nil),               // 29: switchyard.policy.v1.Program
+	(*AuthTenant)(nil),            // 30: switchyard.policy.v1.AuthTenant
+	(*RateLimits)(nil),            // 31: switchyard.policy.v1.RateLimits
+	(*ModelRateLimits)(nil),       // 32: switchyard.policy.v1.ModelRateLimits
+	(*PolicyRef)(nil),             // 33: switchyard.policy.v1.PolicyRef
+	(*TenantTags)(nil),            // 34: switchyard.policy.v1.TenantTags
+	(*JWTAuth)(nil),               // 35: switchyard.policy.v1.JWTAuth
+	(*timestamppb.Timestamp)(nil), // 36: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),   // 37: google.protobuf.Duration
 }
 var file_switchyard_policy_v1_policy_proto_depIdxs = []int32{
 	15, // 0: switchyard.policy.v1.WatchResponse.snapshot:type_name -> switchyard.policy.v1.Snapshot
 	15, // 1: switchyard.policy.v1.GetSnapshotResponse.snapshot:type_name -> switchyard.policy.v1.Snapshot
 	14, // 2: switchyard.policy.v1.GetSnapshotResponse.diagnostics:type_name -> switchyard.policy.v1.Diagnostic
-	35, // 3: switchyard.policy.v1.GetSnapshotResponse.checked_at:type_name -> google.protobuf.Timestamp
+	36, // 3: switchyard.policy.v1.GetSnapshotResponse.checked_at:type_name -> google.protobuf.Timestamp
 	12, // 4: switchyard.policy.v1.ValidateRequest.files:type_name -> switchyard.policy.v1.File
 	14, // 5: switchyard.policy.v1.ValidateResponse.diagnostics:type_name -> switchyard.policy.v1.Diagnostic
 	0,  // 6: switchyard.policy.v1.Diagnostic.severity:type_name -> switchyard.policy.v1.Severity
-	35, // 7: switchyard.policy.v1.Snapshot.created_at:type_name -> google.protobuf.Timestamp
+	36, // 7: switchyard.policy.v1.Snapshot.created_at:type_name -> google.protobuf.Timestamp
 	16, // 8: switchyard.policy.v1.Snapshot.worker_sets:type_name -> switchyard.policy.v1.WorkerSet
 	18, // 9: switchyard.policy.v1.Snapshot.pools:type_name -> switchyard.policy.v1.Pool
 	19, // 10: switchyard.policy.v1.Snapshot.providers:type_name -> switchyard.policy.v1.Provider
-	22, // 11: switchyard.policy.v1.Snapshot.policies:type_name -> switchyard.policy.v1.Policy
-	28, // 12: switchyard.policy.v1.Snapshot.programs:type_name -> switchyard.policy.v1.Program
+	23, // 11: switchyard.policy.v1.Snapshot.policies:type_name -> switchyard.policy.v1.Policy
+	29, // 12: switchyard.policy.v1.Snapshot.programs:type_name -> switchyard.policy.v1.Program
 	14, // 13: switchyard.policy.v1.Snapshot.warnings:type_name -> switchyard.policy.v1.Diagnostic
 	17, // 14: switchyard.policy.v1.WorkerSet.static_workers:type_name -> switchyard.policy.v1.StaticWorker
-	36, // 15: switchyard.policy.v1.Pool.scrape_interval:type_name -> google.protobuf.Duration
-	20, // 16: switchyard.policy.v1.Provider.models:type_name -> switchyard.policy.v1.ProviderModel
-	21, // 17: switchyard.policy.v1.Provider.credentials:type_name -> switchyard.policy.v1.Credentials
-	23, // 18: switchyard.policy.v1.Policy.rules:type_name -> switchyard.policy.v1.Rule
-	24, // 19: switchyard.policy.v1.Rule.matches:type_name -> switchyard.policy.v1.Match
-	25, // 20: switchyard.policy.v1.Rule.filters:type_name -> switchyard.policy.v1.Filter
-	27, // 21: switchyard.policy.v1.Rule.tiers:type_name -> switchyard.policy.v1.Tier
-	5,  // 22: switchyard.policy.v1.Rule.on_empty:type_name -> switchyard.policy.v1.OnEmpty
-	24, // 23: switchyard.policy.v1.Filter.condition:type_name -> switchyard.policy.v1.Match
-	1,  // 24: switchyard.policy.v1.Filter.type:type_name -> switchyard.policy.v1.BackendType
-	26, // 25: switchyard.policy.v1.Filter.predicates:type_name -> switchyard.policy.v1.Predicate
-	3,  // 26: switchyard.policy.v1.Predicate.metric:type_name -> switchyard.policy.v1.Metric
-	4,  // 27: switchyard.policy.v1.Predicate.op:type_name -> switchyard.policy.v1.Op
-	1,  // 28: switchyard.policy.v1.Tier.type:type_name -> switchyard.policy.v1.BackendType
-	2,  // 29: switchyard.policy.v1.Tier.minimize:type_name -> switchyard.policy.v1.Objective
-	32, // 30: switchyard.policy.v1.Program.policies:type_name -> switchyard.policy.v1.PolicyRef
-	33, // 31: switchyard.policy.v1.Program.tenants:type_name -> switchyard.policy.v1.TenantTags
-	29, // 32: switchyard.policy.v1.Program.auth_tenants:type_name -> switchyard.policy.v1.AuthTenant
-	34, // 33: switchyard.policy.v1.Program.jwt:type_name -> switchyard.policy.v1.JWTAuth
-	30, // 34: switchyard.policy.v1.AuthTenant.limits:type_name -> switchyard.policy.v1.RateLimits
-	31, // 35: switchyard.policy.v1.AuthTenant.model_limits:type_name -> switchyard.policy.v1.ModelRateLimits
-	30, // 36: switchyard.policy.v1.ModelRateLimits.limits:type_name -> switchyard.policy.v1.RateLimits
-	6,  // 37: switchyard.policy.v1.PolicyRef.mode:type_name -> switchyard.policy.v1.PolicyMode
-	36, // 38: switchyard.policy.v1.JWTAuth.clock_skew:type_name -> google.protobuf.Duration
-	36, // 39: switchyard.policy.v1.JWTAuth.refresh_interval:type_name -> google.protobuf.Duration
-	7,  // 40: switchyard.policy.v1.PolicyService.Watch:input_type -> switchyard.policy.v1.WatchRequest
-	9,  // 41: switchyard.policy.v1.PolicyService.GetSnapshot:input_type -> switchyard.policy.v1.GetSnapshotRequest
-	11, // 42: switchyard.policy.v1.PolicyService.Validate:input_type -> switchyard.policy.v1.ValidateRequest
-	8,  // 43: switchyard.policy.v1.PolicyService.Watch:output_type -> switchyard.policy.v1.WatchResponse
-	10, // 44: switchyard.policy.v1.PolicyService.GetSnapshot:output_type -> switchyard.policy.v1.GetSnapshotResponse
-	13, // 45: switchyard.policy.v1.PolicyService.Validate:output_type -> switchyard.policy.v1.ValidateResponse
-	43, // [43:46] is the sub-list for method output_type
-	40, // [40:43] is the sub-list for method input_type
-	40, // [40:40] is the sub-list for extension type_name
-	40, // [40:40] is the sub-list for extension extendee
-	0,  // [0:40] is the sub-list for field type_name
+	37, // 15: switchyard.policy.v1.Pool.scrape_interval:type_name -> google.protobuf.Duration
+	21, // 16: switchyard.policy.v1.Provider.models:type_name -> switchyard.policy.v1.ProviderModel
+	22, // 17: switchyard.policy.v1.Provider.credentials:type_name -> switchyard.policy.v1.Credentials
+	20, // 18: switchyard.policy.v1.Provider.bedrock:type_name -> switchyard.policy.v1.BedrockSettings
+	24, // 19: switchyard.policy.v1.Policy.rules:type_name -> switchyard.policy.v1.Rule
+	25, // 20: switchyard.policy.v1.Rule.matches:type_name -> switchyard.policy.v1.Match
+	26, // 21: switchyard.policy.v1.Rule.filters:type_name -> switchyard.policy.v1.Filter
+	28, // 22: switchyard.policy.v1.Rule.tiers:type_name -> switchyard.policy.v1.Tier
+	5,  // 23: switchyard.policy.v1.Rule.on_empty:type_name -> switchyard.policy.v1.OnEmpty
+	25, // 24: switchyard.policy.v1.Filter.condition:type_name -> switchyard.policy.v1.Match
+	1,  // 25: switchyard.policy.v1.Filter.type:type_name -> switchyard.policy.v1.BackendType
+	27, // 26: switchyard.policy.v1.Filter.predicates:type_name -> switchyard.policy.v1.Predicate
+	3,  // 27: switchyard.policy.v1.Predicate.metric:type_name -> switchyard.policy.v1.Metric
+	4,  // 28: switchyard.policy.v1.Predicate.op:type_name -> switchyard.policy.v1.Op
+	1,  // 29: switchyard.policy.v1.Tier.type:type_name -> switchyard.policy.v1.BackendType
+	2,  // 30: switchyard.policy.v1.Tier.minimize:type_name -> switchyard.policy.v1.Objective
+	33, // 31: switchyard.policy.v1.Program.policies:type_name -> switchyard.policy.v1.PolicyRef
+	34, // 32: switchyard.policy.v1.Program.tenants:type_name -> switchyard.policy.v1.TenantTags
+	30, // 33: switchyard.policy.v1.Program.auth_tenants:type_name -> switchyard.policy.v1.AuthTenant
+	35, // 34: switchyard.policy.v1.Program.jwt:type_name -> switchyard.policy.v1.JWTAuth
+	31, // 35: switchyard.policy.v1.AuthTenant.limits:type_name -> switchyard.policy.v1.RateLimits
+	32, // 36: switchyard.policy.v1.AuthTenant.model_limits:type_name -> switchyard.policy.v1.ModelRateLimits
+	31, // 37: switchyard.policy.v1.ModelRateLimits.limits:type_name -> switchyard.policy.v1.RateLimits
+	6,  // 38: switchyard.policy.v1.PolicyRef.mode:type_name -> switchyard.policy.v1.PolicyMode
+	37, // 39: switchyard.policy.v1.JWTAuth.clock_skew:type_name -> google.protobuf.Duration
+	37, // 40: switchyard.policy.v1.JWTAuth.refresh_interval:type_name -> google.protobuf.Duration
+	7,  // 41: switchyard.policy.v1.PolicyService.Watch:input_type -> switchyard.policy.v1.WatchRequest
+	9,  // 42: switchyard.policy.v1.PolicyService.GetSnapshot:input_type -> switchyard.policy.v1.GetSnapshotRequest
+	11, // 43: switchyard.policy.v1.PolicyService.Validate:input_type -> switchyard.policy.v1.ValidateRequest
+	8,  // 44: switchyard.policy.v1.PolicyService.Watch:output_type -> switchyard.policy.v1.WatchResponse
+	10, // 45: switchyard.policy.v1.PolicyService.GetSnapshot:output_type -> switchyard.policy.v1.GetSnapshotResponse
+	13, // 46: switchyard.policy.v1.PolicyService.Validate:output_type -> switchyard.policy.v1.ValidateResponse
+	44, // [44:47] is the sub-list for method output_type
+	41, // [41:44] is the sub-list for method input_type
+	41, // [41:41] is the sub-list for extension type_name
+	41, // [41:41] is the sub-list for extension extendee
+	0,  // [0:41] is the sub-list for field type_name
 }
 
 func init() { file_switchyard_policy_v1_policy_proto_init() }
@@ -2808,7 +2869,7 @@ func file_switchyard_policy_v1_policy_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_switchyard_policy_v1_policy_proto_rawDesc), len(file_switchyard_policy_v1_policy_proto_rawDesc)),
 			NumEnums:      7,
-			NumMessages:   28,
+			NumMessages:   29,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
