@@ -9,12 +9,14 @@ import (
 	"github.com/switchyard-dev/switchyard/api/v1alpha1"
 	"github.com/switchyard-dev/switchyard/internal/upstream"
 	"github.com/switchyard-dev/switchyard/internal/upstream/anthropic"
+	"github.com/switchyard-dev/switchyard/internal/upstream/bedrock"
 	"github.com/switchyard-dev/switchyard/internal/upstream/openai"
 )
 
 func init() {
 	upstream.Types.Register(upstream.TypeWorker, openai.New)
 	upstream.Types.Register(string(v1alpha1.ProviderOpenAICompatible), openai.New)
+	upstream.Types.Register(string(v1alpha1.ProviderBedrock), bedrock.New)
 	upstream.Types.Register(string(v1alpha1.ProviderAnthropic), anthropic.New)
 }
 
