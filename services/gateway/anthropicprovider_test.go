@@ -73,6 +73,9 @@ spec:
 	t.Cleanup(func() {
 		mu.Lock()
 		defer mu.Unlock()
+		if logs.Len() == 0 {
+			t.Errorf("the gateway logged nothing: the key check below would prove nothing")
+		}
 		if strings.Contains(logs.String(), anthropicKey) {
 			t.Errorf("the Anthropic key reached the gateway's logs")
 		}
