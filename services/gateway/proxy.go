@@ -292,6 +292,29 @@ func truncate(s string, n int) string {
 	return s[:n] + "…"
 }
 
+// attemptEnd is how an attempt ended, as the routers learn it from its
+// route completion: their predictors learn from successes, providers'
+// circuit breakers count the upstream's failures, and what the client
+// caused says nothing of the upstream.
+type attemptEnd int
+
+const (
+	endClient   attemptEnd = iota // the client went away, sent a bad request or was refused
+	endOK                         // the upstream served it
+	endUpstream                   // the upstream failed it: no connection, no headers in time, 429, 5xx, broke off, refused our credentials
+)
+
+// endOf is how an attempt the upstream answered with status ended.
+func endOf(status int) attemptEnd {
+	switch {
+	case status < 300:
+		return endOK
+	case status == http.StatusUnauthorized || status == http.StatusForbidden:
+		return endUpstream // the provider refuses our key: no request will pass
+	}
+	return endClient
+}
+
 // failure is an attempt that failed before anything reached the client, so
 // the request may be retried elsewhere.
 type failure struct {
@@ -372,7 +395,7 @@ func (c *call) reserveTokens(w http.ResponseWriter, r *http.Request, rr *routerv
 	res, h, err := c.g.ratelimit.ReserveTokens(r.Context(), c.tenant, c.req.Model, callerAPI(r) == apiAnthropic,
 		rr.GetDecision().GetPromptTokens(), c.req.MaxTokens)
 	if err != nil {
-		c.completed(rr.GetTarget().GetId(), time.Now(), false, 0)
+		c.completed(rr.GetTarget().GetId(), time.Now(), endClient, 0)
 		c.refuse(w, r, err)
 		return false
 	}
@@ -454,7 +477,7 @@ func (c *call) attempt(w http.ResponseWriter, r *http.Request, body []byte, inje
 		}
 	}
 	if err != nil {
-		c.completed(ep, sent, false, 0)
+		c.completed(ep, sent, endUpstream, 0)
 		c.g.metrics.attempts.WithLabelValues(ep, outcomeConnectError).Inc()
 		c.log.Error().Str("endpoint", ep).Str("type", t.Type).Err(err).Msg("target cannot be reached")
 		return &failure{err: err, endpoint: ep}
@@ -477,7 +500,7 @@ func (c *call) attempt(w http.ResponseWriter, r *http.Request, body []byte, inje
 	if err != nil {
 		if r.Context().Err() != nil {
 			c.g.metrics.attempts.WithLabelValues(ep, outcomeCanceled).Inc()
-			c.completed(ep, sent, false, 0)
+			c.completed(ep, sent, endClient, 0)
 			c.status, c.errType = statusClientClosed, errClientClosed.Type
 			return nil
 		}
@@ -487,7 +510,7 @@ func (c *call) attempt(w http.ResponseWriter, r *http.Request, body []byte, inje
 			outcome, err = outcomeHeaderTimeout, errHeaderTimeout
 		}
 		c.g.metrics.attempts.WithLabelValues(ep, outcome).Inc()
-		c.completed(ep, sent, false, 0)
+		c.completed(ep, sent, endUpstream, 0)
 		c.log.Warn().Str("endpoint", ep).Err(err).Msg("upstream attempt failed")
 		return &failure{err: err, timeout: timeout, endpoint: ep}
 	}
@@ -502,7 +525,7 @@ func (c *call) attempt(w http.ResponseWriter, r *http.Request, body []byte, inje
 			outcome = outcomeStatus429
 		}
 		c.g.metrics.attempts.WithLabelValues(ep, outcome).Inc()
-		c.completed(ep, sent, false, 0)
+		c.completed(ep, sent, endUpstream, 0)
 		c.log.Warn().Str("endpoint", ep).Int("status", resp.StatusCode).Str("retry_after", resp.Header.Get("Retry-After")).Msg("upstream refused the attempt")
 		return &failure{status: resp.StatusCode, header: resp.Header, body: errBody, endpoint: ep}
 	}
@@ -535,13 +558,13 @@ func (c *call) attempt(w http.ResponseWriter, r *http.Request, body []byte, inje
 	switch {
 	case relayErr == nil:
 		c.g.metrics.attempts.WithLabelValues(ep, outcomeOK).Inc()
-		c.completed(ep, sent, resp.StatusCode < 300, attemptTTFT)
+		c.completed(ep, sent, endOf(resp.StatusCode), attemptTTFT)
 		if resp.StatusCode >= 400 {
 			c.errType = openaiapi.ErrTypeInvalidRequest
 		}
 	case r.Context().Err() != nil || errors.Is(relayErr, errClientWrite):
 		c.g.metrics.attempts.WithLabelValues(ep, outcomeCanceled).Inc()
-		c.completed(ep, sent, false, attemptTTFT)
+		c.completed(ep, sent, endClient, attemptTTFT)
 		c.status, c.errType = statusClientClosed, errClientClosed.Type
 		c.abort = errors.Is(relayErr, errClientWrite) && r.Context().Err() == nil
 	default:
@@ -555,7 +578,7 @@ func (c *call) attempt(w http.ResponseWriter, r *http.Request, body []byte, inje
 			apiErr, c.outcome, metric = errUpstreamUnhealthy, bus.UsageOutcomeEndpointUnhealthy, outcomeUnhealthy
 		}
 		c.g.metrics.attempts.WithLabelValues(ep, metric).Inc()
-		c.completed(ep, sent, false, attemptTTFT)
+		c.completed(ep, sent, endUpstream, attemptTTFT)
 		c.log.Warn().Str("endpoint", ep).Err(relayErr).Str("outcome", c.outcome).Msg("upstream response broke off")
 		c.errType = apiErr.Type
 		if c.streamed {
@@ -795,14 +818,15 @@ func (c *call) fail(w http.ResponseWriter, e *openaiapi.APIError) {
 
 // completed publishes the end of one attempt so routers release the
 // endpoint's in-flight slot and learn from its TTFT.
-func (c *call) completed(endpoint string, sent time.Time, success bool, ttft time.Duration) {
+func (c *call) completed(endpoint string, sent time.Time, end attemptEnd, ttft time.Duration) {
 	ev := &eventsv1.RouteCompletion{
-		RequestId:   c.id,
-		EndpointId:  endpoint,
-		CompletedAt: timestamppb.Now(),
-		Success:     success,
+		RequestId:      c.id,
+		EndpointId:     endpoint,
+		CompletedAt:    timestamppb.Now(),
+		Success:        end == endOK,
+		UpstreamFailed: end == endUpstream,
 	}
-	if success {
+	if ev.Success {
 		ev.TtftSeconds = ttft.Seconds()
 		prompt, cached, completion := c.tokens()
 		ev.PromptTokens, ev.CachedTokens, ev.CompletionTokens = prompt, cached, completion

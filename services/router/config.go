@@ -12,6 +12,7 @@ import (
 	"github.com/switchyard-dev/switchyard/internal/configcheck"
 	"github.com/switchyard-dev/switchyard/internal/fleet"
 	"github.com/switchyard-dev/switchyard/internal/lifecycle"
+	"github.com/switchyard-dev/switchyard/services/router/internal/load"
 	"github.com/switchyard-dev/switchyard/services/router/internal/predict"
 	"github.com/switchyard-dev/switchyard/services/router/internal/prompt"
 )
@@ -105,6 +106,12 @@ type Config struct {
 	// them onto one worker whose cache then thrashes. 0 leaves occupancy
 	// out.
 	KVPressureWeight float64
+	// Breaker opens the circuit of an external provider whose completions
+	// keep failing (load.Breaker explains it): BreakerFailures in a row
+	// open it for BreakerOpenFor, then one probe decides. 0 failures turns
+	// it off.
+	BreakerFailures int
+	BreakerOpenFor  time.Duration
 	// GCPercent is the Go garbage collector's target (GOGC) for a router
 	// run as its own process; 0 keeps Go's default, and a GOGC
 	// environment variable wins over it.
@@ -157,6 +164,8 @@ func DefaultConfig() Config {
 		ApproxTTL:        2 * time.Minute,
 		RecomputeWeight:  1,
 		KVPressureWeight: 1,
+		BreakerFailures:  load.DefaultBreaker.Failures,
+		BreakerOpenFor:   load.DefaultBreaker.OpenFor,
 		GCPercent:        defaultGCPercent,
 		PrefillRatePrior: prior.PrefillRate,
 		QueueCostPrior:   seconds(prior.PerQueued),
@@ -222,6 +231,9 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 		"weight of the charge for prefilling tokens another worker caches, added to the predicted TTFT (0: predicted TTFT alone)")
 	fs.Float64Var(&c.KVPressureWeight, "kv-pressure-weight", d.KVPressureWeight,
 		"weight of the charge for the cached context a request would push out of a worker's KV cache (scraped vllm:kv_cache_usage_perc and num_gpu_blocks), added to the predicted TTFT (0: occupancy ignored)")
+	fs.IntVar(&c.BreakerFailures, "breaker-failures", d.BreakerFailures,
+		"failed requests in a row (no connection, timeout, 429, 5xx, as the gateways report them) that open a provider's circuit: it is not chosen until a probe succeeds (0: never)")
+	fs.DurationVar(&c.BreakerOpenFor, "breaker-open-for", d.BreakerOpenFor, "how long an open provider circuit waits before one request probes it")
 	fs.IntVar(&c.GCPercent, "gc-percent", d.GCPercent,
 		"Go GC target (GOGC) of the router process: each request's garbage dies with it, and the requests that overlap a collection make Route's tail; higher means fewer collections for more heap (up to 1+N/100 times the live heap); 0 keeps Go's 100; a GOGC environment variable wins")
 	fs.BoolVar(&c.Pprof, "pprof", false, "serve Go's CPU, heap and goroutine profiles under /debug/pprof/ on the HTTP port (go tool pprof http://HOST/debug/pprof/profile)")
@@ -302,6 +314,12 @@ func (c *Config) Validate() error {
 	}
 	if !(c.RecomputeWeight >= 0 && c.RecomputeWeight <= 100) {
 		errs = append(errs, fmt.Errorf("recompute-weight: %v is outside [0, 100]", c.RecomputeWeight))
+	}
+	if c.BreakerFailures < 0 || c.BreakerFailures > 1000 {
+		errs = append(errs, fmt.Errorf("breaker-failures: %d is outside [0, 1000]", c.BreakerFailures))
+	}
+	if c.BreakerOpenFor <= 0 {
+		errs = append(errs, fmt.Errorf("breaker-open-for: must be positive, got %s", c.BreakerOpenFor))
 	}
 	if c.GCPercent < 0 || c.GCPercent > 10000 {
 		errs = append(errs, fmt.Errorf("gc-percent: %d is outside [0, 10000]", c.GCPercent))

@@ -99,7 +99,11 @@ var (
 		"Completions whose TTFT the endpoint's predictor did not learn from when they arrived: outliers (a stalled or catching-up worker), requests in flight while a scrape failed.", []string{"endpoint"}, nil)
 	probesDesc = prometheus.NewDesc("switchyard_router_endpoint_probes_total",
 		"Requests this replica gave the endpoint as probes: it was idle and had learned nothing for a while.", []string{"endpoint"}, nil)
+	circuitDesc = prometheus.NewDesc("switchyard_router_provider_circuit",
+		"1 for the state an external provider's circuit breaker is in on this replica (closed, open, half-open): open, it is not chosen.", []string{"endpoint", "state"}, nil)
 )
+
+var circuitStates = []string{"closed", "open", "half-open"}
 
 // tableCollector reads gauges from the table at scrape time, so Route does
 // not update gauges and removed endpoints disappear from /metrics by
@@ -118,6 +122,7 @@ func (c *tableCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- queueCostDesc
 	ch <- notLearnedDesc
 	ch <- probesDesc
+	ch <- circuitDesc
 }
 
 func (c *tableCollector) Collect(ch chan<- prometheus.Metric) {
@@ -136,6 +141,15 @@ func (c *tableCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(queueCostDesc, prometheus.GaugeValue, s.PerQueued, s.ID)
 		ch <- prometheus.MustNewConstMetric(notLearnedDesc, prometheus.CounterValue, float64(s.NotLearned), s.ID)
 		ch <- prometheus.MustNewConstMetric(probesDesc, prometheus.CounterValue, float64(s.Probes), s.ID)
+		if s.Circuit != "" {
+			for _, st := range circuitStates {
+				v := 0.0
+				if st == s.Circuit {
+					v = 1
+				}
+				ch <- prometheus.MustNewConstMetric(circuitDesc, prometheus.GaugeValue, v, s.ID, st)
+			}
+		}
 	}
 }
 

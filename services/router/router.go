@@ -93,7 +93,8 @@ func New(cfg Config, log zerolog.Logger) (*Server, error) {
 		return nil, fmt.Errorf("router tokenizers: %w", err)
 	}
 	log = log.With().Str("component", "router").Str("router_id", cfg.RouterID).Logger()
-	table := load.NewTable(load.Config{Prior: cfg.predictPrior(), RecomputeWeight: cfg.RecomputeWeight, PressureWeight: cfg.KVPressureWeight})
+	table := load.NewTable(load.Config{Prior: cfg.predictPrior(), RecomputeWeight: cfg.RecomputeWeight, PressureWeight: cfg.KVPressureWeight,
+		Breaker: load.Breaker{Failures: cfg.BreakerFailures, OpenFor: cfg.BreakerOpenFor}})
 	s := &Server{
 		cfg:    cfg,
 		log:    log,
@@ -245,7 +246,7 @@ func (a tableTracker) AddInFlight(d replica.PeerDecision) {
 func (a tableTracker) Complete(c replica.Completion) bool {
 	return a.t.Complete(load.Completion{
 		RequestID: c.RequestID, EndpointID: c.EndpointID, At: c.At, Success: c.Success,
-		TTFTSeconds: c.TTFTSeconds, PromptTokens: c.PromptTokens, CachedTokens: c.CachedTokens,
+		UpstreamFailed: c.UpstreamFailed, TTFTSeconds: c.TTFTSeconds, PromptTokens: c.PromptTokens, CachedTokens: c.CachedTokens,
 	})
 }
 

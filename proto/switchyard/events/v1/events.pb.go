@@ -152,8 +152,14 @@ type RouteCompletion struct {
 	PromptTokens     int64   `protobuf:"varint,6,opt,name=prompt_tokens,json=promptTokens,proto3" json:"prompt_tokens,omitempty"`
 	CachedTokens     int64   `protobuf:"varint,7,opt,name=cached_tokens,json=cachedTokens,proto3" json:"cached_tokens,omitempty"`
 	CompletionTokens int64   `protobuf:"varint,8,opt,name=completion_tokens,json=completionTokens,proto3" json:"completion_tokens,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// The upstream failed the attempt: no connection, no headers in time, a
+	// 429 or 5xx, or a response that broke off. A request that failed for
+	// the client's sake (it went away, its request was invalid, its limit
+	// refused it) is neither this nor success. Providers' circuit breakers
+	// count these.
+	UpstreamFailed bool `protobuf:"varint,9,opt,name=upstream_failed,json=upstreamFailed,proto3" json:"upstream_failed,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *RouteCompletion) Reset() {
@@ -240,6 +246,13 @@ func (x *RouteCompletion) GetCompletionTokens() int64 {
 		return x.CompletionTokens
 	}
 	return 0
+}
+
+func (x *RouteCompletion) GetUpstreamFailed() bool {
+	if x != nil {
+		return x.UpstreamFailed
+	}
+	return false
 }
 
 // UsageEvent is one per client request, published by the gateway to
@@ -911,7 +924,7 @@ const file_switchyard_events_v1_events_proto_rawDesc = "" +
 	"\x17predicted_cached_tokens\x18\a \x01(\x03R\x15predictedCachedTokens\x129\n" +
 	"\n" +
 	"decided_at\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\tdecidedAt\x12*\n" +
-	"\x11max_output_tokens\x18\t \x01(\x03R\x0fmaxOutputTokens\"\xc4\x02\n" +
+	"\x11max_output_tokens\x18\t \x01(\x03R\x0fmaxOutputTokens\"\xed\x02\n" +
 	"\x0fRouteCompletion\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x1f\n" +
@@ -922,7 +935,8 @@ const file_switchyard_events_v1_events_proto_rawDesc = "" +
 	"\fttft_seconds\x18\x05 \x01(\x01R\vttftSeconds\x12#\n" +
 	"\rprompt_tokens\x18\x06 \x01(\x03R\fpromptTokens\x12#\n" +
 	"\rcached_tokens\x18\a \x01(\x03R\fcachedTokens\x12+\n" +
-	"\x11completion_tokens\x18\b \x01(\x03R\x10completionTokens\"\x95\a\n" +
+	"\x11completion_tokens\x18\b \x01(\x03R\x10completionTokens\x12'\n" +
+	"\x0fupstream_failed\x18\t \x01(\bR\x0eupstreamFailed\"\x95\a\n" +
 	"\n" +
 	"UsageEvent\x12\x1d\n" +
 	"\n" +

@@ -114,7 +114,7 @@ func (t *Table) Decide(req Request, models []string, now time.Time, dst []Backen
 		cands := t.byModel[model]
 		var maxCached int64
 		for _, ep := range cands {
-			if ep.healthy && !slices.Contains(req.Exclude, ep.spec.ID) {
+			if ep.usable(now) && !slices.Contains(req.Exclude, ep.spec.ID) {
 				maxCached = max(maxCached, req.cached(ep.spec.ID))
 			}
 		}
@@ -133,8 +133,11 @@ func (t *Table) Decide(req Request, models []string, now time.Time, dst []Backen
 			dst = append(dst, Backend{}) // filled in place: a row is a few hundred bytes
 			b := &dst[len(dst)-1]
 			b.EndpointID, b.URL, b.Kind, b.Group, b.Pool, b.Type = ep.spec.ID, ep.spec.URL, ep.spec.Kind, ep.spec.Group, ep.spec.Pool, ep.spec.Type
-			b.Model, b.Healthy, b.Excluded = model, ep.healthy, slices.Contains(req.Exclude, ep.spec.ID)
+			b.Model, b.Healthy, b.Excluded = model, ep.usable(now), slices.Contains(req.Exclude, ep.spec.ID)
 			b.KVCacheUsage, b.LastError, b.LastScrape = ep.kvUsage, ep.lastErr, ep.lastScrape
+			if !b.Healthy {
+				b.LastError = ep.unusable(now)
+			}
 			b.KVCapacity = ep.kvCapacity()
 			if b.Available() {
 				b.CachedTokens = req.cached(ep.spec.ID)
@@ -163,6 +166,9 @@ func (t *Table) Decide(req Request, models []string, now time.Time, dst []Backen
 			ep.probes++
 		}
 		ep.record(req.ID, b.Model, now, uncachedWith(&m, prompt, b.CachedTokens), req.OutputTokens, b.Estimate)
+		if ep.spec.Kind == endpoints.KindProvider {
+			ep.brk.picked(now, t.cfg.Breaker)
+		}
 	}
 	return dst, i
 }

@@ -336,6 +336,10 @@ type Completion struct {
 	EndpointID string
 	At         time.Time
 	Success    bool
+	// UpstreamFailed: the upstream failed it (what a provider's breaker
+	// counts); a request neither successful nor failed by the upstream
+	// (the client went away) leaves the breaker as it is.
+	UpstreamFailed bool
 	// TTFTSeconds is zero when no first token arrived.
 	TTFTSeconds  float64
 	PromptTokens int64
@@ -361,6 +365,8 @@ type Config struct {
 	// completion before it is probed; 0 means DefaultProbeInterval,
 	// negative never probes.
 	ProbeInterval time.Duration
+	// Breaker opens the circuit of a failing provider (breaker.go).
+	Breaker Breaker
 }
 
 // Defaults of Config's durations.
@@ -418,6 +424,7 @@ type endpoint struct {
 	attempted  bool     // at least one scrape finished
 	healthy    bool
 	lastErr    string
+	brk        breaker // providers only
 	waiting    int64
 	running    int64
 	kvUsage    float64
@@ -673,8 +680,9 @@ func (t *Table) Observe(id string, started time.Time, res scrape.Result) {
 func (t *Table) Candidates(model string, exclude []string, dst []Candidate) []Candidate {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	now := time.Now()
 	for _, ep := range t.byModel[model] {
-		if ep.healthy && !slices.Contains(exclude, ep.spec.ID) {
+		if ep.usable(now) && !slices.Contains(exclude, ep.spec.ID) {
 			dst = append(dst, Candidate{ID: ep.spec.ID, BlockSize: ep.blockSize})
 		}
 	}
@@ -878,6 +886,9 @@ func (t *Table) Complete(c Completion) bool {
 	released := false
 	if c.EndpointID != "" {
 		ep := t.byID[c.EndpointID]
+		if ep != nil && ep.spec.Kind == endpoints.KindProvider {
+			ep.brk.observe(c.Success, c.UpstreamFailed, c.At, t.cfg.Breaker)
+		}
 		released = ep != nil && t.completeLocked(ep, &c)
 	} else {
 		for _, ep := range t.order {
@@ -987,6 +998,21 @@ func (t *Table) Endpoints(model string) []EndpointView {
 	return out
 }
 
+// usable reports whether ep may be chosen at now: healthy, and for a
+// provider, its circuit not open.
+func (ep *endpoint) usable(now time.Time) bool { return ep.healthy && ep.brk.allows(now) }
+
+// unusable is why ep may not be chosen at now ("" when it may).
+func (ep *endpoint) unusable(now time.Time) string {
+	switch {
+	case !ep.healthy:
+		return ep.lastErr
+	case !ep.brk.allows(now):
+		return ep.brk.reason(now)
+	}
+	return ""
+}
+
 func (ep *endpoint) viewLocked() EndpointView {
 	return EndpointView{
 		ID:           ep.spec.ID,
@@ -1034,14 +1060,22 @@ type Stats struct {
 	// scrape); Probes, the requests it was given as probes.
 	NotLearned int64
 	Probes     int64
+	// Circuit is a provider's breaker: closed, open or half-open; empty
+	// for a worker.
+	Circuit string
 }
 
 // AppendStats appends one Stats per endpoint to dst.
 func (t *Table) AppendStats(dst []Stats) []Stats {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	now := time.Now()
 	for _, ep := range t.order {
-		dst = append(dst, Stats{ID: ep.spec.ID, Healthy: ep.healthy, InFlight: int64(len(ep.entries)),
+		circuit := ""
+		if ep.spec.Kind == endpoints.KindProvider {
+			circuit = ep.brk.state(now)
+		}
+		dst = append(dst, Stats{ID: ep.spec.ID, Healthy: ep.healthy, Circuit: circuit, InFlight: int64(len(ep.entries)),
 			PendingTokens: ep.pendingTokens, PrefillRate: ep.model.PrefillRate(), PerQueued: ep.model.PerQueued(),
 			NotLearned: int64(ep.model.Outliers() + ep.disturbed), Probes: int64(ep.probes)})
 	}

@@ -43,6 +43,8 @@ type Completion struct {
 	EndpointID string
 	At         time.Time
 	Success    bool
+	// UpstreamFailed: the upstream, not the client, failed the request.
+	UpstreamFailed bool
 	// TTFTSeconds is zero when no first token arrived.
 	TTFTSeconds  float64
 	PromptTokens int64
@@ -222,7 +224,7 @@ func (s *Sync) onCompletion(m *nats.Msg) {
 	}
 	released := s.cfg.Tracker.Complete(Completion{
 		RequestID: c.GetRequestId(), EndpointID: c.GetEndpointId(), At: time.Now(), Success: c.GetSuccess(),
-		TTFTSeconds: c.GetTtftSeconds(), PromptTokens: max(0, c.GetPromptTokens()), CachedTokens: max(0, c.GetCachedTokens()),
+		UpstreamFailed: c.GetUpstreamFailed(), TTFTSeconds: c.GetTtftSeconds(), PromptTokens: max(0, c.GetPromptTokens()), CachedTokens: max(0, c.GetCachedTokens()),
 	})
 	if s.cfg.OnCompletion != nil {
 		s.cfg.OnCompletion(released)
