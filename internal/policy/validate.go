@@ -56,8 +56,9 @@ var (
 	// awsRegion is the shape of an AWS region (us-east-1, us-gov-west-1),
 	// as the CRD's pattern on spec.bedrock.region.
 	awsRegion = regexp.MustCompile(`^[a-z]{2}(-[a-z]+)+-[0-9]+$`)
-	modeNames        = []string{string(v1alpha1.PolicyModeRoute), string(v1alpha1.PolicyModeGuard)}
-	authModes        = []string{string(v1alpha1.AuthNone), string(v1alpha1.AuthAPIKey), string(v1alpha1.AuthJWT)}
+
+	modeNames = []string{string(v1alpha1.PolicyModeRoute), string(v1alpha1.PolicyModeGuard)}
+	authModes = []string{string(v1alpha1.AuthNone), string(v1alpha1.AuthAPIKey), string(v1alpha1.AuthJWT)}
 )
 
 // validateObject runs the checks that need only the object itself.
