@@ -1,0 +1,273 @@
+// Package complexity is the classifier of how hard a prompt is: it tags
+// every request whose prompt text it can read complexity-low or
+// complexity-high, the tags the example policy smart-semantic-routing
+// matches on (complexity-low lets a simple prompt asked of the large model
+// go to the small one, unless the large one is faster for it).
+//
+// The score is a sum of cheap signals, read from the request's last user
+// message (the ask) and the prompt's total length:
+//
+//   - length: the whole prompt (every message, the tools, the documents)
+//     of 400 estimated tokens or more +1, of 2,000 or more +2; the ask of
+//     26 or more +1, of 150 or more +1 more. Tokens are estimated by
+//     script, the language signal:
+//     four bytes of ASCII text a token, one CJK character a token;
+//   - code: a fenced block (```) +2; three or more code tokens (func,
+//     def, return, =>, #include, SELECT, ...) +1, and asking for code to
+//     be written or fixed (implement, refactor, debug, 実装, ...) +1;
+//   - math: notation (\frac, ∫, ∑, x^2, =, ...) +1 and words (prove,
+//     derive, integral, equation, probability, 証明, Beweis, démontrer,
+//     ...) +1;
+//   - multi-step instructions: two or more numbered lines, "step by step"
+//     (Schritt für Schritt, étape par étape, ステップ), or two or more
+//     sequence words (first, then, finally; まず, 次に; zuerst, dann;
+//     d'abord, ensuite) +1 each kind;
+//   - analysis: two or more of explain why, compare, analyse, design,
+//     trade-off, optimise (and their Japanese, German and French) +1, one
+//     of them +1 when the ask is not short.
+//
+// A score of 1 or more is complexity-high, 0 complexity-low: a prompt is
+// low only when nothing in it suggests otherwise (Threshold says why).
+//
+// Accuracy, measured by TestAccuracy: on the labelled set in testdata
+// (labelled.tsv: 107 hand-labelled asks, 54 low and 53 high, in English,
+// Japanese, German and French) 1.000 — but that is the set the keywords
+// and thresholds were chosen on, so it says little. On the held-out set
+// (holdout.tsv: 24 asks written after the tuning) 0.79: 9 of 12 hard asks
+// and 10 of 12 simple ones right. (Honesty note: the held-out set was read
+// once before the ask-length signal was added; its threshold was chosen
+// on the labelled set alone.) The test fails below 0.85 on the labelled
+// set and 0.75 on the held-out one. What the scorer cannot see: a short
+// ask that is hard ("Is P equal to NP?") is low; a simple ask phrased
+// with a sequence word ("..., then a few for a boy") is high; a long
+// paste with a trivial ask ("thanks") is high by length. Read the tag as
+// "nothing suggests this needs the large model", not as a judgement.
+//
+// Only the first and last 1 KB of the ask are searched for keywords, so
+// that part of the cost is bounded whatever the prompt's size; the rest is
+// one pass to estimate the length and the body's parse (package
+// chattext): about 0.2 ms for an 8k-token prompt on a loaded 2-core
+// machine (BenchmarkClassify). The classifier runs only when some rule
+// of the request's program reads complexity-low or complexity-high;
+// otherwise it returns at once. It cannot fail: a body without readable
+// text (token ids) gets no tag, and it never returns an error.
+package complexity
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"unicode/utf8"
+
+	"github.com/switchyard-dev/switchyard/services/router/internal/classify"
+	"github.com/switchyard-dev/switchyard/services/router/internal/classify/chattext"
+)
+
+// Name is the classifier's name in --classifiers.
+const Name = "complexity"
+
+// The tags.
+const (
+	Low  = "complexity-low"
+	High = "complexity-high"
+)
+
+// Threshold is the score from which a prompt is complexity-high: any
+// signal at all. A prompt is low only when nothing in it suggests
+// otherwise, because the errors cost differently: a simple prompt scored
+// high is served by the large model, as it would have been without the
+// classifier, while a hard prompt scored low may get a worse answer from
+// the small one.
+const Threshold = 1
+
+// longAsk is the ask's length, in estimated tokens, from which it scores:
+// the shortest with no simple ask as long in the labelled set.
+const longAsk = 26
+
+// Classifier implements classify.Classifier.
+type Classifier struct{}
+
+var _ classify.Classifier = Classifier{}
+
+// New is the classifier's factory.
+func New() (classify.Classifier, error) { return Classifier{}, nil }
+
+func readsOurs(tag string) bool { return tag == Low || tag == High }
+
+// Classify appends complexity-low or complexity-high when the request's
+// program reads either.
+func (Classifier) Classify(_ context.Context, req *classify.Request, tags []string) ([]string, error) {
+	if !req.Program.ReadsTag(readsOurs) {
+		return tags, nil
+	}
+	var buf [16]chattext.Segment
+	segs, err := chattext.Segments(req.API, req.Body, buf[:0])
+	if err != nil || len(segs) == 0 {
+		return tags, nil
+	}
+	if Score(segs) >= Threshold {
+		return append(tags, High), nil
+	}
+	return append(tags, Low), nil
+}
+
+// Score is the prompt's complexity score (see the package doc).
+func Score(segs []chattext.Segment) int {
+	total := 0
+	ask := ""
+	for _, s := range segs {
+		total += estimateTokens(s.Text)
+		if s.Role == chattext.User {
+			ask = s.Text
+		}
+	}
+	score := 0
+	switch {
+	case total >= 2000:
+		score += 2
+	case total >= 400:
+		score++
+	}
+	if ask == "" {
+		return score
+	}
+	askTokens := estimateTokens(ask)
+	if askTokens >= longAsk {
+		score++
+	}
+	if askTokens >= 150 {
+		score++
+	}
+	bp := lowerPool.Get().(*[]byte)
+	low := lowerWindow((*bp)[:0], ask)
+	t := string(low) // one copy of at most 2 KB
+	*bp = low[:0]
+	lowerPool.Put(bp)
+
+	if strings.Contains(t, "```") {
+		score += 2
+	} else if count(t, codeTokens) >= 3 {
+		score++
+	}
+	if count(t, codeAsks) > 0 {
+		score++
+	}
+	if count(t, mathNotation) > 0 {
+		score++
+	}
+	if count(t, mathWords) > 0 {
+		score++
+	}
+	if numberedLines(t) >= 2 {
+		score++
+	}
+	if count(t, stepByStep) > 0 {
+		score++
+	}
+	if count(t, sequenceWords) >= 2 {
+		score++
+	}
+	switch n := count(t, analysisWords); {
+	case n >= 2:
+		score++
+	case n == 1 && askTokens >= 12:
+		score++
+	}
+	return score
+}
+
+// estimateTokens: four bytes of ASCII a token, one character of other
+// scripts a token (CJK is about one; accented Latin letters are
+// over-counted a little).
+func estimateTokens(s string) int {
+	ascii, other := 0, 0
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c < utf8.RuneSelf:
+			ascii++
+		case c&0xc0 != 0x80: // a character's first byte
+			other++
+		}
+	}
+	return ascii/4 + other
+}
+
+const window = 1 << 10
+
+var lowerPool = sync.Pool{New: func() any { b := make([]byte, 0, 2*window+1); return &b }}
+
+// lowerWindow appends the ask's first and last 1 KB (all of a shorter
+// one), ASCII letters in lower case, to dst.
+func lowerWindow(dst []byte, s string) []byte {
+	if len(s) > 2*window {
+		dst = appendLower(dst, s[:window])
+		dst = append(dst, '\n')
+		return appendLower(dst, s[len(s)-window:])
+	}
+	return appendLower(dst, s)
+}
+
+func appendLower(dst []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		dst = append(dst, c)
+	}
+	return dst
+}
+
+// count is how many of words occur in t.
+func count(t string, words []string) int {
+	n := 0
+	for _, w := range words {
+		if strings.Contains(t, w) {
+			n++
+		}
+	}
+	return n
+}
+
+// numberedLines counts the lines (or sentence starts) that open with "1."
+// to "9." or "1)": an enumerated list of things to do.
+func numberedLines(t string) int {
+	n := 0
+	for i := 0; i+1 < len(t); i++ {
+		if t[i] < '1' || t[i] > '9' || (t[i+1] != '.' && t[i+1] != ')') {
+			continue
+		}
+		if i+2 < len(t) && t[i+2] != ' ' {
+			continue
+		}
+		if i == 0 || t[i-1] == '\n' || t[i-1] == ' ' && (i < 2 || t[i-2] != ',' && !('0' <= t[i-2] && t[i-2] <= '9')) {
+			n++
+		}
+	}
+	return n
+}
+
+// The keyword lists, lower case.
+var (
+	codeTokens = []string{"func ", "def ", "return ", "=>", "#include", "select ", " from ", "class ", "import ", "const ",
+		"var ", "let ", "();", "{ ", " }", "==", "!=", "$_", "->", "::", "print(", "console.", "malloc", "async "}
+	codeAsks = []string{"implement", "refactor", "debug", "write a function", "write a script", "write a sql", "write a go ",
+		"write a python", "write a regular", "write example code", "optimize this", "fix it", "review this code", "find the bug",
+		"実装", "リファクタ", "デバッグ", "バグ", "コードを書", "最適化してください",
+		"funktion, die", "schreibe eine python", "schreibe ein", "implementiere", "speicherleck", "debugge",
+		"écris un script", "écris une fonction", "implémente", "fuit de la mémoire", "débogue"}
+	mathNotation = []string{"\\frac", "\\int", "\\sum", "∫", "∑", "√", "≤", "≥", "≠", "∞", "^2", "^n", "x^", "dx", "y''", "y'(", " = 0", "= -"}
+	mathWords    = []string{"prove", "proof", "derive", "integral", "equation", "eigen", "probability", "theorem", "induction",
+		"compute the", "calculate", "solve",
+		"証明", "微分", "積分", "方程式", "固有値", "確率", "解の公式", "求め",
+		"beweis", "ableitung", "integral", "gleichung", "wahrscheinlichkeit", "berechne",
+		"démontre", "prouve", "dérivée", "intégrale", "équation", "probabilité", "résous", "calcule"}
+	stepByStep    = []string{"step by step", "step-by-step", "walk me through", "runbook", "ステップ", "手順", "schritt für schritt", "étape par étape"}
+	sequenceWords = []string{"first", " then ", "finally", "after that", "まず", "次に", "最後に", "その後",
+		"zuerst", " dann ", "danach", "anschließend", "d'abord", "ensuite", " puis ", "enfin"}
+	analysisWords = []string{"explain why", "explain how", "explain the", "explain what", "compare", "analy", "design", "trade-off",
+		"tradeoff", "optimiz", "optimis", "evaluate", "architecture", "argue", "critique", "recommend an",
+		"分析", "比較", "設計", "最適化", "なぜ", "考察", "説明してください",
+		"vergleiche", "entwirf", "optimier", "warum", "erkläre", "begründe", "architektur",
+		"compare", "analyse", "conçois", "optimise", "pourquoi", "explique", "justifiant", "critique"}
+)
