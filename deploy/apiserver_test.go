@@ -181,6 +181,12 @@ func refused(t *testing.T, api *kubeapi.Server, admin dynamic.Interface) {
 			`{"apiVersion":"switchyard.dev/v1alpha1","kind":"InferenceWorkerSet","metadata":{"name":"extra","namespace":"switchyard"},"spec":{"model":"m","service":"sim","replicas":3}}`},
 		{"out of range", `spec.blockSize: Invalid value: 0`,
 			`{"apiVersion":"switchyard.dev/v1alpha1","kind":"InferenceWorkerSet","metadata":{"name":"zero-block","namespace":"switchyard"},"spec":{"model":"m","service":"sim","blockSize":0}}`},
+		{"Bedrock without its settings", `spec.bedrock is required for type Bedrock, and only for type Bedrock`,
+			`{"apiVersion":"switchyard.dev/v1alpha1","kind":"InferenceProvider","metadata":{"name":"no-region","namespace":"switchyard"},"spec":{"type":"Bedrock","baseURL":"https://bedrock-runtime.us-east-1.amazonaws.com","models":[{"name":"m"}]}}`},
+		{"Bedrock settings on another type", `spec.bedrock is required for type Bedrock, and only for type Bedrock`,
+			`{"apiVersion":"switchyard.dev/v1alpha1","kind":"InferenceProvider","metadata":{"name":"stray-settings","namespace":"switchyard"},"spec":{"type":"OpenAICompatible","baseURL":"https://api.openai.com/v1","bedrock":{"region":"us-east-1"},"models":[{"name":"m"}]}}`},
+		{"Bedrock region", `spec.bedrock.region: Invalid value: "US East"`,
+			`{"apiVersion":"switchyard.dev/v1alpha1","kind":"InferenceProvider","metadata":{"name":"bad-region","namespace":"switchyard"},"spec":{"type":"Bedrock","baseURL":"https://bedrock-runtime.us-east-1.amazonaws.com","bedrock":{"region":"US East"},"models":[{"name":"m"}]}}`},
 		// The namespace's Pod Security label is enforced: what the
 		// workloads' pods pass above, a pod without the settings fails.
 		{"pod without a restricted security context", `violates PodSecurity "restricted:latest"`,
@@ -194,6 +200,14 @@ func refused(t *testing.T, api *kubeapi.Server, admin dynamic.Interface) {
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: %v, want an error containing %q", c.name, err, c.want)
 		}
+	}
+	// What the refusals above stop short of is accepted.
+	ok := &unstructured.Unstructured{}
+	if err := ok.UnmarshalJSON([]byte(`{"apiVersion":"switchyard.dev/v1alpha1","kind":"InferenceProvider","metadata":{"name":"bedrock-ok","namespace":"switchyard"},"spec":{"type":"Bedrock","baseURL":"https://bedrock-runtime.us-gov-west-1.amazonaws.com","bedrock":{"region":"us-gov-west-1"},"credentials":{"secretRef":{"name":"aws"}},"models":[{"name":"m","servedName":"anthropic.claude-v2:1"}]}}`)); err != nil {
+		t.Fatal(err)
+	}
+	if err := api.ServerSideApply(t, admin, ok, false); err != nil {
+		t.Errorf("a valid Bedrock provider: %v", err)
 	}
 }
 
