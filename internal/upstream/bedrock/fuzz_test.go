@@ -53,3 +53,48 @@ func FuzzStream(f *testing.F) {
 		}
 	})
 }
+
+// TestStreamCut: a stream cut anywhere before its messageStop is an
+// error, never a clean end; a message whose prelude claims more than
+// maxEventBytes is refused before it is read; a cut after messageStop
+// still ends with [DONE].
+func TestStreamCut(t *testing.T) {
+	var buf bytes.Buffer
+	var stopAt int
+	for _, ev := range bedrocktest.Events(bedrocktest.Reply{Text: []string{"a", "b"}, StopReason: "end_turn"}) {
+		if err := bedrocktest.Encode(&buf, ev); err != nil {
+			t.Fatal(err)
+		}
+		if ev.Type == "messageStop" {
+			stopAt = buf.Len()
+		}
+	}
+	full := buf.Bytes()
+	for cut := 0; cut < stopAt; cut++ {
+		s := newStream(io.NopCloser(bytes.NewReader(full[:cut])), "m", true, time.Unix(0, 0))
+		out, err := io.ReadAll(s)
+		if err == nil || strings.Contains(string(out), "[DONE]") {
+			t.Fatalf("cut at %d of %d: err %v, output %q", cut, len(full), err, out)
+		}
+	}
+	for cut := stopAt; cut <= len(full); cut++ {
+		s := newStream(io.NopCloser(bytes.NewReader(full[:cut])), "m", true, time.Unix(0, 0))
+		out, err := io.ReadAll(s)
+		if err != nil || !strings.HasSuffix(string(out), "data: [DONE]\n\n") {
+			t.Fatalf("cut at %d of %d (after messageStop): err %v, output %q", cut, len(full), err, out)
+		}
+	}
+	huge := []byte{0x7f, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}
+	s := newStream(io.NopCloser(io.MultiReader(bytes.NewReader(huge), neverEnds{})), "m", false, time.Unix(0, 0))
+	if _, err := io.ReadAll(s); err == nil || !strings.Contains(err.Error(), "at most") {
+		t.Fatalf("huge prelude: %v", err)
+	}
+}
+
+// neverEnds is an endless body of zeros.
+type neverEnds struct{}
+
+func (neverEnds) Read(p []byte) (int, error) {
+	clear(p)
+	return len(p), nil
+}

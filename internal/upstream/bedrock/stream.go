@@ -1,7 +1,9 @@
 package bedrock
 
 import (
+	"bufio"
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -20,6 +22,12 @@ import (
 // then the connection cut.
 var ErrStreamException = errors.New("bedrock stream exception")
 
+// maxEventBytes bounds one event stream message. The SDK's decoder takes
+// a message's length from its prelude and reads that much, so the prelude
+// is checked first: Bedrock's events are small (a text or tool input
+// delta, usage).
+const maxEventBytes = 1 << 20
+
 // errStreamTruncated is a stream that ended before its messageStop.
 var errStreamTruncated = errors.New("bedrock stream ended before messageStop")
 
@@ -29,6 +37,7 @@ var errStreamTruncated = errors.New("bedrock stream ended before messageStop")
 // event.
 type stream struct {
 	src     io.ReadCloser
+	br      *bufio.Reader
 	dec     *eventstream.Decoder
 	payload []byte
 	out     bytes.Buffer
@@ -43,7 +52,7 @@ type stream struct {
 }
 
 func newStream(src io.ReadCloser, model string, includeUsage bool, now time.Time) *stream {
-	return &stream{src: src, dec: eventstream.NewDecoder(), payload: make([]byte, 0, 4096),
+	return &stream{src: src, br: bufio.NewReaderSize(src, 16<<10), dec: eventstream.NewDecoder(), payload: make([]byte, 0, 4096),
 		id: newID(), model: model, created: now.Unix(), includeUsage: includeUsage, tools: map[int]int{}}
 }
 
@@ -61,10 +70,25 @@ func (s *stream) Close() error { return s.src.Close() }
 
 // step decodes one message and writes what it means.
 func (s *stream) step() {
-	m, err := s.dec.Decode(s.src, s.payload[:0])
+	prelude, err := s.br.Peek(8)
+	if err == nil {
+		total, headers := binary.BigEndian.Uint32(prelude), binary.BigEndian.Uint32(prelude[4:])
+		if total > maxEventBytes || total < 16 || headers > total-16 {
+			s.err = fmt.Errorf("bedrock stream: a message of %d bytes (%d of headers): want at most %d", total, headers, maxEventBytes)
+			return
+		}
+	} else if len(prelude) > 0 && errors.Is(err, io.EOF) {
+		err = io.ErrUnexpectedEOF
+	}
+	var m eventstream.Message
+	if err == nil {
+		m, err = s.dec.Decode(io.LimitReader(s.br, int64(binary.BigEndian.Uint32(prelude))), s.payload[:0])
+	}
 	if err != nil {
 		switch {
-		case errors.Is(err, io.EOF) && s.stopped:
+		case (errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)) && s.stopped:
+			// The answer is whole once messageStop came: a stream cut in
+			// the metadata after it loses only the usage.
 			s.done()
 		case errors.Is(err, io.EOF):
 			s.err = errStreamTruncated
