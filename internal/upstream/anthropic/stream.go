@@ -69,6 +69,12 @@ func (s *streamBody) Read(p []byte) (int, error) {
 	}
 	n := copy(p, s.out[s.off:])
 	s.off += n
+	if s.off == len(s.out) && s.err != nil {
+		// The last bytes come with the end, in one Read: the gateway
+		// relays them (an error event) and sees the stream broken before
+		// the client, told of the error, can hang up.
+		return n, s.err
+	}
 	return n, nil
 }
 
