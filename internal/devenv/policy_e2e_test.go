@@ -84,8 +84,11 @@ func TestDevCatalogPolicies(t *testing.T) {
 	defer cancel()
 	chat := func(model string, maxTokens int64, opts ...option.RequestOption) (string, error) {
 		resp, err := c.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{
-			Model:     model,
-			Messages:  []openai.ChatCompletionMessageParamUnion{openai.UserMessage("Hello there.")},
+			Model: model,
+			// Not a simple prompt: the complexity classifier would let
+			// smart-semantic-routing serve a simple one asked of glm-5.3
+			// by the idle qwen-3.6-27b.
+			Messages:  []openai.ChatCompletionMessageParamUnion{openai.UserMessage("Explain step by step why the sky is blue.")},
 			MaxTokens: openai.Int(maxTokens),
 		}, opts...)
 		if err != nil {

@@ -5,7 +5,9 @@ import (
 
 	"github.com/switchyard-dev/switchyard/internal/registry"
 	"github.com/switchyard-dev/switchyard/services/router/internal/classify"
+	"github.com/switchyard-dev/switchyard/services/router/internal/classify/complexity"
 	"github.com/switchyard-dev/switchyard/services/router/internal/classify/headertags"
+	"github.com/switchyard-dev/switchyard/services/router/internal/classify/pii"
 	"github.com/switchyard-dev/switchyard/services/router/internal/classify/tenanttags"
 )
 
@@ -15,12 +17,21 @@ var classifierRegistry = func() *registry.Registry[classify.Factory] {
 	r := registry.New[classify.Factory]("classifier")
 	r.Register(headertags.Name, headertags.New)
 	r.Register(tenanttags.Name, tenanttags.New)
+	r.Register(pii.Name, pii.New)
+	r.Register(complexity.Name, complexity.New)
 	return r
 }()
 
-// defaultClassifiers derive the tags the router always derived: the
-// allowed header tags, then the tenant's.
-const defaultClassifiers = headertags.Name + "," + tenanttags.Name
+// defaultClassifiers are every built-in: the allowed header tags, the
+// tenant's, then what the prompt's text says (pii, complexity). The
+// content classifiers are on by default because they cost nothing unless
+// a policy asks: each first checks whether some rule of the request's
+// program reads a tag it gives (policy.Program.ReadsTag), and returns at
+// once when none does; only then does it parse the body and scan the
+// text. So a prompt holding a card number is tagged pii-detected whenever
+// a policy such as pii-stays-local reads that tag, whether or not the
+// client or its tenant labelled it. None of them can fail.
+const defaultClassifiers = headertags.Name + "," + tenanttags.Name + "," + pii.Name + "," + complexity.Name
 
 // classifier is one configured classifier with its name, for errors.
 type classifier struct {

@@ -76,9 +76,9 @@ func TestConfigValidate(t *testing.T) {
 		}, wantErr: []string{"kv-speculative-ttl", "approx-ttl", "recompute-weight", "prefill-rate-prior"}},
 		{name: "classifiers in another order", edit: func(c *router.Config) { c.Classifiers = " tenant-tags , header-tags" }},
 		{name: "no classifiers", edit: func(c *router.Config) { c.Classifiers = "" }},
-		{name: "unknown classifier", edit: func(c *router.Config) { c.Classifiers = "header-tags,pii" },
+		{name: "unknown classifier", edit: func(c *router.Config) { c.Classifiers = "header-tags,ner" },
 			// (this test binary registers a test classifier too: see cancel_test.go)
-			wantErr: []string{`classifiers: unknown classifier "pii": want one of `, `header-tags, tenant-tags`}},
+			wantErr: []string{`classifiers: unknown classifier "ner": want one of `, `complexity, `, `header-tags, pii, tenant-tags`}},
 		{name: "limits off", edit: func(c *router.Config) { c.MaxMessages, c.MaxPromptBytes, c.MaxTemplateBytes = 0, 0, 0 }},
 		{name: "negative limits", edit: func(c *router.Config) { c.MaxMessages, c.MaxPromptBytes, c.MaxTemplateBytes = -1, -1, -1 },
 			wantErr: []string{"max-messages: must not be negative", "max-prompt-bytes: must not be negative", "max-template-bytes: must not be negative"}},

@@ -130,6 +130,7 @@ func TestRouteWithPolicyd(t *testing.T) {
 		model      string
 		tenant     string
 		tags       []string
+		prompt     string // the user message; "hi" when empty
 		want       want
 		wantTarget []string // any of these (near-ties between equal workers)
 	}{
@@ -139,8 +140,13 @@ func TestRouteWithPolicyd(t *testing.T) {
 			want: want{target: "sim-1", served: "qwen-3.6-27b", policy: "burst-policy"}},
 		{name: "local queues over 2: bedrock first in order", loads: [3]int64{3, 4, 0}, model: "qwen-3.6-27b",
 			want: want{target: "provider/bedrock", served: "qwen.qwen3-6-27b-v1:0", provider: "bedrock", policy: "burst-policy"}},
+		// (The complexity classifier scores the prompt: a hard one stays
+		// with glm-5.3, a simple one may go to the idle qwen-3.6-27b.)
 		{name: "burst, glm: bedrock serves it", loads: [3]int64{0, 0, 5}, model: "glm-5.3",
-			want: want{target: "provider/bedrock", served: "zai.glm-5-3-v1:0", provider: "bedrock", policy: "burst-policy"}},
+			prompt: "Prove that the square root of 2 is irrational, step by step.",
+			want:   want{target: "provider/bedrock", served: "zai.glm-5-3-v1:0", provider: "bedrock", policy: "burst-policy"}},
+		{name: "burst, glm, a simple prompt: the idle qwen", loads: [3]int64{0, 0, 5}, model: "glm-5.3",
+			wantTarget: []string{"sim-0", "sim-1"}, want: want{served: "qwen-3.6-27b", policy: "smart-semantic-routing"}},
 		// The burst rule finds nothing (locals too busy, providers out by
 		// the guard) and falls back to default routing, guard applied:
 		// the busy cluster, never a provider.
@@ -164,7 +170,11 @@ func TestRouteWithPolicyd(t *testing.T) {
 			if tenant == "" {
 				tenant = "team-a"
 			}
-			body := fmt.Sprintf(`{"model": %q, "messages":[{"role":"user","content":"hi"}],"stream":false}`, tt.model)
+			prompt := tt.prompt
+			if prompt == "" {
+				prompt = "hi"
+			}
+			body := fmt.Sprintf(`{"model": %q, "messages":[{"role":"user","content":%q}],"stream":false}`, tt.model, prompt)
 			resp, err := tr.client.Route(context.Background(), &routerv1.RouteRequest{
 				RequestId: fmt.Sprintf("req-%d", i), Tenant: tenant, Model: tt.model, Tags: tt.tags,
 				Api: routerv1.ApiKind_API_KIND_CHAT_COMPLETIONS, Body: []byte(body),

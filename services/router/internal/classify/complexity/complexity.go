@@ -5,7 +5,8 @@
 // go to the small one, unless the large one is faster for it).
 //
 // The score is a sum of cheap signals, read from the request's last user
-// message (the ask) and the prompt's total length:
+// message (the ask; without one, the last piece of text) and the prompt's
+// total length:
 //
 //   - length: the whole prompt (every message, the tools, the documents)
 //     of 400 estimated tokens or more +1, of 2,000 or more +2; the ask of
@@ -120,6 +121,9 @@ func Score(segs []chattext.Segment) int {
 		if s.Role == chattext.User {
 			ask = s.Text
 		}
+	}
+	if ask == "" && len(segs) > 0 {
+		ask = segs[len(segs)-1].Text // no user message: the last of any
 	}
 	score := 0
 	switch {
