@@ -38,6 +38,48 @@ type GatewayBackendSpec struct {
 	// Tags configures request tags from clients and tenant defaults.
 	// +optional
 	Tags *TagsSpec `json:"tags,omitempty"`
+	// Classifiers are external services the router asks which tags a
+	// request's prompt carries (Presidio, a team's own model), beside its
+	// built-in classifiers. Each runs only when a policy reads one of its
+	// tags.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=8
+	Classifiers []ExternalClassifier `json:"classifiers,omitempty"`
+}
+
+// ExternalClassifier is a classifier served over HTTP: the router POSTs
+// {"text": the prompt's text, "model": ..., "tenant": ...} as JSON to URL
+// and expects {"tags": [...]} back within Timeout.
+type ExternalClassifier struct {
+	// Name identifies it in metrics and logs.
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	// +kubebuilder:validation:MaxLength=63
+	Name string `json:"name"`
+	// URL is the classifier's endpoint.
+	// +kubebuilder:validation:Pattern=`^https?://`
+	URL string `json:"url"`
+	// Tags are the tags it may return; any other it returns is dropped.
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=64
+	Tags []string `json:"tags"`
+	// Timeout bounds each call, queueing for a free slot included.
+	// +kubebuilder:default="200ms"
+	// +optional
+	Timeout *metav1.Duration `json:"timeout,omitempty"`
+	// MaxConcurrency bounds the calls in flight from one router.
+	// +kubebuilder:default=16
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=1024
+	// +optional
+	MaxConcurrency int32 `json:"maxConcurrency,omitempty"`
+	// FailTag is the tag a request carries when the classifier fails or
+	// times out, so a policy guarding on it rejects or keeps the request
+	// local rather than let it leak (fail closed).
+	// +kubebuilder:default=pii-detected
+	// +optional
+	FailTag string `json:"failTag,omitempty"`
 }
 
 // PublicModel is one public model name.

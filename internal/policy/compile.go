@@ -170,6 +170,7 @@ func compile(cat *catalog) *Snapshot {
 		if b.Auth != nil && b.Auth.JWT != nil {
 			prog.JWT = compileJWT(b.Auth.JWT)
 		}
+		prog.Classifiers = compileClassifiers(b.Classifiers)
 		for _, t := range b.Tenants {
 			at := AuthTenant{Name: t.Name, AllowedTags: slices.Clone(t.AllowedTags)}
 			for _, d := range t.KeyDigests {

@@ -242,6 +242,9 @@ type Program struct {
 	// JWT is the identity provider whose bearer JWTs name a tenant of
 	// AuthTenants (spec.auth.jwt); nil: JWTs are not accepted.
 	JWT *JWTAuth
+	// Classifiers are the external classifiers the router asks
+	// (spec.classifiers), defaults applied.
+	Classifiers []ExternalClassifier
 
 	route    []*Rule   // Route rules, evaluation order
 	guards   [][]*Rule // each Guard policy's rules

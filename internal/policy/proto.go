@@ -109,6 +109,7 @@ func ToProto(s *Snapshot, revision int64) *policyv1.Snapshot {
 			pp.Jwt = &policyv1.JWTAuth{Issuer: j.Issuer, Audiences: j.Audiences, TenantClaim: j.TenantClaim, JwksUrl: j.JWKSURL,
 				ClockSkew: durationpb.New(j.ClockSkew), RefreshInterval: durationpb.New(j.Refresh)}
 		}
+		pp.Classifiers = classifiersProto(p.Classifiers)
 		out.Programs = append(out.Programs, pp)
 	}
 	return out
@@ -247,6 +248,10 @@ func FromProto(p *policyv1.Snapshot) (*Snapshot, error) {
 			if prog.JWT.Issuer == "" || len(prog.JWT.Audiences) == 0 || prog.JWT.TenantClaim == "" || prog.JWT.JWKSURL == "" || prog.JWT.Refresh <= 0 || prog.JWT.ClockSkew < 0 {
 				return nil, fmt.Errorf("gateway backend %s: incomplete jwt settings", pp.GetName())
 			}
+		}
+		var err error
+		if prog.Classifiers, err = classifiersFromProto(pp.GetName(), pp.GetClassifiers()); err != nil {
+			return nil, err
 		}
 		s.Programs = append(s.Programs, prog)
 	}
