@@ -275,8 +275,8 @@ func TestAnthropicProviderStream(t *testing.T) {
 }
 
 // TestAnthropicProviderErrors: Anthropic's errors reach the OpenAI client
-// in OpenAI's shape; a mid-stream error event becomes the error event the
-// SDK raises, metered as a broken upstream; requests Messages cannot serve
+// in OpenAI's shape; a mid-stream error event is a broken upstream, metered
+// so and ended with the gateway's error event, which the SDK raises; requests Messages cannot serve
 // are refused before the provider is called.
 func TestAnthropicProviderErrors(t *testing.T) {
 	ae := newAnthropicEnv(t)
@@ -326,8 +326,8 @@ func TestAnthropicProviderErrors(t *testing.T) {
 		}
 		err := stream.Err()
 		_ = stream.Close()
-		if err == nil || !strings.Contains(err.Error(), "Overloaded") {
-			t.Fatalf("stream error %v, want the provider's overloaded error", err)
+		if err == nil || !strings.Contains(err.Error(), "upstream_broken") {
+			t.Fatalf("stream error %v, want the gateway's upstream_broken error event", err)
 		}
 		if text.String() != "Par" {
 			t.Errorf("text before the error %q", text.String())

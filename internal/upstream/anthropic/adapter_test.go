@@ -165,8 +165,8 @@ func TestRoundTripStreamError(t *testing.T) {
 	if !errors.As(err, &se) {
 		t.Fatalf("read ended with %v, want a *StreamError", err)
 	}
-	if !strings.Contains(string(out), `data: {"error":{"message":"Overloaded","type":"service_unavailable_error"`) {
-		t.Errorf("no OpenAI error event:\n%s", out)
+	if !strings.Contains(string(out), `"content":"Par"`) || !strings.HasSuffix(string(out), "\n\n: error: overloaded_error: Overloaded\n\n") {
+		t.Errorf("stream before the error:\n%s", out)
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/go-json-experiment/json"
 
@@ -12,10 +13,14 @@ import (
 )
 
 // StreamError is a stream that Anthropic ended with an error event after
-// its 200 (overloaded_error mid-response, say). The translated stream has
-// by then carried the error to the client as OpenAI's error event; the
-// gateway sees the body's read fail, so it meters the response as broken
-// and cuts the connection, as for any upstream that breaks off.
+// its 200 (overloaded_error mid-response, say). The body's read fails with
+// it, which is how the gateway detects a broken upstream: it meters the
+// response as broken, logs this error, and ends the client's stream with
+// its own OpenAI error event (upstream_broken) and a cut connection. The
+// provider's error goes ahead as an SSE comment, which clients ignore and
+// a person reading the wire sees. Were it an error event of its own, a
+// client raising it could hang up before the gateway has judged the
+// stream, and the usage event would say client_closed.
 type StreamError struct {
 	Type, Message string
 }
@@ -70,9 +75,7 @@ func (s *streamBody) Read(p []byte) (int, error) {
 	n := copy(p, s.out[s.off:])
 	s.off += n
 	if s.off == len(s.out) && s.err != nil {
-		// The last bytes come with the end, in one Read: the gateway
-		// relays them (an error event) and sees the stream broken before
-		// the client, told of the error, can hang up.
+		// The last bytes come with the end, in one Read.
 		return n, s.err
 	}
 	return n, nil
@@ -315,22 +318,17 @@ func (t *streamTranslator) finish(dst []byte) ([]byte, error) {
 	return dst, errTruncated
 }
 
-// errorEvent is OpenAI's mid-stream error: a data event holding the error
-// envelope, which the OpenAI SDKs raise.
+// errorEvent is the provider's error as an SSE comment (one line).
 func (t *streamTranslator) errorEvent(dst []byte, e *StreamError) []byte {
-	apiErr := &openaiapi.APIError{Type: openaiapi.ErrTypeServer, Message: e.Message, Code: e.Type}
-	switch e.Type {
-	case "overloaded_error":
-		apiErr.Type = openaiapi.ErrTypeUnavailable
-	case "rate_limit_error":
-		apiErr.Type = openaiapi.ErrTypeRateLimit
-	case "invalid_request_error":
-		apiErr.Type = openaiapi.ErrTypeInvalidRequest
-	case "timeout_error":
-		apiErr.Type = openaiapi.ErrTypeTimeout
-	}
-	body := apiErr.Body()
-	return appendData(dst, &body)
+	line := strings.Map(func(r rune) rune {
+		if r == '\r' || r == '\n' {
+			return ' '
+		}
+		return r
+	}, e.Type+": "+e.Message)
+	dst = append(dst, ": error: "...)
+	dst = append(dst, line...)
+	return append(dst, "\n\n"...)
 }
 
 type chunk struct {
