@@ -1,0 +1,7 @@
+//go:build !linux
+
+package pii_test
+
+import "time"
+
+func threadCPU() time.Duration { return 0 }
