@@ -5,7 +5,7 @@ import (
 )
 
 // ProviderType is the API an external provider speaks.
-// +kubebuilder:validation:Enum=OpenAICompatible;Anthropic;Bedrock
+// +kubebuilder:validation:Enum=OpenAICompatible;Anthropic;Bedrock;AzureOpenAI;Databricks
 type ProviderType string
 
 // Provider types.
@@ -15,19 +15,35 @@ const (
 	// ProviderBedrock is Amazon Bedrock's Converse API, signed with AWS
 	// SigV4; its settings are in spec.bedrock.
 	ProviderBedrock ProviderType = "Bedrock"
+	// ProviderAzureOpenAI is Azure OpenAI Service: OpenAI's API on a
+	// deployment's path, with an api-version query and an api-key header;
+	// its settings are in spec.azure.
+	ProviderAzureOpenAI ProviderType = "AzureOpenAI"
+	// ProviderDatabricks is Databricks Model Serving's OpenAI-compatible
+	// API, authenticated with a personal access token or OAuth
+	// machine-to-machine (spec.databricks.oauth).
+	ProviderDatabricks ProviderType = "Databricks"
 )
 
 // InferenceProviderSpec describes an external inference endpoint.
 // Settings only one type reads are in a member named after the type
-// (spec.bedrock), set only for that type.
+// (spec.bedrock, spec.azure, spec.databricks), set only for that type.
 // +kubebuilder:validation:XValidation:rule="self.type == 'Bedrock' ? has(self.bedrock) : !has(self.bedrock)",message="spec.bedrock is required for type Bedrock, and only for type Bedrock"
+// +kubebuilder:validation:XValidation:rule="self.type == 'AzureOpenAI' ? has(self.azure) : !has(self.azure)",message="spec.azure is required for type AzureOpenAI, and only for type AzureOpenAI"
+// +kubebuilder:validation:XValidation:rule="self.type == 'AzureOpenAI' ? has(self.credentials) : true",message="type AzureOpenAI needs spec.credentials (the resource's API key): Microsoft Entra ID tokens and managed identities are not supported"
+// +kubebuilder:validation:XValidation:rule="self.type == 'Databricks' || !has(self.databricks)",message="spec.databricks is only for type Databricks"
+// +kubebuilder:validation:XValidation:rule="!has(self.databricks) || !has(self.databricks.oauth) || !has(self.credentials)",message="a Databricks provider authenticates with spec.credentials (a personal access token) or spec.databricks.oauth, not both"
 type InferenceProviderSpec struct {
 	// Type is the API the provider speaks.
 	Type ProviderType `json:"type"`
 	// BaseURL is the API base, e.g. https://api.openai.com/v1; the gateway
 	// appends /chat/completions, /completions or /messages. For Bedrock it
 	// is the runtime endpoint, https://bedrock-runtime.<region>.amazonaws.com
-	// (the gateway appends /model/<id>/converse).
+	// (the gateway appends /model/<id>/converse). For AzureOpenAI it is the
+	// resource's endpoint, https://<resource>.openai.azure.com (the gateway
+	// appends /openai/deployments/<servedName>/chat/completions). For
+	// Databricks it is the workspace's https://<workspace>/serving-endpoints
+	// (the gateway appends /chat/completions or /completions).
 	// +kubebuilder:validation:Pattern=`^https?://`
 	BaseURL string `json:"baseURL"`
 	// Credentials: where the gateway reads the API key. Only the gateway
@@ -37,12 +53,24 @@ type InferenceProviderSpec struct {
 	// token file as IRSA mounts it, the shared config files), or name a
 	// Secret (secretRef; its key is not used) or a directory (file) holding
 	// the files accessKeyId, secretAccessKey and optionally sessionToken.
+	// For AzureOpenAI it is required: the resource's API key, sent as the
+	// api-key header (Microsoft Entra ID tokens are not supported). For
+	// Databricks it is a personal access token, sent as a bearer token;
+	// omit it when spec.databricks.oauth is set.
 	// +optional
 	Credentials *ProviderCredentials `json:"credentials,omitempty"`
 	// Bedrock holds the settings of a provider of type Bedrock; required
 	// for that type and refused for the others.
 	// +optional
 	Bedrock *BedrockProvider `json:"bedrock,omitempty"`
+	// Azure holds the settings of a provider of type AzureOpenAI; required
+	// for that type and refused for the others.
+	// +optional
+	Azure *AzureOpenAIProvider `json:"azure,omitempty"`
+	// Databricks holds the settings of a provider of type Databricks;
+	// optional for that type and refused for the others.
+	// +optional
+	Databricks *DatabricksProvider `json:"databricks,omitempty"`
 	// Models are the public model names the provider serves, and the name
 	// the provider knows each by.
 	// +listType=map
@@ -61,6 +89,41 @@ type BedrockProvider struct {
 	// +kubebuilder:validation:Pattern=`^[a-z]{2}(-[a-z]+)+-[0-9]+$`
 	// +kubebuilder:validation:MaxLength=32
 	Region string `json:"region"`
+}
+
+// AzureOpenAIProvider is the settings of an Azure OpenAI Service
+// provider. The deployment a request goes to is the model's servedName.
+type AzureOpenAIProvider struct {
+	// APIVersion is the api-version query parameter of every request, e.g.
+	// 2024-10-21 (GA) or 2025-01-01-preview. Streamed usage needs a version
+	// that knows stream_options: 2024-10-21 or later.
+	// +kubebuilder:validation:Pattern=`^[0-9]{4}-[0-9]{2}-[0-9]{2}(-preview)?$`
+	// +kubebuilder:validation:MaxLength=32
+	APIVersion string `json:"apiVersion"`
+}
+
+// DatabricksProvider is the settings of a Databricks Model Serving
+// provider.
+type DatabricksProvider struct {
+	// OAuth makes the gateway authenticate as a service principal (OAuth
+	// machine-to-machine) instead of with a personal access token in
+	// spec.credentials.
+	// +optional
+	OAuth *DatabricksOAuth `json:"oauth,omitempty"`
+}
+
+// DatabricksOAuth is a Databricks service principal's OAuth client. The
+// gateway gets an access token from https://<workspace>/oidc/v1/token
+// (client credentials, scope all-apis) and caches it until shortly before
+// it expires.
+type DatabricksOAuth struct {
+	// ClientID is the service principal's application (client) id.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=256
+	ClientID string `json:"clientID"`
+	// ClientSecretRef is the key of a Secret in the provider's namespace
+	// holding the OAuth secret, read by the gateway as it reads API keys.
+	ClientSecretRef SecretKeyRef `json:"clientSecretRef"`
 }
 
 // ProviderCredentials says where the API key is. Exactly one is set.
@@ -112,8 +175,8 @@ type Pricing struct {
 	Currency string `json:"currency,omitempty"`
 }
 
-// InferenceProvider is an external OpenAI-compatible, Anthropic or Amazon
-// Bedrock endpoint.
+// InferenceProvider is an external OpenAI-compatible, Anthropic, Amazon
+// Bedrock, Azure OpenAI or Databricks endpoint.
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:shortName=iprov,categories=switchyard

@@ -143,6 +143,13 @@ func compile(cat *catalog) *Snapshot {
 		if b := p.Bedrock; b != nil {
 			prov.Settings.BedrockRegion = b.Region
 		}
+		if a := p.Azure; a != nil {
+			prov.Settings.AzureAPIVersion = a.APIVersion
+		}
+		if d := p.Databricks; d != nil && d.OAuth != nil {
+			prov.Settings.DatabricksOAuth = &DatabricksOAuth{ClientID: d.OAuth.ClientID,
+				SecretName: d.OAuth.ClientSecretRef.Name, SecretKey: cmp.Or(d.OAuth.ClientSecretRef.Key, "apiKey")}
+		}
 		if pr := p.Pricing; pr != nil {
 			prov.InputPrice, prov.OutputPrice, prov.Currency = pr.InputPerMillionTokens, pr.OutputPerMillionTokens, pr.Currency
 		}

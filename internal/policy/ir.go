@@ -400,7 +400,7 @@ type Pool struct {
 // the key itself is never in a snapshot.
 type Provider struct {
 	Namespace, Name string
-	Type            string // OpenAICompatible, Anthropic or Bedrock
+	Type            string // OpenAICompatible, Anthropic, Bedrock, AzureOpenAI or Databricks
 	BaseURL         string
 	Models          []ProviderModel
 	Credentials     Credentials
@@ -418,6 +418,18 @@ type Provider struct {
 type ProviderSettings struct {
 	// BedrockRegion is a Bedrock provider's spec.bedrock.region.
 	BedrockRegion string
+	// AzureAPIVersion is an AzureOpenAI provider's spec.azure.apiVersion.
+	AzureAPIVersion string
+	// DatabricksOAuth is a Databricks provider's spec.databricks.oauth;
+	// nil: a personal access token in Credentials.
+	DatabricksOAuth *DatabricksOAuth
+}
+
+// DatabricksOAuth is a Databricks service principal's OAuth client: its
+// id, and the Secret key holding its secret (never the secret).
+type DatabricksOAuth struct {
+	ClientID              string
+	SecretName, SecretKey string
 }
 
 // ProviderModel maps a public model name to the provider's.

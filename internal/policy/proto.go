@@ -44,6 +44,12 @@ func ToProto(s *Snapshot, revision int64) *policyv1.Snapshot {
 		if p.Settings.BedrockRegion != "" {
 			pp.Bedrock = &policyv1.BedrockSettings{Region: p.Settings.BedrockRegion}
 		}
+		if p.Settings.AzureAPIVersion != "" {
+			pp.Azure = &policyv1.AzureOpenAISettings{ApiVersion: p.Settings.AzureAPIVersion}
+		}
+		if o := p.Settings.DatabricksOAuth; o != nil {
+			pp.Databricks = &policyv1.DatabricksSettings{Oauth: &policyv1.DatabricksOAuth{ClientId: o.ClientID, ClientSecretName: o.SecretName, ClientSecretKey: o.SecretKey}}
+		}
 		for _, m := range p.Models {
 			pp.Models = append(pp.Models, &policyv1.ProviderModel{Name: m.Name, ServedName: m.ServedName})
 		}
@@ -142,7 +148,10 @@ func FromProto(p *policyv1.Snapshot) (*Snapshot, error) {
 		prov := Provider{Namespace: pp.GetNamespace(), Name: pp.GetName(), Type: pp.GetType(), BaseURL: pp.GetBaseUrl(),
 			Credentials: Credentials{SecretName: c.GetSecretName(), SecretKey: c.GetSecretKey(), Env: c.GetEnv(), File: c.GetFile()},
 			InputPrice:  pp.GetInputPricePerMillion(), OutputPrice: pp.GetOutputPricePerMillion(), Currency: pp.GetCurrency(),
-			Settings: ProviderSettings{BedrockRegion: pp.GetBedrock().GetRegion()}}
+			Settings: ProviderSettings{BedrockRegion: pp.GetBedrock().GetRegion(), AzureAPIVersion: pp.GetAzure().GetApiVersion()}}
+		if o := pp.GetDatabricks().GetOauth(); o != nil {
+			prov.Settings.DatabricksOAuth = &DatabricksOAuth{ClientID: o.GetClientId(), SecretName: o.GetClientSecretName(), SecretKey: o.GetClientSecretKey()}
+		}
 		for _, m := range pp.GetModels() {
 			prov.Models = append(prov.Models, ProviderModel{Name: m.GetName(), ServedName: m.GetServedName()})
 		}

@@ -51,11 +51,15 @@ var (
 	onEmptyNames = []string{string(v1alpha1.OnEmptyReject), string(v1alpha1.OnEmptyFallback)}
 	// crdProviderTypes are the types the CRD schema admits; only those
 	// with an adapter (builtin.ProviderTypes) are accepted.
-	crdProviderTypes = []string{string(v1alpha1.ProviderOpenAICompatible), string(v1alpha1.ProviderAnthropic), string(v1alpha1.ProviderBedrock)}
+	crdProviderTypes = []string{string(v1alpha1.ProviderOpenAICompatible), string(v1alpha1.ProviderAnthropic), string(v1alpha1.ProviderBedrock),
+		string(v1alpha1.ProviderAzureOpenAI), string(v1alpha1.ProviderDatabricks)}
 
 	// awsRegion is the shape of an AWS region (us-east-1, us-gov-west-1),
 	// as the CRD's pattern on spec.bedrock.region.
 	awsRegion = regexp.MustCompile(`^[a-z]{2}(-[a-z]+)+-[0-9]+$`)
+	// azureAPIVersion is the shape of an Azure OpenAI api-version
+	// (2024-10-21, 2025-01-01-preview), as the CRD's pattern.
+	azureAPIVersion = regexp.MustCompile(`^[0-9]{4}-[0-9]{2}-[0-9]{2}(-preview)?$`)
 
 	modeNames = []string{string(v1alpha1.PolicyModeRoute), string(v1alpha1.PolicyModeGuard)}
 	authModes = []string{string(v1alpha1.AuthNone), string(v1alpha1.AuthAPIKey), string(v1alpha1.AuthJWT)}
@@ -222,6 +226,65 @@ func (c *checker) validateProviderSettings(o *Object, s *v1alpha1.InferenceProvi
 		if r := cr.SecretRef; r != nil && r.Key != "" && r.Key != "apiKey" {
 			c.err(o, "spec.credentials.secretRef.key", "not for type Bedrock: the Secret's keys are accessKeyId, secretAccessKey and optionally sessionToken")
 		}
+	}
+	c.validateAzure(o, s)
+	c.validateDatabricks(o, s)
+}
+
+// validateAzure checks an AzureOpenAI provider's spec.azure and
+// credentials: an API key only (Microsoft Entra ID is not supported).
+func (c *checker) validateAzure(o *Object, s *v1alpha1.InferenceProviderSpec) {
+	azure := s.Type == v1alpha1.ProviderAzureOpenAI
+	switch a := s.Azure; {
+	case a != nil && !azure:
+		c.err(o, "spec.azure", "only for type AzureOpenAI")
+	case a == nil && azure:
+		c.err(o, "spec.azure", "required by type AzureOpenAI: set spec.azure.apiVersion, e.g. 2024-10-21")
+	case a != nil && a.APIVersion == "":
+		c.err(o, "spec.azure.apiVersion", "required: the api-version of every request, e.g. 2024-10-21")
+	case a != nil && (len(a.APIVersion) > 32 || !azureAPIVersion.MatchString(a.APIVersion)):
+		c.err(o, "spec.azure.apiVersion", "%q is not an Azure OpenAI api-version (want e.g. 2024-10-21 or 2025-01-01-preview)", a.APIVersion)
+	}
+	if !azure {
+		return
+	}
+	if s.Credentials == nil {
+		c.err(o, "spec.credentials", "required by type AzureOpenAI: the resource's API key (sent as api-key); Microsoft Entra ID tokens and managed identities are not supported")
+	}
+	if u, err := url.Parse(s.BaseURL); err == nil {
+		p := strings.TrimRight(u.Path, "/")
+		if strings.HasSuffix(p, "/openai") || strings.Contains(p, "/openai/") || u.RawQuery != "" {
+			c.err(o, "spec.baseURL", "for type AzureOpenAI the resource's endpoint only, e.g. https://<resource>.openai.azure.com: the gateway appends /openai/deployments/<servedName>/... and ?api-version=")
+		}
+	}
+}
+
+// validateDatabricks checks a Databricks provider's spec.databricks and
+// credentials: a personal access token, or OAuth machine-to-machine.
+func (c *checker) validateDatabricks(o *Object, s *v1alpha1.InferenceProviderSpec) {
+	d := s.Databricks
+	if d != nil && s.Type != v1alpha1.ProviderDatabricks {
+		c.err(o, "spec.databricks", "only for type Databricks")
+		return
+	}
+	if s.Type == v1alpha1.ProviderDatabricks {
+		if u, err := url.Parse(s.BaseURL); err == nil && (strings.TrimRight(u.Path, "/") != "/serving-endpoints" || u.RawQuery != "") {
+			c.err(o, "spec.baseURL", "for type Databricks the workspace's serving endpoints, https://<workspace>/serving-endpoints (the OpenAI clients' base URL; the gateway appends /chat/completions)")
+		}
+	}
+	if d == nil || d.OAuth == nil {
+		return
+	}
+	if s.Credentials != nil {
+		c.err(o, "spec.credentials", "not with spec.databricks.oauth: a Databricks provider authenticates with a personal access token (spec.credentials) or as a service principal (spec.databricks.oauth), not both")
+	}
+	if strings.TrimSpace(d.OAuth.ClientID) == "" {
+		c.err(o, "spec.databricks.oauth.clientID", "required: the service principal's client id")
+	} else if len(d.OAuth.ClientID) > 256 {
+		c.err(o, "spec.databricks.oauth.clientID", "longer than 256 characters")
+	}
+	if d.OAuth.ClientSecretRef.Name == "" {
+		c.err(o, "spec.databricks.oauth.clientSecretRef.name", "required: the Secret holding the OAuth secret")
 	}
 }
 

@@ -1,6 +1,6 @@
 // Package upstream is how the gateway talks to what serves a request: a
 // vLLM worker, or an external provider of some type (OpenAI-compatible,
-// Amazon Bedrock; others are adapters to come).
+// Anthropic, Amazon Bedrock, Azure OpenAI, Databricks).
 //
 // An Adapter has one method, RoundTrip: it sends one attempt of the
 // client's request to a target and returns the response in the client's
@@ -33,7 +33,10 @@
 // OwnCredentials: the gateway then reads no key and passes where the
 // credentials are in Target.Credentials (a directory of key files, or
 // nothing for the adapter's default chain); the adapter reads and caches
-// them itself.
+// them itself. A Databricks provider with spec.databricks.oauth gets its
+// OAuth client secret in Target.ClientSecret instead of a key (read from
+// the Secret the settings name), which the adapter exchanges for access
+// tokens.
 package upstream
 
 import (
@@ -64,6 +67,11 @@ type Target struct {
 	Provider string
 	// Settings are the provider's per-type settings.
 	Settings Settings
+	// ClientSecret is the OAuth client secret of a provider that
+	// authenticates as an OAuth client (a Databricks provider with
+	// spec.databricks.oauth; APIKey is then empty), read by the gateway as
+	// it reads API keys. Adapters never log it or put it in an error.
+	ClientSecret string
 	// Credentials says where an OwnCredentials adapter finds its
 	// credentials; empty for the others.
 	Credentials CredentialsRef
@@ -75,6 +83,13 @@ type Settings struct {
 	// Region is a Bedrock provider's AWS region (spec.bedrock.region),
 	// which requests are signed for.
 	Region string
+	// AzureAPIVersion is an AzureOpenAI provider's api-version query
+	// parameter (spec.azure.apiVersion).
+	AzureAPIVersion string
+	// DatabricksOAuthClientID is a Databricks provider's OAuth client id
+	// (spec.databricks.oauth.clientID); set, the adapter exchanges
+	// Target.ClientSecret for access tokens instead of sending APIKey.
+	DatabricksOAuthClientID string
 }
 
 // CredentialsRef says where an OwnCredentials adapter reads its

@@ -112,7 +112,12 @@ func (c *catalog) providerTarget(name string, t *upstream.Target, adapter upstre
 		return err
 	}
 	t.Provider = p.Namespace + "/" + p.Name
-	t.Settings = upstream.Settings{Region: p.Settings.BedrockRegion}
+	t.Settings = upstream.Settings{Region: p.Settings.BedrockRegion, AzureAPIVersion: p.Settings.AzureAPIVersion}
+	if o := p.Settings.DatabricksOAuth; o != nil {
+		t.Settings.DatabricksOAuthClientID = o.ClientID
+		t.ClientSecret, err = readKey(name, filepath.Join(c.secretsDir, o.SecretName, o.SecretKey))
+		return err
+	}
 	if _, own := adapter.(upstream.OwnCredentials); !own {
 		t.APIKey, err = c.apiKey(name)
 		return err

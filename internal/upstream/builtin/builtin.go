@@ -9,7 +9,9 @@ import (
 	"github.com/switchyard-dev/switchyard/api/v1alpha1"
 	"github.com/switchyard-dev/switchyard/internal/upstream"
 	"github.com/switchyard-dev/switchyard/internal/upstream/anthropic"
+	"github.com/switchyard-dev/switchyard/internal/upstream/azure"
 	"github.com/switchyard-dev/switchyard/internal/upstream/bedrock"
+	"github.com/switchyard-dev/switchyard/internal/upstream/databricks"
 	"github.com/switchyard-dev/switchyard/internal/upstream/openai"
 )
 
@@ -18,6 +20,8 @@ func init() {
 	upstream.Types.Register(string(v1alpha1.ProviderOpenAICompatible), openai.New)
 	upstream.Types.Register(string(v1alpha1.ProviderBedrock), bedrock.New)
 	upstream.Types.Register(string(v1alpha1.ProviderAnthropic), anthropic.New)
+	upstream.Types.Register(string(v1alpha1.ProviderAzureOpenAI), azure.New)
+	upstream.Types.Register(string(v1alpha1.ProviderDatabricks), databricks.New)
 }
 
 // ProviderTypes lists the provider types with an adapter (every registered

@@ -1264,7 +1264,7 @@ type Provider struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
 	Namespace string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
 	Name      string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
-	// OpenAICompatible, Anthropic or Bedrock.
+	// OpenAICompatible, Anthropic, Bedrock, AzureOpenAI or Databricks.
 	Type    string           `protobuf:"bytes,3,opt,name=type,proto3" json:"type,omitempty"`
 	BaseUrl string           `protobuf:"bytes,4,opt,name=base_url,json=baseUrl,proto3" json:"base_url,omitempty"`
 	Models  []*ProviderModel `protobuf:"bytes,5,rep,name=models,proto3" json:"models,omitempty"`
@@ -1274,7 +1274,12 @@ type Provider struct {
 	OutputPricePerMillion float64      `protobuf:"fixed64,8,opt,name=output_price_per_million,json=outputPricePerMillion,proto3" json:"output_price_per_million,omitempty"`
 	Currency              string       `protobuf:"bytes,9,opt,name=currency,proto3" json:"currency,omitempty"`
 	// Settings only a provider of type Bedrock has; unset for other types.
-	Bedrock       *BedrockSettings `protobuf:"bytes,10,opt,name=bedrock,proto3" json:"bedrock,omitempty"`
+	Bedrock *BedrockSettings `protobuf:"bytes,10,opt,name=bedrock,proto3" json:"bedrock,omitempty"`
+	// Settings only a provider of type AzureOpenAI has; unset for other types.
+	Azure *AzureOpenAISettings `protobuf:"bytes,11,opt,name=azure,proto3" json:"azure,omitempty"`
+	// Settings only a provider of type Databricks has; unset for other types
+	// and for a Databricks provider without any.
+	Databricks    *DatabricksSettings `protobuf:"bytes,12,opt,name=databricks,proto3" json:"databricks,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1379,6 +1384,177 @@ func (x *Provider) GetBedrock() *BedrockSettings {
 	return nil
 }
 
+func (x *Provider) GetAzure() *AzureOpenAISettings {
+	if x != nil {
+		return x.Azure
+	}
+	return nil
+}
+
+func (x *Provider) GetDatabricks() *DatabricksSettings {
+	if x != nil {
+		return x.Databricks
+	}
+	return nil
+}
+
+// AzureOpenAISettings is an Azure OpenAI provider's spec.azure.
+type AzureOpenAISettings struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The api-version query parameter, e.g. 2024-10-21.
+	ApiVersion    string `protobuf:"bytes,1,opt,name=api_version,json=apiVersion,proto3" json:"api_version,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AzureOpenAISettings) Reset() {
+	*x = AzureOpenAISettings{}
+	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AzureOpenAISettings) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AzureOpenAISettings) ProtoMessage() {}
+
+func (x *AzureOpenAISettings) ProtoReflect() protoreflect.Message {
+	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AzureOpenAISettings.ProtoReflect.Descriptor instead.
+func (*AzureOpenAISettings) Descriptor() ([]byte, []int) {
+	return file_switchyard_policy_v1_policy_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *AzureOpenAISettings) GetApiVersion() string {
+	if x != nil {
+		return x.ApiVersion
+	}
+	return ""
+}
+
+// DatabricksSettings is a Databricks provider's spec.databricks.
+type DatabricksSettings struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// OAuth machine-to-machine; unset: a personal access token in the
+	// provider's credentials.
+	Oauth         *DatabricksOAuth `protobuf:"bytes,1,opt,name=oauth,proto3" json:"oauth,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DatabricksSettings) Reset() {
+	*x = DatabricksSettings{}
+	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DatabricksSettings) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DatabricksSettings) ProtoMessage() {}
+
+func (x *DatabricksSettings) ProtoReflect() protoreflect.Message {
+	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DatabricksSettings.ProtoReflect.Descriptor instead.
+func (*DatabricksSettings) Descriptor() ([]byte, []int) {
+	return file_switchyard_policy_v1_policy_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *DatabricksSettings) GetOauth() *DatabricksOAuth {
+	if x != nil {
+		return x.Oauth
+	}
+	return nil
+}
+
+// DatabricksOAuth is a service principal's OAuth client. The snapshot
+// carries where the secret is, never the secret.
+type DatabricksOAuth struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	ClientId string                 `protobuf:"bytes,1,opt,name=client_id,json=clientId,proto3" json:"client_id,omitempty"`
+	// The Secret (in the provider's namespace) and key holding the client
+	// secret.
+	ClientSecretName string `protobuf:"bytes,2,opt,name=client_secret_name,json=clientSecretName,proto3" json:"client_secret_name,omitempty"`
+	ClientSecretKey  string `protobuf:"bytes,3,opt,name=client_secret_key,json=clientSecretKey,proto3" json:"client_secret_key,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *DatabricksOAuth) Reset() {
+	*x = DatabricksOAuth{}
+	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DatabricksOAuth) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DatabricksOAuth) ProtoMessage() {}
+
+func (x *DatabricksOAuth) ProtoReflect() protoreflect.Message {
+	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DatabricksOAuth.ProtoReflect.Descriptor instead.
+func (*DatabricksOAuth) Descriptor() ([]byte, []int) {
+	return file_switchyard_policy_v1_policy_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *DatabricksOAuth) GetClientId() string {
+	if x != nil {
+		return x.ClientId
+	}
+	return ""
+}
+
+func (x *DatabricksOAuth) GetClientSecretName() string {
+	if x != nil {
+		return x.ClientSecretName
+	}
+	return ""
+}
+
+func (x *DatabricksOAuth) GetClientSecretKey() string {
+	if x != nil {
+		return x.ClientSecretKey
+	}
+	return ""
+}
+
 // BedrockSettings is an Amazon Bedrock provider's spec.bedrock.
 type BedrockSettings struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1390,7 +1566,7 @@ type BedrockSettings struct {
 
 func (x *BedrockSettings) Reset() {
 	*x = BedrockSettings{}
-	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[13]
+	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1402,7 +1578,7 @@ func (x *BedrockSettings) String() string {
 func (*BedrockSettings) ProtoMessage() {}
 
 func (x *BedrockSettings) ProtoReflect() protoreflect.Message {
-	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[13]
+	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1415,7 +1591,7 @@ func (x *BedrockSettings) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BedrockSettings.ProtoReflect.Descriptor instead.
 func (*BedrockSettings) Descriptor() ([]byte, []int) {
-	return file_switchyard_policy_v1_policy_proto_rawDescGZIP(), []int{13}
+	return file_switchyard_policy_v1_policy_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *BedrockSettings) GetRegion() string {
@@ -1435,7 +1611,7 @@ type ProviderModel struct {
 
 func (x *ProviderModel) Reset() {
 	*x = ProviderModel{}
-	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[14]
+	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1447,7 +1623,7 @@ func (x *ProviderModel) String() string {
 func (*ProviderModel) ProtoMessage() {}
 
 func (x *ProviderModel) ProtoReflect() protoreflect.Message {
-	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[14]
+	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1460,7 +1636,7 @@ func (x *ProviderModel) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProviderModel.ProtoReflect.Descriptor instead.
 func (*ProviderModel) Descriptor() ([]byte, []int) {
-	return file_switchyard_policy_v1_policy_proto_rawDescGZIP(), []int{14}
+	return file_switchyard_policy_v1_policy_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ProviderModel) GetName() string {
@@ -1489,7 +1665,7 @@ type Credentials struct {
 
 func (x *Credentials) Reset() {
 	*x = Credentials{}
-	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[15]
+	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1501,7 +1677,7 @@ func (x *Credentials) String() string {
 func (*Credentials) ProtoMessage() {}
 
 func (x *Credentials) ProtoReflect() protoreflect.Message {
-	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[15]
+	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1514,7 +1690,7 @@ func (x *Credentials) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Credentials.ProtoReflect.Descriptor instead.
 func (*Credentials) Descriptor() ([]byte, []int) {
-	return file_switchyard_policy_v1_policy_proto_rawDescGZIP(), []int{15}
+	return file_switchyard_policy_v1_policy_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *Credentials) GetSecretName() string {
@@ -1556,7 +1732,7 @@ type Policy struct {
 
 func (x *Policy) Reset() {
 	*x = Policy{}
-	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[16]
+	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1568,7 +1744,7 @@ func (x *Policy) String() string {
 func (*Policy) ProtoMessage() {}
 
 func (x *Policy) ProtoReflect() protoreflect.Message {
-	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[16]
+	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1581,7 +1757,7 @@ func (x *Policy) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Policy.ProtoReflect.Descriptor instead.
 func (*Policy) Descriptor() ([]byte, []int) {
-	return file_switchyard_policy_v1_policy_proto_rawDescGZIP(), []int{16}
+	return file_switchyard_policy_v1_policy_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *Policy) GetNamespace() string {
@@ -1621,7 +1797,7 @@ type Rule struct {
 
 func (x *Rule) Reset() {
 	*x = Rule{}
-	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[17]
+	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1633,7 +1809,7 @@ func (x *Rule) String() string {
 func (*Rule) ProtoMessage() {}
 
 func (x *Rule) ProtoReflect() protoreflect.Message {
-	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[17]
+	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1646,7 +1822,7 @@ func (x *Rule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Rule.ProtoReflect.Descriptor instead.
 func (*Rule) Descriptor() ([]byte, []int) {
-	return file_switchyard_policy_v1_policy_proto_rawDescGZIP(), []int{17}
+	return file_switchyard_policy_v1_policy_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *Rule) GetName() string {
@@ -1702,7 +1878,7 @@ type Match struct {
 
 func (x *Match) Reset() {
 	*x = Match{}
-	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[18]
+	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1714,7 +1890,7 @@ func (x *Match) String() string {
 func (*Match) ProtoMessage() {}
 
 func (x *Match) ProtoReflect() protoreflect.Message {
-	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[18]
+	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1727,7 +1903,7 @@ func (x *Match) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Match.ProtoReflect.Descriptor instead.
 func (*Match) Descriptor() ([]byte, []int) {
-	return file_switchyard_policy_v1_policy_proto_rawDescGZIP(), []int{18}
+	return file_switchyard_policy_v1_policy_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *Match) GetModel() string {
@@ -1767,7 +1943,7 @@ type Filter struct {
 
 func (x *Filter) Reset() {
 	*x = Filter{}
-	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[19]
+	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1779,7 +1955,7 @@ func (x *Filter) String() string {
 func (*Filter) ProtoMessage() {}
 
 func (x *Filter) ProtoReflect() protoreflect.Message {
-	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[19]
+	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1792,7 +1968,7 @@ func (x *Filter) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Filter.ProtoReflect.Descriptor instead.
 func (*Filter) Descriptor() ([]byte, []int) {
-	return file_switchyard_policy_v1_policy_proto_rawDescGZIP(), []int{19}
+	return file_switchyard_policy_v1_policy_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *Filter) GetName() string {
@@ -1855,7 +2031,7 @@ type Predicate struct {
 
 func (x *Predicate) Reset() {
 	*x = Predicate{}
-	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[20]
+	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1867,7 +2043,7 @@ func (x *Predicate) String() string {
 func (*Predicate) ProtoMessage() {}
 
 func (x *Predicate) ProtoReflect() protoreflect.Message {
-	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[20]
+	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1880,7 +2056,7 @@ func (x *Predicate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Predicate.ProtoReflect.Descriptor instead.
 func (*Predicate) Descriptor() ([]byte, []int) {
-	return file_switchyard_policy_v1_policy_proto_rawDescGZIP(), []int{20}
+	return file_switchyard_policy_v1_policy_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *Predicate) GetMetric() Metric {
@@ -1915,7 +2091,7 @@ type Tier struct {
 
 func (x *Tier) Reset() {
 	*x = Tier{}
-	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[21]
+	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1927,7 +2103,7 @@ func (x *Tier) String() string {
 func (*Tier) ProtoMessage() {}
 
 func (x *Tier) ProtoReflect() protoreflect.Message {
-	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[21]
+	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1940,7 +2116,7 @@ func (x *Tier) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Tier.ProtoReflect.Descriptor instead.
 func (*Tier) Descriptor() ([]byte, []int) {
-	return file_switchyard_policy_v1_policy_proto_rawDescGZIP(), []int{21}
+	return file_switchyard_policy_v1_policy_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *Tier) GetType() BackendType {
@@ -1991,7 +2167,7 @@ type Program struct {
 
 func (x *Program) Reset() {
 	*x = Program{}
-	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[22]
+	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2003,7 +2179,7 @@ func (x *Program) String() string {
 func (*Program) ProtoMessage() {}
 
 func (x *Program) ProtoReflect() protoreflect.Message {
-	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[22]
+	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2016,7 +2192,7 @@ func (x *Program) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Program.ProtoReflect.Descriptor instead.
 func (*Program) Descriptor() ([]byte, []int) {
-	return file_switchyard_policy_v1_policy_proto_rawDescGZIP(), []int{22}
+	return file_switchyard_policy_v1_policy_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *Program) GetNamespace() string {
@@ -2112,7 +2288,7 @@ type ExternalClassifier struct {
 
 func (x *ExternalClassifier) Reset() {
 	*x = ExternalClassifier{}
-	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[23]
+	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2124,7 +2300,7 @@ func (x *ExternalClassifier) String() string {
 func (*ExternalClassifier) ProtoMessage() {}
 
 func (x *ExternalClassifier) ProtoReflect() protoreflect.Message {
-	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[23]
+	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2137,7 +2313,7 @@ func (x *ExternalClassifier) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExternalClassifier.ProtoReflect.Descriptor instead.
 func (*ExternalClassifier) Descriptor() ([]byte, []int) {
-	return file_switchyard_policy_v1_policy_proto_rawDescGZIP(), []int{23}
+	return file_switchyard_policy_v1_policy_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ExternalClassifier) GetName() string {
@@ -2207,7 +2383,7 @@ type AuthTenant struct {
 
 func (x *AuthTenant) Reset() {
 	*x = AuthTenant{}
-	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[24]
+	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2219,7 +2395,7 @@ func (x *AuthTenant) String() string {
 func (*AuthTenant) ProtoMessage() {}
 
 func (x *AuthTenant) ProtoReflect() protoreflect.Message {
-	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[24]
+	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2232,7 +2408,7 @@ func (x *AuthTenant) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuthTenant.ProtoReflect.Descriptor instead.
 func (*AuthTenant) Descriptor() ([]byte, []int) {
-	return file_switchyard_policy_v1_policy_proto_rawDescGZIP(), []int{24}
+	return file_switchyard_policy_v1_policy_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *AuthTenant) GetName() string {
@@ -2306,7 +2482,7 @@ type RateLimits struct {
 
 func (x *RateLimits) Reset() {
 	*x = RateLimits{}
-	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[25]
+	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2318,7 +2494,7 @@ func (x *RateLimits) String() string {
 func (*RateLimits) ProtoMessage() {}
 
 func (x *RateLimits) ProtoReflect() protoreflect.Message {
-	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[25]
+	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2331,7 +2507,7 @@ func (x *RateLimits) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RateLimits.ProtoReflect.Descriptor instead.
 func (*RateLimits) Descriptor() ([]byte, []int) {
-	return file_switchyard_policy_v1_policy_proto_rawDescGZIP(), []int{25}
+	return file_switchyard_policy_v1_policy_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *RateLimits) GetRequestsPerMinute() int64 {
@@ -2380,7 +2556,7 @@ type ModelRateLimits struct {
 
 func (x *ModelRateLimits) Reset() {
 	*x = ModelRateLimits{}
-	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[26]
+	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2392,7 +2568,7 @@ func (x *ModelRateLimits) String() string {
 func (*ModelRateLimits) ProtoMessage() {}
 
 func (x *ModelRateLimits) ProtoReflect() protoreflect.Message {
-	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[26]
+	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2405,7 +2581,7 @@ func (x *ModelRateLimits) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ModelRateLimits.ProtoReflect.Descriptor instead.
 func (*ModelRateLimits) Descriptor() ([]byte, []int) {
-	return file_switchyard_policy_v1_policy_proto_rawDescGZIP(), []int{26}
+	return file_switchyard_policy_v1_policy_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ModelRateLimits) GetModel() string {
@@ -2432,7 +2608,7 @@ type PolicyRef struct {
 
 func (x *PolicyRef) Reset() {
 	*x = PolicyRef{}
-	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[27]
+	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2444,7 +2620,7 @@ func (x *PolicyRef) String() string {
 func (*PolicyRef) ProtoMessage() {}
 
 func (x *PolicyRef) ProtoReflect() protoreflect.Message {
-	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[27]
+	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2457,7 +2633,7 @@ func (x *PolicyRef) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PolicyRef.ProtoReflect.Descriptor instead.
 func (*PolicyRef) Descriptor() ([]byte, []int) {
-	return file_switchyard_policy_v1_policy_proto_rawDescGZIP(), []int{27}
+	return file_switchyard_policy_v1_policy_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *PolicyRef) GetName() string {
@@ -2484,7 +2660,7 @@ type TenantTags struct {
 
 func (x *TenantTags) Reset() {
 	*x = TenantTags{}
-	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[28]
+	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2496,7 +2672,7 @@ func (x *TenantTags) String() string {
 func (*TenantTags) ProtoMessage() {}
 
 func (x *TenantTags) ProtoReflect() protoreflect.Message {
-	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[28]
+	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2509,7 +2685,7 @@ func (x *TenantTags) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TenantTags.ProtoReflect.Descriptor instead.
 func (*TenantTags) Descriptor() ([]byte, []int) {
-	return file_switchyard_policy_v1_policy_proto_rawDescGZIP(), []int{28}
+	return file_switchyard_policy_v1_policy_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *TenantTags) GetTenant() string {
@@ -2548,7 +2724,7 @@ type JWTAuth struct {
 
 func (x *JWTAuth) Reset() {
 	*x = JWTAuth{}
-	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[29]
+	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2560,7 +2736,7 @@ func (x *JWTAuth) String() string {
 func (*JWTAuth) ProtoMessage() {}
 
 func (x *JWTAuth) ProtoReflect() protoreflect.Message {
-	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[29]
+	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2573,7 +2749,7 @@ func (x *JWTAuth) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JWTAuth.ProtoReflect.Descriptor instead.
 func (*JWTAuth) Descriptor() ([]byte, []int) {
-	return file_switchyard_policy_v1_policy_proto_rawDescGZIP(), []int{29}
+	return file_switchyard_policy_v1_policy_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *JWTAuth) GetIssuer() string {
@@ -2693,7 +2869,7 @@ const file_switchyard_policy_v1_policy_proto_rawDesc = "" +
 	"\x19prefill_tokens_per_second\x18\x04 \x01(\x01R\x16prefillTokensPerSecond\x12;\n" +
 	"\x1aseconds_per_queued_request\x18\x05 \x01(\x01R\x17secondsPerQueuedRequest\x12,\n" +
 	"\x12max_queued_prompts\x18\x06 \x01(\x05R\x10maxQueuedPrompts\x12+\n" +
-	"\x12max_kv_cache_usage\x18\a \x01(\x01R\x0fmaxKvCacheUsage\"\xba\x03\n" +
+	"\x12max_kv_cache_usage\x18\a \x01(\x01R\x0fmaxKvCacheUsage\"\xc5\x04\n" +
 	"\bProvider\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x12\n" +
@@ -2705,7 +2881,20 @@ const file_switchyard_policy_v1_policy_proto_rawDesc = "" +
 	"\x18output_price_per_million\x18\b \x01(\x01R\x15outputPricePerMillion\x12\x1a\n" +
 	"\bcurrency\x18\t \x01(\tR\bcurrency\x12?\n" +
 	"\abedrock\x18\n" +
-	" \x01(\v2%.switchyard.policy.v1.BedrockSettingsR\abedrock\")\n" +
+	" \x01(\v2%.switchyard.policy.v1.BedrockSettingsR\abedrock\x12?\n" +
+	"\x05azure\x18\v \x01(\v2).switchyard.policy.v1.AzureOpenAISettingsR\x05azure\x12H\n" +
+	"\n" +
+	"databricks\x18\f \x01(\v2(.switchyard.policy.v1.DatabricksSettingsR\n" +
+	"databricks\"6\n" +
+	"\x13AzureOpenAISettings\x12\x1f\n" +
+	"\vapi_version\x18\x01 \x01(\tR\n" +
+	"apiVersion\"Q\n" +
+	"\x12DatabricksSettings\x12;\n" +
+	"\x05oauth\x18\x01 \x01(\v2%.switchyard.policy.v1.DatabricksOAuthR\x05oauth\"\x88\x01\n" +
+	"\x0fDatabricksOAuth\x12\x1b\n" +
+	"\tclient_id\x18\x01 \x01(\tR\bclientId\x12,\n" +
+	"\x12client_secret_name\x18\x02 \x01(\tR\x10clientSecretName\x12*\n" +
+	"\x11client_secret_key\x18\x03 \x01(\tR\x0fclientSecretKey\")\n" +
 	"\x0fBedrockSettings\x12\x16\n" +
 	"\x06region\x18\x01 \x01(\tR\x06region\"D\n" +
 	"\rProviderModel\x12\x12\n" +
@@ -2866,7 +3055,7 @@ func file_switchyard_policy_v1_policy_proto_rawDescGZIP() []byte {
 }
 
 var file_switchyard_policy_v1_policy_proto_enumTypes = make([]protoimpl.EnumInfo, 7)
-var file_switchyard_policy_v1_policy_proto_msgTypes = make([]protoimpl.MessageInfo, 30)
+var file_switchyard_policy_v1_policy_proto_msgTypes = make([]protoimpl.MessageInfo, 33)
 var file_switchyard_policy_v1_policy_proto_goTypes = []any{
 	(Severity)(0),                 // 0: switchyard.policy.v1.Severity
 	(BackendType)(0),              // 1: switchyard.policy.v1.BackendType
@@ -2888,81 +3077,87 @@ var file_switchyard_policy_v1_policy_proto_goTypes = []any{
 	(*StaticWorker)(nil),          // 17: switchyard.policy.v1.StaticWorker
 	(*Pool)(nil),                  // 18: switchyard.policy.v1.Pool
 	(*Provider)(nil),              // 19: switchyard.policy.v1.Provider
-	(*BedrockSettings)(nil),       // 20: switchyard.policy.v1.BedrockSettings
-	(*ProviderModel)(nil),         // 21: switchyard.policy.v1.ProviderModel
-	(*Credentials)(nil),           // 22: switchyard.policy.v1.Credentials
-	(*Policy)(nil),                // 23: switchyard.policy.v1.Policy
-	(*Rule)(nil),                  // 24: switchyard.policy.v1.Rule
-	(*Match)(nil),                 // 25: switchyard.policy.v1.Match
-	(*Filter)(nil),                // 26: switchyard.policy.v1.Filter
-	(*Predicate)(nil),             // 27: switchyard.policy.v1.Predicate
-	(*Tier)(nil),                  // 28: switchyard.policy.v1.Tier
-	(*Program)(nil),               // 29: switchyard.policy.v1.Program
-	(*ExternalClassifier)(nil),    // 30: switchyard.policy.v1.ExternalClassifier
-	(*AuthTenant)(nil),            // 31: switchyard.policy.v1.AuthTenant
-	(*RateLimits)(nil),            // 32: switchyard.policy.v1.RateLimits
-	(*ModelRateLimits)(nil),       // 33: switchyard.policy.v1.ModelRateLimits
-	(*PolicyRef)(nil),             // 34: switchyard.policy.v1.PolicyRef
-	(*TenantTags)(nil),            // 35: switchyard.policy.v1.TenantTags
-	(*JWTAuth)(nil),               // 36: switchyard.policy.v1.JWTAuth
-	(*timestamppb.Timestamp)(nil), // 37: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),   // 38: google.protobuf.Duration
+	(*AzureOpenAISettings)(nil),   // 20: switchyard.policy.v1.AzureOpenAISettings
+	(*DatabricksSettings)(nil),    // 21: switchyard.policy.v1.DatabricksSettings
+	(*DatabricksOAuth)(nil),       // 22: switchyard.policy.v1.DatabricksOAuth
+	(*BedrockSettings)(nil),       // 23: switchyard.policy.v1.BedrockSettings
+	(*ProviderModel)(nil),         // 24: switchyard.policy.v1.ProviderModel
+	(*Credentials)(nil),           // 25: switchyard.policy.v1.Credentials
+	(*Policy)(nil),                // 26: switchyard.policy.v1.Policy
+	(*Rule)(nil),                  // 27: switchyard.policy.v1.Rule
+	(*Match)(nil),                 // 28: switchyard.policy.v1.Match
+	(*Filter)(nil),                // 29: switchyard.policy.v1.Filter
+	(*Predicate)(nil),             // 30: switchyard.policy.v1.Predicate
+	(*Tier)(nil),                  // 31: switchyard.policy.v1.Tier
+	(*Program)(nil),               // 32: switchyard.policy.v1.Program
+	(*ExternalClassifier)(nil),    // 33: switchyard.policy.v1.ExternalClassifier
+	(*AuthTenant)(nil),            // 34: switchyard.policy.v1.AuthTenant
+	(*RateLimits)(nil),            // 35: switchyard.policy.v1.RateLimits
+	(*ModelRateLimits)(nil),       // 36: switchyard.policy.v1.ModelRateLimits
+	(*PolicyRef)(nil),             // 37: switchyard.policy.v1.PolicyRef
+	(*TenantTags)(nil),            // 38: switchyard.policy.v1.TenantTags
+	(*JWTAuth)(nil),               // 39: switchyard.policy.v1.JWTAuth
+	(*timestamppb.Timestamp)(nil), // 40: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),   // 41: google.protobuf.Duration
 }
 var file_switchyard_policy_v1_policy_proto_depIdxs = []int32{
 	15, // 0: switchyard.policy.v1.WatchResponse.snapshot:type_name -> switchyard.policy.v1.Snapshot
 	15, // 1: switchyard.policy.v1.GetSnapshotResponse.snapshot:type_name -> switchyard.policy.v1.Snapshot
 	14, // 2: switchyard.policy.v1.GetSnapshotResponse.diagnostics:type_name -> switchyard.policy.v1.Diagnostic
-	37, // 3: switchyard.policy.v1.GetSnapshotResponse.checked_at:type_name -> google.protobuf.Timestamp
+	40, // 3: switchyard.policy.v1.GetSnapshotResponse.checked_at:type_name -> google.protobuf.Timestamp
 	12, // 4: switchyard.policy.v1.ValidateRequest.files:type_name -> switchyard.policy.v1.File
 	14, // 5: switchyard.policy.v1.ValidateResponse.diagnostics:type_name -> switchyard.policy.v1.Diagnostic
 	0,  // 6: switchyard.policy.v1.Diagnostic.severity:type_name -> switchyard.policy.v1.Severity
-	37, // 7: switchyard.policy.v1.Snapshot.created_at:type_name -> google.protobuf.Timestamp
+	40, // 7: switchyard.policy.v1.Snapshot.created_at:type_name -> google.protobuf.Timestamp
 	16, // 8: switchyard.policy.v1.Snapshot.worker_sets:type_name -> switchyard.policy.v1.WorkerSet
 	18, // 9: switchyard.policy.v1.Snapshot.pools:type_name -> switchyard.policy.v1.Pool
 	19, // 10: switchyard.policy.v1.Snapshot.providers:type_name -> switchyard.policy.v1.Provider
-	23, // 11: switchyard.policy.v1.Snapshot.policies:type_name -> switchyard.policy.v1.Policy
-	29, // 12: switchyard.policy.v1.Snapshot.programs:type_name -> switchyard.policy.v1.Program
+	26, // 11: switchyard.policy.v1.Snapshot.policies:type_name -> switchyard.policy.v1.Policy
+	32, // 12: switchyard.policy.v1.Snapshot.programs:type_name -> switchyard.policy.v1.Program
 	14, // 13: switchyard.policy.v1.Snapshot.warnings:type_name -> switchyard.policy.v1.Diagnostic
 	17, // 14: switchyard.policy.v1.WorkerSet.static_workers:type_name -> switchyard.policy.v1.StaticWorker
-	38, // 15: switchyard.policy.v1.Pool.scrape_interval:type_name -> google.protobuf.Duration
-	21, // 16: switchyard.policy.v1.Provider.models:type_name -> switchyard.policy.v1.ProviderModel
-	22, // 17: switchyard.policy.v1.Provider.credentials:type_name -> switchyard.policy.v1.Credentials
-	20, // 18: switchyard.policy.v1.Provider.bedrock:type_name -> switchyard.policy.v1.BedrockSettings
-	24, // 19: switchyard.policy.v1.Policy.rules:type_name -> switchyard.policy.v1.Rule
-	25, // 20: switchyard.policy.v1.Rule.matches:type_name -> switchyard.policy.v1.Match
-	26, // 21: switchyard.policy.v1.Rule.filters:type_name -> switchyard.policy.v1.Filter
-	28, // 22: switchyard.policy.v1.Rule.tiers:type_name -> switchyard.policy.v1.Tier
-	5,  // 23: switchyard.policy.v1.Rule.on_empty:type_name -> switchyard.policy.v1.OnEmpty
-	25, // 24: switchyard.policy.v1.Filter.condition:type_name -> switchyard.policy.v1.Match
-	1,  // 25: switchyard.policy.v1.Filter.type:type_name -> switchyard.policy.v1.BackendType
-	27, // 26: switchyard.policy.v1.Filter.predicates:type_name -> switchyard.policy.v1.Predicate
-	3,  // 27: switchyard.policy.v1.Predicate.metric:type_name -> switchyard.policy.v1.Metric
-	4,  // 28: switchyard.policy.v1.Predicate.op:type_name -> switchyard.policy.v1.Op
-	1,  // 29: switchyard.policy.v1.Tier.type:type_name -> switchyard.policy.v1.BackendType
-	2,  // 30: switchyard.policy.v1.Tier.minimize:type_name -> switchyard.policy.v1.Objective
-	34, // 31: switchyard.policy.v1.Program.policies:type_name -> switchyard.policy.v1.PolicyRef
-	35, // 32: switchyard.policy.v1.Program.tenants:type_name -> switchyard.policy.v1.TenantTags
-	31, // 33: switchyard.policy.v1.Program.auth_tenants:type_name -> switchyard.policy.v1.AuthTenant
-	36, // 34: switchyard.policy.v1.Program.jwt:type_name -> switchyard.policy.v1.JWTAuth
-	30, // 35: switchyard.policy.v1.Program.classifiers:type_name -> switchyard.policy.v1.ExternalClassifier
-	38, // 36: switchyard.policy.v1.ExternalClassifier.timeout:type_name -> google.protobuf.Duration
-	32, // 37: switchyard.policy.v1.AuthTenant.limits:type_name -> switchyard.policy.v1.RateLimits
-	33, // 38: switchyard.policy.v1.AuthTenant.model_limits:type_name -> switchyard.policy.v1.ModelRateLimits
-	32, // 39: switchyard.policy.v1.ModelRateLimits.limits:type_name -> switchyard.policy.v1.RateLimits
-	6,  // 40: switchyard.policy.v1.PolicyRef.mode:type_name -> switchyard.policy.v1.PolicyMode
-	38, // 41: switchyard.policy.v1.JWTAuth.clock_skew:type_name -> google.protobuf.Duration
-	38, // 42: switchyard.policy.v1.JWTAuth.refresh_interval:type_name -> google.protobuf.Duration
-	7,  // 43: switchyard.policy.v1.PolicyService.Watch:input_type -> switchyard.policy.v1.WatchRequest
-	9,  // 44: switchyard.policy.v1.PolicyService.GetSnapshot:input_type -> switchyard.policy.v1.GetSnapshotRequest
-	11, // 45: switchyard.policy.v1.PolicyService.Validate:input_type -> switchyard.policy.v1.ValidateRequest
-	8,  // 46: switchyard.policy.v1.PolicyService.Watch:output_type -> switchyard.policy.v1.WatchResponse
-	10, // 47: switchyard.policy.v1.PolicyService.GetSnapshot:output_type -> switchyard.policy.v1.GetSnapshotResponse
-	13, // 48: switchyard.policy.v1.PolicyService.Validate:output_type -> switchyard.policy.v1.ValidateResponse
-	46, // [46:49] is the sub-list for method output_type
-	43, // [43:46] is the sub-list for method input_type
-	43, // [43:43] is the sub-list for extension type_name
-	43, // [43:43] is the sub-list for extension extendee
-	0,  // [0:43] is the sub-list for field type_name
+	41, // 15: switchyard.policy.v1.Pool.scrape_interval:type_name -> google.protobuf.Duration
+	24, // 16: switchyard.policy.v1.Provider.models:type_name -> switchyard.policy.v1.ProviderModel
+	25, // 17: switchyard.policy.v1.Provider.credentials:type_name -> switchyard.policy.v1.Credentials
+	23, // 18: switchyard.policy.v1.Provider.bedrock:type_name -> switchyard.policy.v1.BedrockSettings
+	20, // 19: switchyard.policy.v1.Provider.azure:type_name -> switchyard.policy.v1.AzureOpenAISettings
+	21, // 20: switchyard.policy.v1.Provider.databricks:type_name -> switchyard.policy.v1.DatabricksSettings
+	22, // 21: switchyard.policy.v1.DatabricksSettings.oauth:type_name -> switchyard.policy.v1.DatabricksOAuth
+	27, // 22: switchyard.policy.v1.Policy.rules:type_name -> switchyard.policy.v1.Rule
+	28, // 23: switchyard.policy.v1.Rule.matches:type_name -> switchyard.policy.v1.Match
+	29, // 24: switchyard.policy.v1.Rule.filters:type_name -> switchyard.policy.v1.Filter
+	31, // 25: switchyard.policy.v1.Rule.tiers:type_name -> switchyard.policy.v1.Tier
+	5,  // 26: switchyard.policy.v1.Rule.on_empty:type_name -> switchyard.policy.v1.OnEmpty
+	28, // 27: switchyard.policy.v1.Filter.condition:type_name -> switchyard.policy.v1.Match
+	1,  // 28: switchyard.policy.v1.Filter.type:type_name -> switchyard.policy.v1.BackendType
+	30, // 29: switchyard.policy.v1.Filter.predicates:type_name -> switchyard.policy.v1.Predicate
+	3,  // 30: switchyard.policy.v1.Predicate.metric:type_name -> switchyard.policy.v1.Metric
+	4,  // 31: switchyard.policy.v1.Predicate.op:type_name -> switchyard.policy.v1.Op
+	1,  // 32: switchyard.policy.v1.Tier.type:type_name -> switchyard.policy.v1.BackendType
+	2,  // 33: switchyard.policy.v1.Tier.minimize:type_name -> switchyard.policy.v1.Objective
+	37, // 34: switchyard.policy.v1.Program.policies:type_name -> switchyard.policy.v1.PolicyRef
+	38, // 35: switchyard.policy.v1.Program.tenants:type_name -> switchyard.policy.v1.TenantTags
+	34, // 36: switchyard.policy.v1.Program.auth_tenants:type_name -> switchyard.policy.v1.AuthTenant
+	39, // 37: switchyard.policy.v1.Program.jwt:type_name -> switchyard.policy.v1.JWTAuth
+	33, // 38: switchyard.policy.v1.Program.classifiers:type_name -> switchyard.policy.v1.ExternalClassifier
+	41, // 39: switchyard.policy.v1.ExternalClassifier.timeout:type_name -> google.protobuf.Duration
+	35, // 40: switchyard.policy.v1.AuthTenant.limits:type_name -> switchyard.policy.v1.RateLimits
+	36, // 41: switchyard.policy.v1.AuthTenant.model_limits:type_name -> switchyard.policy.v1.ModelRateLimits
+	35, // 42: switchyard.policy.v1.ModelRateLimits.limits:type_name -> switchyard.policy.v1.RateLimits
+	6,  // 43: switchyard.policy.v1.PolicyRef.mode:type_name -> switchyard.policy.v1.PolicyMode
+	41, // 44: switchyard.policy.v1.JWTAuth.clock_skew:type_name -> google.protobuf.Duration
+	41, // 45: switchyard.policy.v1.JWTAuth.refresh_interval:type_name -> google.protobuf.Duration
+	7,  // 46: switchyard.policy.v1.PolicyService.Watch:input_type -> switchyard.policy.v1.WatchRequest
+	9,  // 47: switchyard.policy.v1.PolicyService.GetSnapshot:input_type -> switchyard.policy.v1.GetSnapshotRequest
+	11, // 48: switchyard.policy.v1.PolicyService.Validate:input_type -> switchyard.policy.v1.ValidateRequest
+	8,  // 49: switchyard.policy.v1.PolicyService.Watch:output_type -> switchyard.policy.v1.WatchResponse
+	10, // 50: switchyard.policy.v1.PolicyService.GetSnapshot:output_type -> switchyard.policy.v1.GetSnapshotResponse
+	13, // 51: switchyard.policy.v1.PolicyService.Validate:output_type -> switchyard.policy.v1.ValidateResponse
+	49, // [49:52] is the sub-list for method output_type
+	46, // [46:49] is the sub-list for method input_type
+	46, // [46:46] is the sub-list for extension type_name
+	46, // [46:46] is the sub-list for extension extendee
+	0,  // [0:46] is the sub-list for field type_name
 }
 
 func init() { file_switchyard_policy_v1_policy_proto_init() }
@@ -2976,7 +3171,7 @@ func file_switchyard_policy_v1_policy_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_switchyard_policy_v1_policy_proto_rawDesc), len(file_switchyard_policy_v1_policy_proto_rawDesc)),
 			NumEnums:      7,
-			NumMessages:   30,
+			NumMessages:   33,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

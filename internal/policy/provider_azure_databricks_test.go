@@ -1,0 +1,101 @@
+package policy
+
+import (
+	"strings"
+	"testing"
+)
+
+func typedProviderYAML(baseURL, spec string) string {
+	return `apiVersion: switchyard.dev/v1alpha1
+kind: InferenceProvider
+metadata: {name: p, namespace: inference}
+spec:
+  baseURL: ` + baseURL + `
+  models: [{name: m, servedName: gpt-4o-prod}]
+` + spec
+}
+
+// TestAzureDatabricksSettings: spec.azure is required by type AzureOpenAI
+// (with an api-version and a key: no Entra ID) and refused elsewhere;
+// spec.databricks is only for type Databricks, whose OAuth client excludes
+// spec.credentials; the base URLs have the shape the adapters append to.
+func TestAzureDatabricksSettings(t *testing.T) {
+	const azure, dbx = "https://contoso.openai.azure.com", "https://adb-1234.5.azuredatabricks.net/serving-endpoints"
+	key := "  credentials: {secretRef: {name: k}}\n"
+	oauth := "  databricks: {oauth: {clientID: sp-1, clientSecretRef: {name: sp, key: clientSecret}}}\n"
+	for _, tc := range []struct {
+		name, url, spec, path, msg string
+	}{
+		{"azure ok", azure, "  type: AzureOpenAI\n  azure: {apiVersion: \"2024-10-21\"}\n" + key, "", ""},
+		{"azure preview ok", azure + "/", "  type: AzureOpenAI\n  azure: {apiVersion: \"2025-01-01-preview\"}\n  credentials: {env: AZURE_OPENAI_API_KEY}\n", "", ""},
+		{"azure without settings", azure, "  type: AzureOpenAI\n" + key, "spec.azure", "required by type AzureOpenAI"},
+		{"azure without version", azure, "  type: AzureOpenAI\n  azure: {}\n" + key, "spec.azure.apiVersion", "required"},
+		{"azure bad version", azure, "  type: AzureOpenAI\n  azure: {apiVersion: v1}\n" + key, "spec.azure.apiVersion", "not an Azure OpenAI api-version"},
+		{"azure without key: Entra", azure, "  type: AzureOpenAI\n  azure: {apiVersion: \"2024-10-21\"}\n", "spec.credentials", "Microsoft Entra ID tokens and managed identities are not supported"},
+		{"azure URL with /openai", azure + "/openai/deployments/x", "  type: AzureOpenAI\n  azure: {apiVersion: \"2024-10-21\"}\n" + key, "spec.baseURL", "resource's endpoint only"},
+		{"azure on another type", "https://api.openai.com/v1", "  type: OpenAICompatible\n  azure: {apiVersion: \"2024-10-21\"}\n", "spec.azure", "only for type AzureOpenAI"},
+		{"databricks PAT ok", dbx, "  type: Databricks\n" + key, "", ""},
+		{"databricks OAuth ok", dbx + "/", "  type: Databricks\n" + oauth, "", ""},
+		{"databricks both", dbx, "  type: Databricks\n" + oauth + key, "spec.credentials", "not both"},
+		{"databricks no client id", dbx, "  type: Databricks\n  databricks: {oauth: {clientID: '', clientSecretRef: {name: sp}}}\n", "spec.databricks.oauth.clientID", "required"},
+		{"databricks no secret", dbx, "  type: Databricks\n  databricks: {oauth: {clientID: sp-1, clientSecretRef: {name: ''}}}\n", "spec.databricks.oauth.clientSecretRef.name", "required"},
+		{"databricks URL", "https://adb-1234.5.azuredatabricks.net/serving-endpoints/m/invocations", "  type: Databricks\n" + key, "spec.baseURL", "https://<workspace>/serving-endpoints"},
+		{"databricks on another type", "https://api.openai.com/v1", "  type: OpenAICompatible\n" + oauth, "spec.databricks", "only for type Databricks"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			objs, diags := ParseYAML("p.yaml", []byte(typedProviderYAML(tc.url, tc.spec)))
+			if diags.HasErrors() {
+				t.Fatal(diags.Error())
+			}
+			s, diags := Compile(objs)
+			if tc.path == "" {
+				if s == nil || diags.HasErrors() {
+					t.Fatalf("refused: %s", diags.Error())
+				}
+				return
+			}
+			if !strings.Contains(diags.Error(), tc.path+": ") || !strings.Contains(diags.Error(), tc.msg) {
+				t.Fatalf("diagnostics %q, want %s: %s", diags.Error(), tc.path, tc.msg)
+			}
+		})
+	}
+}
+
+// TestAzureDatabricksSettingsFlow: the api-version and the OAuth client
+// reach the compiled provider and survive the snapshot's proto; the proto
+// holds where the secret is, not a secret.
+func TestAzureDatabricksSettingsFlow(t *testing.T) {
+	src := typedProviderYAML("https://contoso.openai.azure.com", "  type: AzureOpenAI\n  azure: {apiVersion: \"2024-10-21\"}\n  credentials: {secretRef: {name: k}}\n") + `---
+apiVersion: switchyard.dev/v1alpha1
+kind: InferenceProvider
+metadata: {name: dbx, namespace: inference}
+spec:
+  type: Databricks
+  baseURL: https://adb-1.2.azuredatabricks.net/serving-endpoints
+  databricks: {oauth: {clientID: sp-1, clientSecretRef: {name: sp}}}
+  models: [{name: m}]
+`
+	objs, diags := ParseYAML("p.yaml", []byte(src))
+	s, d2 := Compile(objs)
+	if s == nil {
+		t.Fatal(diags.Error(), d2.Error())
+	}
+	check := func(s *Snapshot, where string) {
+		if got := s.Provider("p").Settings.AzureAPIVersion; got != "2024-10-21" {
+			t.Fatalf("%s: api-version %q", where, got)
+		}
+		o := s.Provider("dbx").Settings.DatabricksOAuth
+		if o == nil || *o != (DatabricksOAuth{ClientID: "sp-1", SecretName: "sp", SecretKey: "apiKey"}) {
+			t.Fatalf("%s: oauth %+v", where, o)
+		}
+		if s.Provider("p").Settings.DatabricksOAuth != nil || s.Provider("dbx").Settings.AzureAPIVersion != "" {
+			t.Fatalf("%s: settings on the other type", where)
+		}
+	}
+	check(s, "compiled")
+	back, err := FromProto(ToProto(s, 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	check(back, "round trip")
+}

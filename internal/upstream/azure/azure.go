@@ -1,0 +1,315 @@
+// Package azure is the upstream adapter for Azure OpenAI Service (provider
+// type AzureOpenAI). Azure speaks OpenAI's API on a deployment's path: the
+// client's body goes out as it is (its model member, already the
+// provider's served name, stays) to
+//
+//	POST {baseURL}/openai/deployments/{deployment}/chat/completions?api-version={apiVersion}
+//
+// (or /completions), where deployment is the body's model (the provider
+// model's servedName) and apiVersion is spec.azure.apiVersion, with the
+// provider's key in the api-key header (never Authorization). baseURL is
+// the resource's endpoint, https://<resource>.openai.azure.com.
+//
+// Answers are OpenAI's, with Azure's additions, which OpenAI clients
+// ignore (content_filter_results, prompt_filter_results), and
+// finish_reason content_filter, which is OpenAI's too. Two things are
+// mapped:
+//   - a stream's chunks that carry only prompt_filter_results (no choices,
+//     no usage; Azure sends one before the first token) are dropped, so the
+//     first chunk the gateway times and the client reads is a token, as
+//     from OpenAI;
+//   - Azure's error envelope has no type, and a code that may be a number
+//     or a status ("401", "429", "DeploymentNotFound", "content_filter"):
+//     errors come back in OpenAI's shape with a type from the status, the
+//     code as a string, param, and Azure's innererror (the content filter's
+//     verdict) kept; a body that is not JSON becomes a message naming the
+//     status. Headers (Retry-After, x-ratelimit-*, apim-request-id) pass on.
+//
+// Microsoft Entra ID (OAuth bearer tokens, managed identities) is not
+// supported: policyd refuses an AzureOpenAI provider without credentials,
+// and a credential that is a JWT is refused here before anything is sent.
+// The key is never logged, and a message quoting it has it cut out.
+package azure
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"github.com/switchyard-dev/switchyard/internal/openaiapi"
+	"github.com/switchyard-dev/switchyard/internal/upstream"
+)
+
+const (
+	// maxErrorBytes bounds an error body read to translate it.
+	maxErrorBytes = 64 << 10
+	// maxLineBytes bounds one line of a stream.
+	maxLineBytes = 4 << 20
+	// maxMessageLen bounds a provider's error message passed on.
+	maxMessageLen = 4096
+)
+
+// ErrEntraToken is returned for a provider whose credential is a
+// Microsoft Entra ID token rather than an API key.
+var ErrEntraToken = errors.New("the credential is a Microsoft Entra ID token (a JWT); type AzureOpenAI authenticates with the resource's API key only (Entra ID is not supported)")
+
+// Adapter speaks Azure OpenAI over a shared transport.
+type Adapter struct{ rt http.RoundTripper }
+
+var (
+	_ upstream.Adapter = Adapter{}
+	_ upstream.Factory = New
+)
+
+// New is the adapter's upstream.Factory.
+func New(rt http.RoundTripper) upstream.Adapter { return Adapter{rt: rt} }
+
+// RoundTrip sends one attempt to the deployment the body names.
+func (a Adapter) RoundTrip(ctx context.Context, t upstream.Target, r upstream.Request) (*http.Response, error) {
+	var op string
+	switch r.Path {
+	case "/v1/chat/completions":
+		op = "/chat/completions"
+	case "/v1/completions":
+		op = "/completions"
+	default:
+		return respond(&openaiapi.APIError{Status: http.StatusNotFound, Type: openaiapi.ErrTypeNotFound,
+			Message: fmt.Sprintf("%s is not served by this model's provider (Azure OpenAI)", r.Path), Code: "unsupported_endpoint"}), nil
+	}
+	if t.Settings.AzureAPIVersion == "" {
+		return nil, fmt.Errorf("azure openai: provider %s has no api-version (spec.azure.apiVersion)", t.Provider)
+	}
+	if IsEntraToken(t.APIKey) {
+		return nil, fmt.Errorf("azure openai: provider %s: %w", t.Provider, ErrEntraToken)
+	}
+	var body struct {
+		Model  string `json:"model"`
+		Stream bool   `json:"stream"`
+	}
+	if err := json.Unmarshal(r.Body, &body); err != nil {
+		return respond(openaiapi.InvalidRequest("", "the body is not a JSON object: "+err.Error())), nil
+	}
+	if body.Model == "" {
+		return respond(openaiapi.InvalidRequest("model", "model is required: it names the Azure OpenAI deployment")), nil
+	}
+	u := strings.TrimSuffix(t.BaseURL, "/") + "/openai/deployments/" + url.PathEscape(body.Model) + op +
+		"?api-version=" + url.QueryEscape(t.Settings.AzureAPIVersion)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, bytes.NewReader(r.Body))
+	if err != nil {
+		return nil, fmt.Errorf("build upstream request: %w", err)
+	}
+	for k, v := range r.Header {
+		req.Header[k] = v
+	}
+	req.Header.Del("Authorization")
+	req.Header.Set("Content-Type", "application/json")
+	if t.APIKey != "" {
+		req.Header.Set("Api-Key", t.APIKey)
+	}
+	resp, err := a.rt.RoundTrip(req)
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode/100 != 2 {
+		return translateError(resp, t.APIKey), nil
+	}
+	if body.Stream && strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+		resp.Body = newFilter(resp.Body)
+		resp.ContentLength = -1
+		resp.Header.Del("Content-Length")
+	}
+	return resp, nil
+}
+
+// IsEntraToken says whether a credential looks like a Microsoft Entra ID
+// access token (a JWT, or one with its Bearer prefix) rather than an Azure
+// OpenAI API key (32 hexadecimal or 84 alphanumeric characters).
+func IsEntraToken(key string) bool {
+	k := strings.TrimSpace(key)
+	if len(k) > 7 && strings.EqualFold(k[:7], "bearer ") {
+		return true
+	}
+	return strings.HasPrefix(k, "eyJ") && strings.Count(k, ".") == 2
+}
+
+// azureError is Azure's error envelope.
+type azureError struct {
+	Error *struct {
+		Message    string          `json:"message"`
+		Type       *string         `json:"type"`
+		Param      *string         `json:"param"`
+		Code       json.RawMessage `json:"code"`
+		InnerError json.RawMessage `json:"innererror,omitempty"`
+	} `json:"error"`
+}
+
+// openAIError is OpenAI's error body, with Azure's innererror kept.
+type openAIError struct {
+	Error struct {
+		Message    string          `json:"message"`
+		Type       string          `json:"type"`
+		Param      *string         `json:"param"`
+		Code       *string         `json:"code"`
+		InnerError json.RawMessage `json:"innererror,omitempty"`
+	} `json:"error"`
+}
+
+// translateError turns Azure's error answer into OpenAI's shape.
+func translateError(resp *http.Response, key string) *http.Response {
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBytes))
+	var out openAIError
+	out.Error.Type = typeFor(resp.StatusCode)
+	var in azureError
+	if err := json.Unmarshal(raw, &in); err == nil && in.Error != nil {
+		e := in.Error
+		out.Error.Message = e.Message
+		if e.Type != nil && *e.Type != "" {
+			out.Error.Type = *e.Type
+		}
+		out.Error.Param = e.Param
+		if c := codeString(e.Code); c != "" {
+			out.Error.Code = &c
+		}
+		if len(e.InnerError) > 0 && string(e.InnerError) != "null" {
+			out.Error.InnerError = e.InnerError
+		}
+	}
+	if out.Error.Message == "" {
+		out.Error.Message = fmt.Sprintf("Azure OpenAI answered %d %s", resp.StatusCode, http.StatusText(resp.StatusCode))
+	}
+	if key != "" {
+		out.Error.Message = strings.ReplaceAll(out.Error.Message, key, "[redacted]")
+	}
+	if len(out.Error.Message) > maxMessageLen {
+		out.Error.Message = out.Error.Message[:maxMessageLen]
+	}
+	b, _ := json.Marshal(out)
+	h := resp.Header.Clone()
+	h.Del("Content-Length")
+	h.Del("Content-Encoding")
+	h.Set("Content-Type", "application/json")
+	return &http.Response{StatusCode: resp.StatusCode, Status: resp.Status, Proto: resp.Proto, ProtoMajor: resp.ProtoMajor, ProtoMinor: resp.ProtoMinor,
+		Header: h, Body: io.NopCloser(bytes.NewReader(b)), ContentLength: int64(len(b)), Request: resp.Request}
+}
+
+// codeString is Azure's code, a string or a number, as a string.
+func codeString(raw json.RawMessage) string {
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return s
+	}
+	var n json.Number
+	if json.Unmarshal(raw, &n) == nil {
+		return n.String()
+	}
+	return ""
+}
+
+// typeFor is OpenAI's error type for a status.
+func typeFor(status int) string {
+	switch {
+	case status == http.StatusUnauthorized:
+		return "authentication_error"
+	case status == http.StatusForbidden:
+		return "permission_error"
+	case status == http.StatusNotFound:
+		return openaiapi.ErrTypeNotFound
+	case status == http.StatusTooManyRequests:
+		return openaiapi.ErrTypeRateLimit
+	case status == http.StatusServiceUnavailable:
+		return openaiapi.ErrTypeUnavailable
+	case status >= 500:
+		return openaiapi.ErrTypeServer
+	}
+	return openaiapi.ErrTypeInvalidRequest
+}
+
+func respond(e *openaiapi.APIError) *http.Response {
+	b, _ := json.Marshal(e.Body())
+	return &http.Response{StatusCode: e.Status, Status: strconv.Itoa(e.Status) + " " + http.StatusText(e.Status), Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+		Header: http.Header{"Content-Type": {"application/json"}}, Body: io.NopCloser(bytes.NewReader(b)), ContentLength: int64(len(b))}
+}
+
+// filter passes a stream on event by event, dropping the events that carry
+// only Azure's prompt_filter_results.
+type filter struct {
+	src io.ReadCloser
+	r   *bufio.Reader
+	buf bytes.Buffer // the event being read
+	out []byte       // what is ready to be read
+	err error
+}
+
+func newFilter(src io.ReadCloser) io.ReadCloser {
+	return &filter{src: src, r: bufio.NewReaderSize(src, 64<<10)}
+}
+
+func (f *filter) Read(p []byte) (int, error) {
+	for len(f.out) == 0 && f.err == nil {
+		line, err := f.r.ReadSlice('\n')
+		if errors.Is(err, bufio.ErrBufferFull) {
+			// A long line: pass what is read on, it is no filter-only event.
+			f.buf.Write(line)
+			if f.buf.Len() > maxLineBytes {
+				f.err = fmt.Errorf("azure openai: a stream line longer than %d bytes", maxLineBytes)
+			}
+			continue
+		}
+		f.buf.Write(line)
+		if err != nil {
+			f.out, f.err = append(f.out, f.buf.Bytes()...), err
+			f.buf.Reset()
+			break
+		}
+		if len(bytes.TrimRight(line, "\r\n")) == 0 { // the event's end
+			if !filterOnly(f.buf.Bytes()) {
+				f.out = append(f.out, f.buf.Bytes()...)
+			}
+			f.buf.Reset()
+		}
+	}
+	n := copy(p, f.out)
+	f.out = f.out[n:]
+	if len(f.out) == 0 && n > 0 {
+		f.out = nil
+		return n, nil
+	}
+	if n > 0 {
+		return n, nil
+	}
+	return 0, f.err
+}
+
+func (f *filter) Close() error { return f.src.Close() }
+
+// filterOnly says whether an event is a chunk with no choices and no
+// usage, which Azure sends with prompt_filter_results.
+func filterOnly(ev []byte) bool {
+	if !bytes.Contains(ev, []byte(`"prompt_filter_results"`)) {
+		return false
+	}
+	for _, line := range bytes.Split(ev, []byte("\n")) {
+		d, ok := bytes.CutPrefix(bytes.TrimRight(line, "\r"), []byte("data:"))
+		if !ok {
+			continue
+		}
+		var c struct {
+			Choices []json.RawMessage `json:"choices"`
+			Usage   json.RawMessage   `json:"usage"`
+		}
+		if json.Unmarshal(bytes.TrimSpace(d), &c) != nil {
+			return false
+		}
+		return len(c.Choices) == 0 && (len(c.Usage) == 0 || string(c.Usage) == "null")
+	}
+	return false
+}
