@@ -187,6 +187,16 @@ func refused(t *testing.T, api *kubeapi.Server, admin dynamic.Interface) {
 			`{"apiVersion":"switchyard.dev/v1alpha1","kind":"InferenceProvider","metadata":{"name":"stray-settings","namespace":"switchyard"},"spec":{"type":"OpenAICompatible","baseURL":"https://api.openai.com/v1","bedrock":{"region":"us-east-1"},"models":[{"name":"m"}]}}`},
 		{"Bedrock region", `spec.bedrock.region: Invalid value: "US East"`,
 			`{"apiVersion":"switchyard.dev/v1alpha1","kind":"InferenceProvider","metadata":{"name":"bad-region","namespace":"switchyard"},"spec":{"type":"Bedrock","baseURL":"https://bedrock-runtime.us-east-1.amazonaws.com","bedrock":{"region":"US East"},"models":[{"name":"m"}]}}`},
+		{"AzureOpenAI without its settings", `spec.azure is required for type AzureOpenAI, and only for type AzureOpenAI`,
+			`{"apiVersion":"switchyard.dev/v1alpha1","kind":"InferenceProvider","metadata":{"name":"no-api-version","namespace":"switchyard"},"spec":{"type":"AzureOpenAI","baseURL":"https://contoso.openai.azure.com","credentials":{"secretRef":{"name":"azure"}},"models":[{"name":"m"}]}}`},
+		{"AzureOpenAI without a key (Entra ID)", `Microsoft Entra ID tokens and managed identities are not supported`,
+			`{"apiVersion":"switchyard.dev/v1alpha1","kind":"InferenceProvider","metadata":{"name":"entra","namespace":"switchyard"},"spec":{"type":"AzureOpenAI","baseURL":"https://contoso.openai.azure.com","azure":{"apiVersion":"2024-10-21"},"models":[{"name":"m"}]}}`},
+		{"AzureOpenAI api-version", `spec.azure.apiVersion: Invalid value: "latest"`,
+			`{"apiVersion":"switchyard.dev/v1alpha1","kind":"InferenceProvider","metadata":{"name":"bad-api-version","namespace":"switchyard"},"spec":{"type":"AzureOpenAI","baseURL":"https://contoso.openai.azure.com","azure":{"apiVersion":"latest"},"credentials":{"secretRef":{"name":"azure"}},"models":[{"name":"m"}]}}`},
+		{"Databricks settings on another type", `spec.databricks is only for type Databricks`,
+			`{"apiVersion":"switchyard.dev/v1alpha1","kind":"InferenceProvider","metadata":{"name":"stray-databricks","namespace":"switchyard"},"spec":{"type":"OpenAICompatible","baseURL":"https://api.openai.com/v1","databricks":{},"models":[{"name":"m"}]}}`},
+		{"Databricks OAuth and a token", `not both`,
+			`{"apiVersion":"switchyard.dev/v1alpha1","kind":"InferenceProvider","metadata":{"name":"both","namespace":"switchyard"},"spec":{"type":"Databricks","baseURL":"https://adb-1.2.azuredatabricks.net/serving-endpoints","databricks":{"oauth":{"clientID":"sp","clientSecretRef":{"name":"sp"}}},"credentials":{"secretRef":{"name":"pat"}},"models":[{"name":"m"}]}}`},
 		// The namespace's Pod Security label is enforced: what the
 		// workloads' pods pass above, a pod without the settings fails.
 		{"pod without a restricted security context", `violates PodSecurity "restricted:latest"`,
@@ -208,6 +218,19 @@ func refused(t *testing.T, api *kubeapi.Server, admin dynamic.Interface) {
 	}
 	if err := api.ServerSideApply(t, admin, ok, false); err != nil {
 		t.Errorf("a valid Bedrock provider: %v", err)
+	}
+	for _, obj := range []string{
+		`{"apiVersion":"switchyard.dev/v1alpha1","kind":"InferenceProvider","metadata":{"name":"azure-ok","namespace":"switchyard"},"spec":{"type":"AzureOpenAI","baseURL":"https://contoso.openai.azure.com","azure":{"apiVersion":"2025-01-01-preview"},"credentials":{"secretRef":{"name":"azure"}},"models":[{"name":"m","servedName":"gpt-4o-prod"}]}}`,
+		`{"apiVersion":"switchyard.dev/v1alpha1","kind":"InferenceProvider","metadata":{"name":"databricks-oauth-ok","namespace":"switchyard"},"spec":{"type":"Databricks","baseURL":"https://adb-1.2.azuredatabricks.net/serving-endpoints","databricks":{"oauth":{"clientID":"sp","clientSecretRef":{"name":"sp","key":"clientSecret"}}},"models":[{"name":"m"}]}}`,
+		`{"apiVersion":"switchyard.dev/v1alpha1","kind":"InferenceProvider","metadata":{"name":"databricks-pat-ok","namespace":"switchyard"},"spec":{"type":"Databricks","baseURL":"https://adb-1.2.azuredatabricks.net/serving-endpoints","credentials":{"secretRef":{"name":"pat"}},"models":[{"name":"m"}]}}`,
+	} {
+		u := &unstructured.Unstructured{}
+		if err := u.UnmarshalJSON([]byte(obj)); err != nil {
+			t.Fatal(err)
+		}
+		if err := api.ServerSideApply(t, admin, u, false); err != nil {
+			t.Errorf("a valid %s: %v", u.GetName(), err)
+		}
 	}
 }
 
