@@ -197,6 +197,8 @@ func refused(t *testing.T, api *kubeapi.Server, admin dynamic.Interface) {
 			`{"apiVersion":"switchyard.dev/v1alpha1","kind":"InferenceProvider","metadata":{"name":"stray-databricks","namespace":"switchyard"},"spec":{"type":"OpenAICompatible","baseURL":"https://api.openai.com/v1","databricks":{},"models":[{"name":"m"}]}}`},
 		{"Databricks OAuth and a token", `not both`,
 			`{"apiVersion":"switchyard.dev/v1alpha1","kind":"InferenceProvider","metadata":{"name":"both","namespace":"switchyard"},"spec":{"type":"Databricks","baseURL":"https://adb-1.2.azuredatabricks.net/serving-endpoints","databricks":{"oauth":{"clientID":"sp","clientSecretRef":{"name":"sp"}}},"credentials":{"secretRef":{"name":"pat"}},"models":[{"name":"m"}]}}`},
+		{"Databricks without credentials", `type Databricks needs spec.credentials (a personal access token) or spec.databricks.oauth`,
+			`{"apiVersion":"switchyard.dev/v1alpha1","kind":"InferenceProvider","metadata":{"name":"no-auth","namespace":"switchyard"},"spec":{"type":"Databricks","baseURL":"https://adb-1.2.azuredatabricks.net/serving-endpoints","models":[{"name":"m"}]}}`},
 		// The namespace's Pod Security label is enforced: what the
 		// workloads' pods pass above, a pod without the settings fails.
 		{"pod without a restricted security context", `violates PodSecurity "restricted:latest"`,

@@ -33,6 +33,7 @@ const (
 // +kubebuilder:validation:XValidation:rule="self.type == 'AzureOpenAI' ? has(self.credentials) : true",message="type AzureOpenAI needs spec.credentials (the resource's API key): Microsoft Entra ID tokens and managed identities are not supported"
 // +kubebuilder:validation:XValidation:rule="self.type == 'Databricks' || !has(self.databricks)",message="spec.databricks is only for type Databricks"
 // +kubebuilder:validation:XValidation:rule="!has(self.databricks) || !has(self.databricks.oauth) || !has(self.credentials)",message="a Databricks provider authenticates with spec.credentials (a personal access token) or spec.databricks.oauth, not both"
+// +kubebuilder:validation:XValidation:rule="self.type != 'Databricks' || has(self.credentials) || (has(self.databricks) && has(self.databricks.oauth))",message="type Databricks needs spec.credentials (a personal access token) or spec.databricks.oauth"
 type InferenceProviderSpec struct {
 	// Type is the API the provider speaks.
 	Type ProviderType `json:"type"`

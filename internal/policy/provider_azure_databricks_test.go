@@ -36,6 +36,7 @@ func TestAzureDatabricksSettings(t *testing.T) {
 		{"azure on another type", "https://api.openai.com/v1", "  type: OpenAICompatible\n  azure: {apiVersion: \"2024-10-21\"}\n", "spec.azure", "only for type AzureOpenAI"},
 		{"databricks PAT ok", dbx, "  type: Databricks\n" + key, "", ""},
 		{"databricks OAuth ok", dbx + "/", "  type: Databricks\n" + oauth, "", ""},
+		{"databricks without credentials", dbx, "  type: Databricks\n", "spec.credentials", "required by type Databricks"},
 		{"databricks both", dbx, "  type: Databricks\n" + oauth + key, "spec.credentials", "not both"},
 		{"databricks no client id", dbx, "  type: Databricks\n  databricks: {oauth: {clientID: '', clientSecretRef: {name: sp}}}\n", "spec.databricks.oauth.clientID", "required"},
 		{"databricks no secret", dbx, "  type: Databricks\n  databricks: {oauth: {clientID: sp-1, clientSecretRef: {name: ''}}}\n", "spec.databricks.oauth.clientSecretRef.name", "required"},

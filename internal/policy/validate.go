@@ -272,6 +272,9 @@ func (c *checker) validateDatabricks(o *Object, s *v1alpha1.InferenceProviderSpe
 			c.err(o, "spec.baseURL", "for type Databricks the workspace's serving endpoints, https://<workspace>/serving-endpoints (the OpenAI clients' base URL; the gateway appends /chat/completions)")
 		}
 	}
+	if s.Type == v1alpha1.ProviderDatabricks && s.Credentials == nil && (d == nil || d.OAuth == nil) {
+		c.err(o, "spec.credentials", "required by type Databricks: a personal access token, or set spec.databricks.oauth for a service principal")
+	}
 	if d == nil || d.OAuth == nil {
 		return
 	}

@@ -21,8 +21,8 @@
 //     scope all-apis, HTTP basic auth) for an access token, which is
 //     cached until RefreshBefore before it expires and sent as a bearer
 //     token. A 401 from the serving endpoint drops the cached token and
-//     the request is sent once more with a new one. A rotated secret gets
-//     a token of its own.
+//     the request is sent once more with a new one. A rotated secret
+//     (the gateway reads it on every request) gets a new token.
 //
 // Databricks' errors ({"error_code": "...", "message": "..."}) come back
 // in OpenAI's shape, the error code as code; an error already in OpenAI's
@@ -34,7 +34,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -68,11 +67,12 @@ type Adapter struct {
 	now func() time.Time
 
 	mu     sync.Mutex
-	tokens map[string]*tokenEntry // by token URL, client id and the secret's digest
+	tokens map[string]*tokenEntry // by token URL and client id
 }
 
 type tokenEntry struct {
 	mu      sync.Mutex // one fetch at a time
+	secret  [32]byte   // the digest of the secret the token was got with
 	token   string
 	expires time.Time
 }
@@ -172,7 +172,7 @@ func (a *Adapter) token(ctx context.Context, t upstream.Target, stale string) (*
 		return nil, "", nil, err
 	}
 	sum := sha256.Sum256([]byte(t.ClientSecret))
-	key := tu + "\x00" + t.Settings.DatabricksOAuthClientID + "\x00" + hex.EncodeToString(sum[:])
+	key := tu + "\x00" + t.Settings.DatabricksOAuthClientID
 	a.mu.Lock()
 	e := a.tokens[key]
 	if e == nil {
@@ -182,6 +182,10 @@ func (a *Adapter) token(ctx context.Context, t upstream.Target, stale string) (*
 	a.mu.Unlock()
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	if e.secret != sum {
+		// A rotated secret: the token got with the old one is not used.
+		e.secret, e.token = sum, ""
+	}
 	if e.token != "" && e.token != stale && a.now().Before(e.expires) {
 		return e, e.token, nil, nil
 	}
