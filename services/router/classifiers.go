@@ -6,6 +6,7 @@ import (
 	"github.com/switchyard-dev/switchyard/internal/registry"
 	"github.com/switchyard-dev/switchyard/services/router/internal/classify"
 	"github.com/switchyard-dev/switchyard/services/router/internal/classify/complexity"
+	"github.com/switchyard-dev/switchyard/services/router/internal/classify/external"
 	"github.com/switchyard-dev/switchyard/services/router/internal/classify/headertags"
 	"github.com/switchyard-dev/switchyard/services/router/internal/classify/pii"
 	"github.com/switchyard-dev/switchyard/services/router/internal/classify/tenanttags"
@@ -19,6 +20,7 @@ var classifierRegistry = func() *registry.Registry[classify.Factory] {
 	r.Register(tenanttags.Name, tenanttags.New)
 	r.Register(pii.Name, pii.New)
 	r.Register(complexity.Name, complexity.New)
+	r.Register(external.Name, external.New)
 	return r
 }()
 
@@ -31,7 +33,11 @@ var classifierRegistry = func() *registry.Registry[classify.Factory] {
 // text. So a prompt holding a card number is tagged pii-detected whenever
 // a policy such as pii-stays-local reads that tag, whether or not the
 // client or its tenant labelled it. None of them can fail.
-const defaultClassifiers = headertags.Name + "," + tenanttags.Name + "," + pii.Name + "," + complexity.Name
+//
+// external asks the GatewayBackend's spec.classifiers, likewise only for
+// a program that reads their tags, and fails closed: a classifier that
+// errors or is late gives its failTag.
+const defaultClassifiers = headertags.Name + "," + tenanttags.Name + "," + pii.Name + "," + complexity.Name + "," + external.Name
 
 // classifier is one configured classifier with its name, for errors.
 type classifier struct {

@@ -24,7 +24,7 @@ func TestBuiltinClassifiersWithPolicyd(t *testing.T) {
 	g0 := newFakeWorker(t, "glm-5.3")
 	pd := startPolicyd(t, devCatalog(t, q0, q1, g0))
 	tr := startRouter(t, func(c *router.Config) {
-		if c.Classifiers != "header-tags,tenant-tags,pii,complexity" {
+		if c.Classifiers != "header-tags,tenant-tags,pii,complexity,external" {
 			t.Fatalf("default classifiers %q", c.Classifiers)
 		}
 		c.Endpoints = ""

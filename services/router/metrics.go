@@ -7,6 +7,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/switchyard-dev/switchyard/internal/kvblock"
+	"github.com/switchyard-dev/switchyard/services/router/internal/classify/external"
 	"github.com/switchyard-dev/switchyard/services/router/internal/kvsync"
 	"github.com/switchyard-dev/switchyard/services/router/internal/load"
 )
@@ -78,6 +79,7 @@ func newMetrics(table *load.Table, kv *kvblock.Index, kvStats func() (kvsync.Sta
 		m.promptReads, m.promptTokens, m.cachedTokens, m.predictionError,
 		&tableCollector{table: table},
 		&kvCollector{index: kv, stats: kvStats},
+		external.Failures,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)
