@@ -16,7 +16,29 @@ const (
 	ErrTypeServer         = "server_error"
 	ErrTypeUnavailable    = "service_unavailable_error"
 	ErrTypeTimeout        = "timeout_error"
+	ErrTypeAuthentication = "authentication_error"
+	ErrTypePermission     = "permission_error"
 )
+
+// ErrTypeForStatus is the error type a provider's error of that status
+// takes when its own envelope names none.
+func ErrTypeForStatus(status int) string {
+	switch {
+	case status == http.StatusUnauthorized:
+		return ErrTypeAuthentication
+	case status == http.StatusForbidden:
+		return ErrTypePermission
+	case status == http.StatusNotFound:
+		return ErrTypeNotFound
+	case status == http.StatusTooManyRequests:
+		return ErrTypeRateLimit
+	case status == http.StatusServiceUnavailable:
+		return ErrTypeUnavailable
+	case status >= 500:
+		return ErrTypeServer
+	}
+	return ErrTypeInvalidRequest
+}
 
 // ErrorBody is the OpenAI error envelope: {"error": {...}}.
 type ErrorBody struct {

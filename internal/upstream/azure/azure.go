@@ -41,7 +41,6 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"strconv"
 	"strings"
 
 	"github.com/switchyard-dev/switchyard/internal/openaiapi"
@@ -81,7 +80,7 @@ func (a Adapter) RoundTrip(ctx context.Context, t upstream.Target, r upstream.Re
 	case "/v1/completions":
 		op = "/completions"
 	default:
-		return respond(&openaiapi.APIError{Status: http.StatusNotFound, Type: openaiapi.ErrTypeNotFound,
+		return upstream.ErrorResponse(&openaiapi.APIError{Status: http.StatusNotFound, Type: openaiapi.ErrTypeNotFound,
 			Message: fmt.Sprintf("%s is not served by this model's provider (Azure OpenAI)", r.Path), Code: "unsupported_endpoint"}), nil
 	}
 	if t.Settings.AzureAPIVersion == "" {
@@ -95,10 +94,10 @@ func (a Adapter) RoundTrip(ctx context.Context, t upstream.Target, r upstream.Re
 		Stream bool   `json:"stream"`
 	}
 	if err := json.Unmarshal(r.Body, &body); err != nil {
-		return respond(openaiapi.InvalidRequest("", "the body is not a JSON object: "+err.Error())), nil
+		return upstream.ErrorResponse(openaiapi.InvalidRequest("", "the body is not a JSON object: "+err.Error())), nil
 	}
 	if body.Model == "" {
-		return respond(openaiapi.InvalidRequest("model", "model is required: it names the Azure OpenAI deployment")), nil
+		return upstream.ErrorResponse(openaiapi.InvalidRequest("model", "model is required: it names the Azure OpenAI deployment")), nil
 	}
 	u := strings.TrimSuffix(t.BaseURL, "/") + "/openai/deployments/" + url.PathEscape(body.Model) + op +
 		"?api-version=" + url.QueryEscape(t.Settings.AzureAPIVersion)
@@ -167,7 +166,7 @@ func translateError(resp *http.Response, key string) *http.Response {
 	defer resp.Body.Close()
 	raw, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBytes))
 	var out openAIError
-	out.Error.Type = typeFor(resp.StatusCode)
+	out.Error.Type = openaiapi.ErrTypeForStatus(resp.StatusCode)
 	var in azureError
 	if err := json.Unmarshal(raw, &in); err == nil && in.Error != nil {
 		e := in.Error
@@ -176,7 +175,7 @@ func translateError(resp *http.Response, key string) *http.Response {
 			out.Error.Type = *e.Type
 		}
 		out.Error.Param = e.Param
-		if c := codeString(e.Code); c != "" {
+		if c := upstream.ErrorCode(e.Code); c != "" {
 			out.Error.Code = &c
 		}
 		if len(e.InnerError) > 0 && string(e.InnerError) != "null" {
@@ -193,50 +192,7 @@ func translateError(resp *http.Response, key string) *http.Response {
 		out.Error.Message = out.Error.Message[:maxMessageLen]
 	}
 	b, _ := json.Marshal(out)
-	h := resp.Header.Clone()
-	h.Del("Content-Length")
-	h.Del("Content-Encoding")
-	h.Set("Content-Type", "application/json")
-	return &http.Response{StatusCode: resp.StatusCode, Status: resp.Status, Proto: resp.Proto, ProtoMajor: resp.ProtoMajor, ProtoMinor: resp.ProtoMinor,
-		Header: h, Body: io.NopCloser(bytes.NewReader(b)), ContentLength: int64(len(b)), Request: resp.Request}
-}
-
-// codeString is Azure's code, a string or a number, as a string.
-func codeString(raw json.RawMessage) string {
-	var s string
-	if json.Unmarshal(raw, &s) == nil {
-		return s
-	}
-	var n json.Number
-	if json.Unmarshal(raw, &n) == nil {
-		return n.String()
-	}
-	return ""
-}
-
-// typeFor is OpenAI's error type for a status.
-func typeFor(status int) string {
-	switch {
-	case status == http.StatusUnauthorized:
-		return "authentication_error"
-	case status == http.StatusForbidden:
-		return "permission_error"
-	case status == http.StatusNotFound:
-		return openaiapi.ErrTypeNotFound
-	case status == http.StatusTooManyRequests:
-		return openaiapi.ErrTypeRateLimit
-	case status == http.StatusServiceUnavailable:
-		return openaiapi.ErrTypeUnavailable
-	case status >= 500:
-		return openaiapi.ErrTypeServer
-	}
-	return openaiapi.ErrTypeInvalidRequest
-}
-
-func respond(e *openaiapi.APIError) *http.Response {
-	b, _ := json.Marshal(e.Body())
-	return &http.Response{StatusCode: e.Status, Status: strconv.Itoa(e.Status) + " " + http.StatusText(e.Status), Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
-		Header: http.Header{"Content-Type": {"application/json"}}, Body: io.NopCloser(bytes.NewReader(b)), ContentLength: int64(len(b))}
+	return upstream.WithJSONBody(resp, b)
 }
 
 // filter passes a stream on event by event, dropping the events that carry

@@ -42,7 +42,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -115,14 +114,14 @@ func (a *Adapter) OwnCredentials() {}
 // RoundTrip translates, signs and sends one attempt.
 func (a *Adapter) RoundTrip(ctx context.Context, t upstream.Target, r upstream.Request) (*http.Response, error) {
 	if r.Path != "/v1/chat/completions" {
-		return errorResponse(openaiapi.InvalidRequest("", "Amazon Bedrock serves chat completions only: use /v1/chat/completions (the Converse API has no text completions)")), nil
+		return upstream.ErrorResponse(openaiapi.InvalidRequest("", "Amazon Bedrock serves chat completions only: use /v1/chat/completions (the Converse API has no text completions)")), nil
 	}
 	if t.Settings.Region == "" {
 		return nil, errors.New("bedrock: the provider has no region (spec.bedrock.region)")
 	}
 	tr, apiErr := toConverse(r.Body)
 	if apiErr != nil {
-		return errorResponse(apiErr), nil
+		return upstream.ErrorResponse(apiErr), nil
 	}
 	op := "converse"
 	accept := "application/json"
@@ -162,7 +161,7 @@ func (a *Adapter) translate(resp *http.Response, tr *translated) (*http.Response
 	if resp.StatusCode != http.StatusOK {
 		defer resp.Body.Close()
 		body, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBytes))
-		return errorResponse(translateError(resp.StatusCode, resp.Header.Get("X-Amzn-Errortype"), body)), nil
+		return upstream.ErrorResponse(translateError(resp.StatusCode, resp.Header.Get("X-Amzn-Errortype"), body)), nil
 	}
 	h := http.Header{}
 	if id := resp.Header.Get("X-Amzn-Requestid"); id != "" {
@@ -180,22 +179,15 @@ func (a *Adapter) translate(resp *http.Response, tr *translated) (*http.Response
 		return nil, fmt.Errorf("bedrock: read response: %w", err)
 	}
 	if len(body) > maxResponseBytes {
-		return errorResponse(&openaiapi.APIError{Status: http.StatusBadGateway, Type: openaiapi.ErrTypeServer, Message: fmt.Sprintf("Amazon Bedrock's response is larger than %d bytes", maxResponseBytes)}), nil
+		return upstream.ErrorResponse(&openaiapi.APIError{Status: http.StatusBadGateway, Type: openaiapi.ErrTypeServer, Message: fmt.Sprintf("Amazon Bedrock's response is larger than %d bytes", maxResponseBytes)}), nil
 	}
 	out, err := fromConverse(body, tr.ModelID, a.now())
 	if err != nil {
-		return errorResponse(&openaiapi.APIError{Status: http.StatusBadGateway, Type: openaiapi.ErrTypeServer, Message: err.Error()}), nil
+		return upstream.ErrorResponse(&openaiapi.APIError{Status: http.StatusBadGateway, Type: openaiapi.ErrTypeServer, Message: err.Error()}), nil
 	}
 	h.Set("Content-Type", "application/json")
 	return &http.Response{StatusCode: http.StatusOK, Status: "200 OK", Proto: resp.Proto, ProtoMajor: resp.ProtoMajor, ProtoMinor: resp.ProtoMinor,
 		Header: h, Body: io.NopCloser(bytes.NewReader(out)), ContentLength: int64(len(out)), Request: resp.Request}, nil
-}
-
-// errorResponse is an OpenAI error answer.
-func errorResponse(e *openaiapi.APIError) *http.Response {
-	b, _ := json.Marshal(e.Body())
-	return &http.Response{StatusCode: e.Status, Status: fmt.Sprintf("%d %s", e.Status, http.StatusText(e.Status)), Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
-		Header: http.Header{"Content-Type": {"application/json"}}, Body: io.NopCloser(bytes.NewReader(b)), ContentLength: int64(len(b))}
 }
 
 // credentials returns the target's credentials, from its cache.

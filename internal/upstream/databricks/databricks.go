@@ -96,7 +96,7 @@ func (a *Adapter) RoundTrip(ctx context.Context, t upstream.Target, r upstream.R
 	case "/v1/completions":
 		op = "/completions"
 	default:
-		return respond(&openaiapi.APIError{Status: http.StatusNotFound, Type: openaiapi.ErrTypeNotFound,
+		return upstream.ErrorResponse(&openaiapi.APIError{Status: http.StatusNotFound, Type: openaiapi.ErrTypeNotFound,
 			Message: fmt.Sprintf("%s is not served by this model's provider (Databricks Model Serving)", r.Path), Code: "unsupported_endpoint"}), nil
 	}
 	u := strings.TrimSuffix(t.BaseURL, "/") + op
@@ -235,7 +235,7 @@ func (a *Adapter) fetch(ctx context.Context, tokenURL string, t upstream.Target)
 			code = strconv.Itoa(resp.StatusCode)
 		}
 		// The description is not passed on: it can name the client.
-		return "", 0, respond(&openaiapi.APIError{Status: http.StatusUnauthorized, Type: "authentication_error", Code: "provider_credentials",
+		return "", 0, upstream.ErrorResponse(&openaiapi.APIError{Status: http.StatusUnauthorized, Type: openaiapi.ErrTypeAuthentication, Code: "provider_credentials",
 			Message: fmt.Sprintf("Databricks refused the provider's OAuth client credentials (token endpoint: %d %s)", resp.StatusCode, code)}), nil
 	}
 	secs, err := body.ExpiresIn.Float64()
@@ -259,7 +259,7 @@ func translateError(resp *http.Response, secrets []string) *http.Response {
 	}
 	var out openaiapi.APIError
 	out.Status = resp.StatusCode
-	out.Type = typeFor(resp.StatusCode)
+	out.Type = openaiapi.ErrTypeForStatus(resp.StatusCode)
 	if json.Unmarshal(raw, &in) == nil {
 		var oe struct {
 			Message string          `json:"message"`
@@ -269,7 +269,7 @@ func translateError(resp *http.Response, secrets []string) *http.Response {
 		}
 		switch {
 		case len(in.Error) > 0 && json.Unmarshal(in.Error, &oe) == nil && oe.Message != "":
-			out.Message, out.Param, out.Code = oe.Message, oe.Param, codeString(oe.Code)
+			out.Message, out.Param, out.Code = oe.Message, oe.Param, upstream.ErrorCode(oe.Code)
 			if oe.Type != "" {
 				out.Type = oe.Type
 			}
@@ -295,46 +295,5 @@ func translateError(resp *http.Response, secrets []string) *http.Response {
 		out.Message = out.Message[:maxMessageLen]
 	}
 	b, _ := json.Marshal(out.Body())
-	h := resp.Header.Clone()
-	h.Del("Content-Length")
-	h.Del("Content-Encoding")
-	h.Set("Content-Type", "application/json")
-	return &http.Response{StatusCode: resp.StatusCode, Status: resp.Status, Proto: resp.Proto, ProtoMajor: resp.ProtoMajor, ProtoMinor: resp.ProtoMinor,
-		Header: h, Body: io.NopCloser(bytes.NewReader(b)), ContentLength: int64(len(b)), Request: resp.Request}
-}
-
-func codeString(raw json.RawMessage) string {
-	var s string
-	if json.Unmarshal(raw, &s) == nil {
-		return s
-	}
-	var n json.Number
-	if json.Unmarshal(raw, &n) == nil {
-		return n.String()
-	}
-	return ""
-}
-
-func typeFor(status int) string {
-	switch {
-	case status == http.StatusUnauthorized:
-		return "authentication_error"
-	case status == http.StatusForbidden:
-		return "permission_error"
-	case status == http.StatusNotFound:
-		return openaiapi.ErrTypeNotFound
-	case status == http.StatusTooManyRequests:
-		return openaiapi.ErrTypeRateLimit
-	case status == http.StatusServiceUnavailable:
-		return openaiapi.ErrTypeUnavailable
-	case status >= 500:
-		return openaiapi.ErrTypeServer
-	}
-	return openaiapi.ErrTypeInvalidRequest
-}
-
-func respond(e *openaiapi.APIError) *http.Response {
-	b, _ := json.Marshal(e.Body())
-	return &http.Response{StatusCode: e.Status, Status: strconv.Itoa(e.Status) + " " + http.StatusText(e.Status), Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
-		Header: http.Header{"Content-Type": {"application/json"}}, Body: io.NopCloser(bytes.NewReader(b)), ContentLength: int64(len(b))}
+	return upstream.WithJSONBody(resp, b)
 }
