@@ -15,6 +15,7 @@
 // guesses, and policyd and `yardctl validate` refuse a provider whose type
 // has no adapter. Adding a provider type is one package implementing
 // Adapter plus one Register line in package builtin.
+//
 // An adapter answering for itself (a request the provider cannot take)
 // uses ErrorResponse; one translating a provider's error body uses
 // WithJSONBody and ErrorCode (response.go).
