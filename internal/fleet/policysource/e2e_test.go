@@ -2,12 +2,9 @@ package policysource_test
 
 import (
 	"bufio"
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"slices"
 	"strings"
@@ -20,6 +17,7 @@ import (
 	"github.com/switchyard-dev/switchyard/internal/bus"
 	"github.com/switchyard-dev/switchyard/internal/sim"
 	"github.com/switchyard-dev/switchyard/internal/testkit"
+	"github.com/switchyard-dev/switchyard/internal/testkit/fleetprobe"
 	routerv1 "github.com/switchyard-dev/switchyard/proto/switchyard/router/v1"
 	"github.com/switchyard-dev/switchyard/services/kvtracker"
 	"github.com/switchyard-dev/switchyard/services/router"
@@ -104,26 +102,26 @@ func TestRouterAndKVTrackerFollowPolicyd(t *testing.T) {
 
 	// The catalog's first worker: listed, routed to, leased and ingested.
 	waitEndpoints(t, rt, "w0")
-	routeTo(t, rt, model, nil, "w0")
+	fleetprobe.RouteTo(t, rt, model, nil, "w0")
 	tw0.waitLeased()
 	tw0.waitDelta(sims.Workers()[0], "first worker")
 
 	// A worker added to the InferenceWorkerSet.
 	dir.write(w0, w1)
 	waitEndpoints(t, rt, "w0", "w1")
-	routeTo(t, rt, model, []string{"w0"}, "w1")
+	fleetprobe.RouteTo(t, rt, model, []string{"w0"}, "w1")
 	tw1.waitLeased()
 	prompt := tw1.waitDelta(sims.Workers()[1], "added worker")
 	// Its events reach the router's index through the kvtracker: the
 	// prompt sent to the worker directly shows as cached there.
 	testkit.Eventually(t, 20*time.Second, "the router to see the added worker's cached prompt", func() bool {
-		return cachedOn(t, rt, model, prompt, "w1") > 0
+		return fleetprobe.CachedOn(t, rt, model, prompt, "w1") > 0
 	})
 
 	// A worker removed from it.
 	dir.write(w1)
 	waitEndpoints(t, rt, "w1")
-	routeTo(t, rt, model, nil, "w1")
+	fleetprobe.RouteTo(t, rt, model, nil, "w1")
 	tw0.waitReleased()
 	testkit.Eventually(t, 10*time.Second, "the kvtracker to track one worker", func() bool {
 		return tw0.metric("switchyard_kvtracker_workers_configured") == "1" && tw0.metric("switchyard_kvtracker_leases_held") == "1"
@@ -179,8 +177,8 @@ func (w *trackedWorker) waitDelta(sw sim.WorkerInfo, what string) string {
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		w.n++
-		prompt := longPrompt(w.id, w.n)
-		complete(w.t, sw, prompt)
+		prompt := fleetprobe.LongPrompt(w.id, w.n)
+		fleetprobe.Complete(w.t, sw, prompt)
 		if _, err := w.deltas.NextMsg(500 * time.Millisecond); err == nil {
 			return prompt
 		}
@@ -206,34 +204,6 @@ func (w *trackedWorker) metric(name string) string {
 	return ""
 }
 
-// longPrompt is a prompt of several KV blocks, distinct per worker and n.
-func longPrompt(id string, n int) string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "worker %s prompt %d:", id, n)
-	for i := range 60 {
-		fmt.Fprintf(&b, " word%d", (i*7+n)%50)
-	}
-	return b.String()
-}
-
-func completionBody(model, prompt string) []byte {
-	body, _ := json.Marshal(map[string]any{"model": model, "prompt": prompt, "max_tokens": 1})
-	return body
-}
-
-func complete(t *testing.T, w sim.WorkerInfo, prompt string) {
-	t.Helper()
-	resp, err := http.Post(w.URL+"/v1/completions", "application/json", bytes.NewReader(completionBody(w.Model, prompt)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	data, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("completion on %s: %d %s", w.URL, resp.StatusCode, data)
-	}
-}
-
 // waitEndpoints waits until the router lists exactly ids.
 func waitEndpoints(t *testing.T, rt routerv1.RouterClient, ids ...string) {
 	t.Helper()
@@ -250,43 +220,4 @@ func waitEndpoints(t *testing.T, rt routerv1.RouterClient, ids ...string) {
 		slices.Sort(got)
 		return slices.Equal(got, ids)
 	})
-}
-
-// routeTo waits until a Route (excluding exclude) picks want: the
-// router's first scrape of a new worker makes it eligible.
-func routeTo(t *testing.T, rt routerv1.RouterClient, model string, exclude []string, want string) {
-	t.Helper()
-	var last string
-	testkit.Eventually(t, 20*time.Second, "a route to "+want, func() bool {
-		resp, err := rt.Route(context.Background(), &routerv1.RouteRequest{
-			RequestId: "fleet-" + want, Model: model, Api: routerv1.ApiKind_API_KIND_COMPLETIONS,
-			Body: completionBody(model, "hello"), ExcludeEndpoints: exclude,
-		})
-		if err != nil {
-			last = err.Error()
-			return false
-		}
-		last = resp.String()
-		return resp.GetTarget().GetId() == want
-	})
-	if t.Failed() {
-		t.Logf("last answer: %s", last)
-	}
-}
-
-// cachedOn is the cached tokens Explain reports for the prompt on id.
-func cachedOn(t *testing.T, rt routerv1.RouterClient, model, prompt, id string) int64 {
-	resp, err := rt.Explain(context.Background(), &routerv1.RouteRequest{
-		RequestId: "explain", Model: model, Api: routerv1.ApiKind_API_KIND_COMPLETIONS, Body: completionBody(model, prompt),
-	})
-	if err != nil {
-		t.Logf("explain: %v", err)
-		return 0
-	}
-	for _, c := range resp.GetCandidates() {
-		if c.GetEndpoint().GetId() == id {
-			return int64(c.GetCachedTokens())
-		}
-	}
-	return 0
 }

@@ -2,12 +2,9 @@ package kube
 
 import (
 	"bufio"
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"maps"
 	"net"
 	"net/http"
@@ -27,6 +24,7 @@ import (
 	"github.com/switchyard-dev/switchyard/internal/bus"
 	"github.com/switchyard-dev/switchyard/internal/sim"
 	"github.com/switchyard-dev/switchyard/internal/testkit"
+	"github.com/switchyard-dev/switchyard/internal/testkit/fleetprobe"
 	"github.com/switchyard-dev/switchyard/internal/testkit/kubeapi"
 	routerv1 "github.com/switchyard-dev/switchyard/proto/switchyard/router/v1"
 	"github.com/switchyard-dev/switchyard/services/kvtracker"
@@ -193,7 +191,7 @@ spec:
 	start := time.Now()
 	api.ApplyObject(t, "inference", workerSlice(t, "sim-0", w0, true))
 	waitEndpoints(t, rt, map[string]string{"sim-0": w0.URL})
-	routeTo(t, rt, model, nil, "sim-0")
+	fleetprobe.RouteTo(t, rt, model, nil, "sim-0")
 	tw0.waitLeased()
 	tw0.waitDelta(w0)
 	t.Logf("the first pod: routed to and ingested %s after its slice was written", time.Since(start).Round(time.Millisecond))
@@ -202,11 +200,11 @@ spec:
 	start = time.Now()
 	api.ApplyObject(t, "inference", workerSlice(t, "sim-1", w1, true))
 	waitEndpoints(t, rt, map[string]string{"sim-0": w0.URL, "sim-1": w1.URL})
-	routeTo(t, rt, model, []string{"sim-0"}, "sim-1")
+	fleetprobe.RouteTo(t, rt, model, []string{"sim-0"}, "sim-1")
 	tw1.waitLeased()
 	prompt := tw1.waitDelta(w1)
 	testkit.Eventually(t, 20*time.Second, "the router to see the added pod's cached prompt", func() bool {
-		return cachedOn(t, rt, model, prompt, "sim-1") > 0
+		return fleetprobe.CachedOn(t, rt, model, prompt, "sim-1") > 0
 	})
 	t.Logf("an added pod: routed to and its blocks in the router's index %s after its slice was written", time.Since(start).Round(time.Millisecond))
 
@@ -214,7 +212,7 @@ spec:
 	start = time.Now()
 	api.ApplyObject(t, "inference", workerSlice(t, "sim-0", w0, false))
 	waitEndpoints(t, rt, map[string]string{"sim-1": w1.URL})
-	routeTo(t, rt, model, nil, "sim-1")
+	fleetprobe.RouteTo(t, rt, model, nil, "sim-1")
 	tw0.waitReleased()
 	testkit.Eventually(t, 10*time.Second, "the kvtracker to track one worker", func() bool {
 		return metric(metrics, "switchyard_kvtracker_workers_configured") == "1" && metric(metrics, "switchyard_kvtracker_leases_held") == "1"
@@ -289,8 +287,8 @@ func (w *trackedWorker) waitDelta(sw sim.WorkerInfo) string {
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		w.n++
-		prompt := longPrompt(w.id, w.n)
-		complete(w.t, sw, prompt)
+		prompt := fleetprobe.LongPrompt(w.id, w.n)
+		fleetprobe.Complete(w.t, sw, prompt)
 		if _, err := w.deltas.NextMsg(500 * time.Millisecond); err == nil {
 			return prompt
 		}
@@ -316,34 +314,6 @@ func metric(page, name string) string {
 	return ""
 }
 
-// longPrompt is a prompt of several KV blocks, distinct per worker and n.
-func longPrompt(id string, n int) string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "worker %s prompt %d:", id, n)
-	for i := range 60 {
-		fmt.Fprintf(&b, " word%d", (i*7+n)%50)
-	}
-	return b.String()
-}
-
-func completionBody(model, prompt string) []byte {
-	body, _ := json.Marshal(map[string]any{"model": model, "prompt": prompt, "max_tokens": 1})
-	return body
-}
-
-func complete(t *testing.T, w sim.WorkerInfo, prompt string) {
-	t.Helper()
-	resp, err := http.Post(w.URL+"/v1/completions", "application/json", bytes.NewReader(completionBody(w.Model, prompt)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	data, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("completion on %s: %d %s", w.URL, resp.StatusCode, data)
-	}
-}
-
 // waitEndpoints waits until the router lists exactly the workers of
 // want (id → URL): each at the URL of its own slice's http port.
 func waitEndpoints(t *testing.T, rt routerv1.RouterClient, want map[string]string) {
@@ -360,43 +330,4 @@ func waitEndpoints(t *testing.T, rt routerv1.RouterClient, want map[string]strin
 		}
 		return maps.Equal(got, want)
 	})
-}
-
-// routeTo waits until a Route (excluding exclude) picks want: the
-// router's first scrape of a new worker makes it eligible.
-func routeTo(t *testing.T, rt routerv1.RouterClient, model string, exclude []string, want string) {
-	t.Helper()
-	var last string
-	testkit.Eventually(t, 20*time.Second, "a route to "+want, func() bool {
-		resp, err := rt.Route(context.Background(), &routerv1.RouteRequest{
-			RequestId: "kube-fleet-" + want, Model: model, Api: routerv1.ApiKind_API_KIND_COMPLETIONS,
-			Body: completionBody(model, "hello"), ExcludeEndpoints: exclude,
-		})
-		if err != nil {
-			last = err.Error()
-			return false
-		}
-		last = resp.String()
-		return resp.GetTarget().GetId() == want
-	})
-	if t.Failed() {
-		t.Logf("last answer: %s", last)
-	}
-}
-
-// cachedOn is the cached tokens Explain reports for the prompt on id.
-func cachedOn(t *testing.T, rt routerv1.RouterClient, model, prompt, id string) int64 {
-	resp, err := rt.Explain(context.Background(), &routerv1.RouteRequest{
-		RequestId: "explain", Model: model, Api: routerv1.ApiKind_API_KIND_COMPLETIONS, Body: completionBody(model, prompt),
-	})
-	if err != nil {
-		t.Logf("explain: %v", err)
-		return 0
-	}
-	for _, c := range resp.GetCandidates() {
-		if c.GetEndpoint().GetId() == id {
-			return int64(c.GetCachedTokens())
-		}
-	}
-	return 0
 }
