@@ -119,7 +119,8 @@ func (s *service) getDecision() *decision {
 // putDecision returns d to the pool, holding no request's bytes.
 func (s *service) putDecision(d *decision) {
 	d.lookup.reset()
-	d.req, d.st, d.creq, d.preq = nil, nil, classify.Request{}, policy.Request{}
+	d.req, d.st, d.preq = nil, nil, policy.Request{}
+	d.creq.Reset()
 	d.served = ""
 	d.held = -1
 	d.ctx, d.ctxErr = nil, nil
@@ -298,10 +299,10 @@ func (s *service) readPrompt(ctx context.Context, l *lookup, req *routerv1.Route
 // returned.
 func (s *service) classify(ctx context.Context, d *decision) error {
 	req := d.req
-	d.creq = classify.Request{
-		Tenant: req.GetTenant(), Model: req.GetModel(), HeaderTags: req.GetTags(), Program: d.st.prog,
-		API: req.GetApi(), Body: req.GetBody(), Prompt: d.prompt,
-	}
+	d.creq.Reset()
+	c := &d.creq
+	c.Tenant, c.Model, c.HeaderTags, c.Program = req.GetTenant(), req.GetModel(), req.GetTags(), d.st.prog
+	c.API, c.Body, c.Prompt = req.GetApi(), req.GetBody(), d.prompt
 	tags := d.tags[:0]
 	for _, c := range s.classifiers {
 		n := len(tags)

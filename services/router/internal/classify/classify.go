@@ -32,6 +32,7 @@ import (
 
 	"github.com/switchyard-dev/switchyard/internal/policy"
 	routerv1 "github.com/switchyard-dev/switchyard/proto/switchyard/router/v1"
+	"github.com/switchyard-dev/switchyard/services/router/internal/classify/chattext"
 	"github.com/switchyard-dev/switchyard/services/router/internal/prompt"
 )
 
@@ -65,4 +66,29 @@ type Request struct {
 	// Prompt is the prompt as the router read it for the cache lookup:
 	// the model's token ids, or its text when the model has no tokenizer.
 	Prompt prompt.Prompt
+
+	// The prompt's text, read from Body by the first classifier that asks
+	// (Text) and kept for the others of the decision.
+	segs     []chattext.Segment
+	segsErr  error
+	segsRead bool
+}
+
+// Text is the prompt's text segments (chattext.Segments of Body), read
+// once per decision however many classifiers ask. The segments are the
+// request's: read them, keep nothing.
+func (r *Request) Text() ([]chattext.Segment, error) {
+	if !r.segsRead {
+		r.segs, r.segsErr = chattext.Segments(r.API, r.Body, r.segs[:0])
+		r.segsRead = true
+	}
+	return r.segs, r.segsErr
+}
+
+// Reset readies r for another decision: every field zero but the text
+// buffer's capacity, which holds no text of the last one.
+func (r *Request) Reset() {
+	buf := r.segs[:cap(r.segs)]
+	clear(buf)
+	*r = Request{segs: buf[:0]}
 }

@@ -101,8 +101,7 @@ func (Classifier) Classify(_ context.Context, req *classify.Request, tags []stri
 	if !req.Program.ReadsTag(readsOurs) {
 		return tags, nil
 	}
-	var buf [16]chattext.Segment
-	segs, err := chattext.Segments(req.API, req.Body, buf[:0])
+	segs, err := req.Text()
 	if err != nil || len(segs) == 0 {
 		return tags, nil
 	}

@@ -137,7 +137,7 @@ func (c *Classifier) Classify(ctx context.Context, req *classify.Request, tags [
 
 // promptText is the request's prompt as one text, its segments joined.
 func promptText(req *classify.Request) (string, error) {
-	segs, err := chattext.Segments(req.API, req.Body, nil)
+	segs, err := req.Text()
 	if err != nil {
 		return "", err
 	}

@@ -56,7 +56,6 @@ import (
 	"strings"
 
 	"github.com/switchyard-dev/switchyard/services/router/internal/classify"
-	"github.com/switchyard-dev/switchyard/services/router/internal/classify/chattext"
 )
 
 // Name is the classifier's name in --classifiers.
@@ -104,8 +103,7 @@ func (Classifier) Classify(_ context.Context, req *classify.Request, tags []stri
 
 // ScanBody is the kinds found in the request's prompt text.
 func ScanBody(req *classify.Request) Kinds {
-	var buf [16]chattext.Segment
-	segs, err := chattext.Segments(req.API, req.Body, buf[:0])
+	segs, err := req.Text()
 	if err != nil {
 		return 0
 	}
