@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/anthropics/anthropic-sdk-go/v2"
@@ -31,8 +30,7 @@ const (
 type anthropicEnv struct {
 	*env
 	fake *anthropictest.Server
-	mu   *sync.Mutex
-	logs *strings.Builder
+	logs *capturedLog
 }
 
 func newAnthropicEnv(t *testing.T) *anthropicEnv {
@@ -56,24 +54,21 @@ spec:
   models: [{name: %[2]s}]
 `, fake.URL, testModel, anthropicServed)
 	pdAddr := servePolicyd(t, writeCatalog(t, catalog))
-	var logs strings.Builder
-	var mu sync.Mutex
+	logs := &capturedLog{}
 	e := newEnv(t, envOpts{cfg: func(c *Config) {
 		c.PolicydAddr = pdAddr
 		c.GatewayBackend = "dev"
 	}})
-	e.gw.log = zerolog.New(lockedWriter{&mu, &logs}).Level(zerolog.DebugLevel)
+	e.gw.log = zerolog.New(logs).Level(zerolog.DebugLevel)
 	e.eventually(t, "policy snapshot", func() bool {
 		_, err := e.gw.catalog.apiKey("claude")
 		return err == nil
 	})
 	e.router.setTargets(testModel, &routerv1.Target{Id: "provider/claude", Url: fake.URL,
 		Kind: routerv1.TargetKind_TARGET_KIND_PROVIDER, Provider: "claude", ServedModel: anthropicServed, Type: "Anthropic"})
-	ae := &anthropicEnv{env: e, fake: fake, mu: &mu, logs: &logs}
+	ae := &anthropicEnv{env: e, fake: fake, logs: logs}
 	t.Cleanup(func() {
-		mu.Lock()
-		defer mu.Unlock()
-		if logs.Len() == 0 {
+		if logs.String() == "" {
 			t.Errorf("the gateway logged nothing: the key check below would prove nothing")
 		}
 		if strings.Contains(logs.String(), anthropicKey) {

@@ -7,12 +7,10 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
-	"github.com/rs/zerolog"
 
 	"github.com/switchyard-dev/switchyard/internal/upstream/azure/azuretest"
 	routerv1 "github.com/switchyard-dev/switchyard/proto/switchyard/router/v1"
@@ -76,15 +74,7 @@ spec:
     header: x-team-tags
 `, fake.URL, testModel, azureDeployment, azuretest.APIVersion)
 	pdAddr := servePolicyd(t, writeCatalog(t, catalog))
-	var logs strings.Builder
-	var logMu sync.Mutex
-	e := newEnv(t, envOpts{cfg: func(c *Config) {
-		c.PolicydAddr = pdAddr
-		c.GatewayBackend = "dev"
-		c.ProviderSecretsDir = secrets
-	}})
-	e.gw.log = zerolog.New(lockedWriter{&logMu, &logs}).Level(zerolog.DebugLevel)
-	e.eventually(t, "policy snapshot", func() bool { return e.gw.catalog.tagsHeader() == "x-team-tags" })
+	e, logs := providerGateway(t, pdAddr, secrets)
 	client := openai.NewClient(option.WithBaseURL(e.url+"/v1"), option.WithAPIKey("client-key-not-for-azure"), option.WithMaxRetries(0))
 	route := func(provider string) {
 		e.router.setTargets(testModel, &routerv1.Target{Id: "provider/" + provider, Url: fake.URL,
@@ -230,9 +220,7 @@ spec:
 		}
 	})
 
-	logMu.Lock()
 	out := logs.String()
-	logMu.Unlock()
 	if !strings.Contains(out, "Entra") {
 		t.Errorf("the log does not say why the Entra provider failed; is it captured?\n%s", out)
 	}

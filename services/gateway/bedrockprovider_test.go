@@ -7,13 +7,11 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
-	"github.com/rs/zerolog"
 
 	"github.com/switchyard-dev/switchyard/internal/upstream/bedrock"
 	"github.com/switchyard-dev/switchyard/internal/upstream/bedrock/bedrocktest"
@@ -81,15 +79,7 @@ spec:
     header: x-team-tags
 `, fake.URL, testModel, bedrockServed)
 	pdAddr := servePolicyd(t, writeCatalog(t, catalog))
-	var logs strings.Builder
-	var logMu sync.Mutex
-	e := newEnv(t, envOpts{cfg: func(c *Config) {
-		c.PolicydAddr = pdAddr
-		c.GatewayBackend = "dev"
-		c.ProviderSecretsDir = secrets
-	}})
-	e.gw.log = zerolog.New(lockedWriter{&logMu, &logs}).Level(zerolog.DebugLevel)
-	e.eventually(t, "policy snapshot", func() bool { return e.gw.catalog.tagsHeader() == "x-team-tags" })
+	e, logs := providerGateway(t, pdAddr, secrets)
 	client := openai.NewClient(option.WithBaseURL(e.url+"/v1"), option.WithAPIKey("unused"), option.WithMaxRetries(0))
 	route := func(provider string) {
 		e.router.setTargets(testModel, &routerv1.Target{Id: "provider/" + provider, Url: fake.URL,
@@ -210,9 +200,7 @@ spec:
 		}
 	})
 
-	logMu.Lock()
 	out := logs.String()
-	logMu.Unlock()
 	if !strings.Contains(out, "upstream response broke off") {
 		t.Errorf("the log lacks the broken stream; is it captured?\n%s", out)
 	}

@@ -4,12 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
-	"github.com/rs/zerolog"
 
 	"github.com/switchyard-dev/switchyard/internal/upstream/databricks/databrickstest"
 	routerv1 "github.com/switchyard-dev/switchyard/proto/switchyard/router/v1"
@@ -61,15 +59,7 @@ spec:
     header: x-team-tags
 `, fake.BaseURL(), testModel, databricksEndpoint, databrickstest.ClientID)
 	pdAddr := servePolicyd(t, writeCatalog(t, catalog))
-	var logs strings.Builder
-	var logMu sync.Mutex
-	e := newEnv(t, envOpts{cfg: func(c *Config) {
-		c.PolicydAddr = pdAddr
-		c.GatewayBackend = "dev"
-		c.ProviderSecretsDir = secrets
-	}})
-	e.gw.log = zerolog.New(lockedWriter{&logMu, &logs}).Level(zerolog.DebugLevel)
-	e.eventually(t, "policy snapshot", func() bool { return e.gw.catalog.tagsHeader() == "x-team-tags" })
+	e, logs := providerGateway(t, pdAddr, secrets)
 	client := openai.NewClient(option.WithBaseURL(e.url+"/v1"), option.WithAPIKey("client-key-not-for-databricks"), option.WithMaxRetries(0))
 	route := func(provider string) {
 		e.router.setTargets(testModel, &routerv1.Target{Id: "provider/" + provider, Url: fake.BaseURL(),
@@ -175,10 +165,8 @@ spec:
 		}
 	})
 
-	logMu.Lock()
 	out := logs.String()
-	logMu.Unlock()
-	if logs.Len() == 0 {
+	if out == "" {
 		t.Error("the gateway logged nothing: the check below would prove nothing")
 	}
 	for _, secret := range []string{databrickstest.PAT, databrickstest.ClientSecret, "fake-dbx-oauth", "rotated-to-the-wrong"} {

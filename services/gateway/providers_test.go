@@ -137,14 +137,7 @@ func TestForwardToProvider(t *testing.T) {
 	}
 	up := newProviderUpstream(t)
 	pdAddr := startPolicyd(t, up.srv.URL, keyFile)
-	var logs strings.Builder
-	var logMu sync.Mutex
-	e := newEnv(t, envOpts{cfg: func(c *Config) {
-		c.PolicydAddr = pdAddr
-		c.GatewayBackend = "dev"
-	}})
-	e.gw.log = zerolog.New(lockedWriter{&logMu, &logs}).Level(zerolog.DebugLevel)
-	e.eventually(t, "policy snapshot", func() bool { return e.gw.catalog.tagsHeader() == "x-team-tags" })
+	e, logs := providerGateway(t, pdAddr, "")
 
 	tests := []struct {
 		name, provider, served, wantAuth, path, apiPath string
@@ -203,8 +196,6 @@ func TestForwardToProvider(t *testing.T) {
 		}
 	})
 
-	logMu.Lock()
-	defer logMu.Unlock()
 	for _, k := range []string{envKey, fileKey} {
 		if strings.Contains(logs.String(), k) {
 			t.Errorf("an api key reached the logs")
@@ -212,13 +203,40 @@ func TestForwardToProvider(t *testing.T) {
 	}
 }
 
-type lockedWriter struct {
-	mu *sync.Mutex
-	w  io.Writer
+// providerGateway is a gateway following policyd at pdAddr
+// (GatewayBackend dev, tags header x-team-tags), reading provider
+// Secrets under secretsDir ("" for the default), with its log captured
+// so a test can look for secrets in it.
+func providerGateway(t *testing.T, pdAddr, secretsDir string) (*env, *capturedLog) {
+	t.Helper()
+	e := newEnv(t, envOpts{cfg: func(c *Config) {
+		c.PolicydAddr = pdAddr
+		c.GatewayBackend = "dev"
+		if secretsDir != "" {
+			c.ProviderSecretsDir = secretsDir
+		}
+	}})
+	logs := &capturedLog{}
+	e.gw.log = zerolog.New(logs).Level(zerolog.DebugLevel)
+	e.eventually(t, "policy snapshot", func() bool { return e.gw.catalog.tagsHeader() == "x-team-tags" })
+	return e, logs
 }
 
-func (l lockedWriter) Write(p []byte) (int, error) {
+// capturedLog is a log written by the gateway's goroutines and read by
+// the test.
+type capturedLog struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *capturedLog) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.w.Write(p)
+	return l.b.Write(p)
+}
+
+func (l *capturedLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
