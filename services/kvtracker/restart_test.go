@@ -69,7 +69,11 @@ func TestWorkerRestartDropsBlocksAtOnce(t *testing.T) {
 	if n := tr.metric(t, "switchyard_kvtracker_resets_total", "reason", "process_restart"); n != 1 {
 		t.Errorf("process_restart resets %v, want 1", n)
 	}
-	sendAndSee(t, l, restarted.Workers()[0], "w0", p)
+	// The new process's first batches can go out before the tracker's
+	// re-dialled subscription reaches it (a SUB socket's slow join): the
+	// next batch reveals them as a gap across the reconnect. warmUp sends
+	// until the blocks show.
+	warmUp(t, l, restarted.Workers()[0], "w0", p)
 	if n := tr.metric(t, "switchyard_kvtracker_resets_total", "reason", "restart"); n != 0 {
 		t.Errorf("%v more resets at the new process's first events: the restart was acted on twice", n)
 	}
