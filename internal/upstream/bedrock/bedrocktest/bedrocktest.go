@@ -1,10 +1,15 @@
-// Package bedrocktest is a local fake of Amazon Bedrock's runtime for
-// tests: it verifies each request's SigV4 signature against known
-// credentials (recomputed with the AWS SDK's signer; a mismatch is
-// refused with 403 InvalidSignatureException, as Bedrock does), speaks the
-// Converse API's JSON, and writes ConverseStream as a real binary event
-// stream (the SDK's eventstream encoder), each message split across two
-// writes so a reader must reassemble them.
+// Package bedrocktest is a local fake of Amazon Bedrock's runtime, for
+// tests and for `switchyard dev`, which serves its example Bedrock
+// provider with it so that the gateway's real Bedrock adapter runs
+// without an AWS account. It speaks the runtime's documented wire
+// protocol: POST /model/{modelId}/converse with the Converse API's JSON,
+// and /model/{modelId}/converse-stream answered with a real binary event
+// stream (the AWS SDK's eventstream encoder), each message split across
+// two writes so a reader must reassemble them. Every request's SigV4
+// signature is verified against the credentials and region the fake is
+// given (recomputed with the SDK's signer; a mismatch is refused with 403
+// InvalidSignatureException, as Bedrock does), and errors carry
+// Bedrock's x-amzn-ErrorType header and {"message"} body.
 package bedrocktest
 
 import (
@@ -15,8 +20,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
 	"strings"
 	"sync"
@@ -76,26 +81,92 @@ type Request struct {
 	Stream  bool
 	Body    []byte
 	Header  http.Header
+	// SignatureError is why the request's signature was refused; "" for
+	// a request signed correctly.
+	SignatureError string
+}
+
+// Options configure a fake started with Start.
+type Options struct {
+	// Addr is the address to listen on, e.g. 127.0.0.1:8100; empty picks
+	// a free port on 127.0.0.1.
+	Addr string
+	// Region is the region signatures must be scoped to; default Region.
+	Region string
+	// Credentials are what signatures are checked against; default
+	// Credentials().
+	Credentials aws.Credentials
+	// Keep bounds the requests Requests returns to the most recent Keep;
+	// 0 keeps every one, as a test wants. A long-running fake sets it;
+	// Counts counts them all either way.
+	Keep int
+}
+
+// Counts are how many requests a fake received.
+type Counts struct {
+	// Requests is every request, Refused those whose signature did not
+	// verify.
+	Requests, Refused int
 }
 
 // Server is the fake runtime.
 type Server struct {
-	*httptest.Server
-	// Region and Creds are what signatures are checked against.
+	// URL is its base URL, http://host:port: a provider's baseURL.
+	URL string
+	// Region is what signatures are checked against.
 	Region string
 
-	mu    sync.Mutex
-	creds aws.Credentials
-	reply func(Request) Reply
-	reqs  []Request
+	srv  *http.Server
+	done chan struct{}
+	keep int
+
+	mu     sync.Mutex
+	creds  aws.Credentials
+	reply  func(Request) Reply
+	reqs   []Request
+	counts Counts
 }
 
-// New starts a fake that accepts Credentials() for Region and echoes the
-// last user text.
+// New starts a fake on a free loopback port that accepts Credentials()
+// for Region and echoes the last user text. It panics when it cannot
+// listen, as httptest.NewServer does.
 func New() *Server {
-	s := &Server{Region: Region, creds: Credentials(), reply: Echo}
-	s.Server = httptest.NewServer(http.HandlerFunc(s.serve))
+	s, err := Start(Options{})
+	if err != nil {
+		panic(err)
+	}
 	return s
+}
+
+// Start starts a fake as o says; it answers with Echo until SetReply.
+// Close stops it.
+func Start(o Options) (*Server, error) {
+	if o.Addr == "" {
+		o.Addr = "127.0.0.1:0"
+	}
+	if o.Region == "" {
+		o.Region = Region
+	}
+	if o.Credentials.AccessKeyID == "" {
+		o.Credentials = Credentials()
+	}
+	ln, err := net.Listen("tcp", o.Addr)
+	if err != nil {
+		return nil, fmt.Errorf("bedrocktest: listen: %w", err)
+	}
+	s := &Server{URL: "http://" + ln.Addr().String(), Region: o.Region, creds: o.Credentials, reply: Echo, keep: o.Keep, done: make(chan struct{})}
+	s.srv = &http.Server{Handler: http.HandlerFunc(s.serve), ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		defer close(s.done)
+		_ = s.srv.Serve(ln)
+	}()
+	return s, nil
+}
+
+// Close stops the fake, ending the requests in flight.
+func (s *Server) Close() {
+	_ = s.srv.Close()
+	<-s.done
 }
 
 // SetCredentials changes the credentials signatures are checked against.
@@ -112,11 +183,19 @@ func (s *Server) SetReply(f func(Request) Reply) {
 	s.reply = f
 }
 
-// Requests are the requests received so far (signed correctly or not).
+// Requests are the requests received so far (signed correctly or not;
+// the most recent Options.Keep of them when that is set).
 func (s *Server) Requests() []Request {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return append([]Request(nil), s.reqs...)
+}
+
+// Counts are the requests received so far.
+func (s *Server) Counts() Counts {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.counts
 }
 
 // Echo answers "echo: " and the last user message's text.
@@ -163,11 +242,12 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	req := Request{ModelID: model, RawPath: raw, Stream: op == "converse-stream", Body: body, Header: r.Header.Clone()}
 	s.mu.Lock()
-	s.reqs = append(s.reqs, req)
 	creds, reply := s.creds, s.reply
 	s.mu.Unlock()
-	if msg := s.verify(r, body, creds); msg != "" {
-		writeError(w, http.StatusForbidden, "InvalidSignatureException", msg)
+	req.SignatureError = s.verify(r, body, creds)
+	s.record(req)
+	if req.SignatureError != "" {
+		writeError(w, http.StatusForbidden, "InvalidSignatureException", req.SignatureError)
 		return
 	}
 	if !json.Valid(body) {
@@ -191,6 +271,19 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeConverse(w, rep)
+}
+
+func (s *Server) record(req Request) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.counts.Requests++
+	if req.SignatureError != "" {
+		s.counts.Refused++
+	}
+	s.reqs = append(s.reqs, req)
+	if s.keep > 0 && len(s.reqs) > s.keep {
+		s.reqs = append(s.reqs[:0], s.reqs[len(s.reqs)-s.keep:]...)
+	}
 }
 
 // verify recomputes the request's signature from the headers it says it
