@@ -82,6 +82,44 @@ type InferenceProviderSpec struct {
 	// Pricing is informational and feeds the Price objective.
 	// +optional
 	Pricing *Pricing `json:"pricing,omitempty"`
+	// MaxConcurrency is the most requests in flight to the provider across
+	// the whole fleet of routers (the in-flight count the replicas share
+	// over NATS): a provider at its cap is no candidate, as if saturated,
+	// so the policy's next choice serves (the next provider of an order,
+	// the next tier, onEmpty). Unset: no cap. A request counts from its
+	// routing decision until its gateway reports it done (or the router's
+	// --inflight-ttl passes).
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=1000000
+	// +optional
+	MaxConcurrency *int32 `json:"maxConcurrency,omitempty"`
+	// CircuitBreaker sets the thresholds of the provider's circuit
+	// breaker; unset fields take the router's --breaker-failures and
+	// --breaker-open-for.
+	// +optional
+	CircuitBreaker *ProviderCircuitBreaker `json:"circuitBreaker,omitempty"`
+}
+
+// ProviderCircuitBreaker is a provider's circuit-breaker thresholds. The
+// routers keep the circuit: after Failures failed attempts in a row (no
+// connection, a timeout before the first byte, a 429 or 5xx, as the
+// gateways report them) it opens and the provider is no candidate; after
+// OpenFor one request probes it, and its success closes the circuit.
+type ProviderCircuitBreaker struct {
+	// Failures is the failed attempts in a row that open the circuit, 1 to
+	// 1000 (default: the router's --breaker-failures, 5).
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=1000
+	// +optional
+	Failures *int32 `json:"failures,omitempty"`
+	// OpenFor is how long an open circuit waits before a probe, 1s to 1h
+	// (default: the router's --breaker-open-for, 30s).
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+$`
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1s') && duration(self) <= duration('1h')",message="openFor must be 1s to 1h"
+	// +optional
+	OpenFor *metav1.Duration `json:"openFor,omitempty"`
 }
 
 // BedrockProvider is the settings of an Amazon Bedrock provider.

@@ -153,6 +153,17 @@ func compile(cat *catalog) *Snapshot {
 		if pr := p.Pricing; pr != nil {
 			prov.InputPrice, prov.OutputPrice, prov.Currency = pr.InputPerMillionTokens, pr.OutputPerMillionTokens, pr.Currency
 		}
+		if p.MaxConcurrency != nil {
+			prov.MaxConcurrency = *p.MaxConcurrency
+		}
+		if cb := p.CircuitBreaker; cb != nil {
+			if cb.Failures != nil {
+				prov.Breaker.Failures = *cb.Failures
+			}
+			if cb.OpenFor != nil {
+				prov.Breaker.OpenFor = cb.OpenFor.Duration
+			}
+		}
 		s.Providers = append(s.Providers, prov)
 	}
 	for _, o := range sortedObjects(cat.policies) {

@@ -410,6 +410,21 @@ type Provider struct {
 	// Prices per million tokens.
 	InputPrice, OutputPrice float64
 	Currency                string
+	// MaxConcurrency is spec.maxConcurrency: the most requests in flight
+	// to the provider across the routers; 0: no cap.
+	MaxConcurrency int32
+	// Breaker is spec.circuitBreaker; its zero fields take the router's
+	// defaults.
+	Breaker Breaker
+}
+
+// Breaker is a provider's circuit-breaker thresholds as written: zero
+// means the router's default (--breaker-failures, --breaker-open-for).
+type Breaker struct {
+	// Failures is the failed attempts in a row that open the circuit.
+	Failures int32
+	// OpenFor is how long an open circuit waits before a probe.
+	OpenFor time.Duration
 }
 
 // ProviderSettings are the settings one provider type reads. Each type

@@ -53,6 +53,13 @@ func ToProto(s *Snapshot, revision int64) *policyv1.Snapshot {
 		for _, m := range p.Models {
 			pp.Models = append(pp.Models, &policyv1.ProviderModel{Name: m.Name, ServedName: m.ServedName})
 		}
+		pp.MaxConcurrency = p.MaxConcurrency
+		if b := p.Breaker; b != (Breaker{}) {
+			pp.CircuitBreaker = &policyv1.CircuitBreaker{Failures: b.Failures}
+			if b.OpenFor > 0 {
+				pp.CircuitBreaker.OpenFor = durationpb.New(b.OpenFor)
+			}
+		}
 		out.Providers = append(out.Providers, pp)
 	}
 	for _, p := range s.Policies {
@@ -154,6 +161,13 @@ func FromProto(p *policyv1.Snapshot) (*Snapshot, error) {
 		}
 		for _, m := range pp.GetModels() {
 			prov.Models = append(prov.Models, ProviderModel{Name: m.GetName(), ServedName: m.GetServedName()})
+		}
+		prov.MaxConcurrency = pp.GetMaxConcurrency()
+		if cb := pp.GetCircuitBreaker(); cb != nil {
+			prov.Breaker.Failures = cb.GetFailures()
+			if d := cb.GetOpenFor(); d != nil {
+				prov.Breaker.OpenFor = d.AsDuration()
+			}
 		}
 		s.Providers = append(s.Providers, prov)
 	}

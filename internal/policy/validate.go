@@ -202,6 +202,35 @@ func (c *checker) validateProvider(o *Object, s *v1alpha1.InferenceProviderSpec)
 	if pr := s.Pricing; pr != nil && (pr.InputPerMillionTokens < 0 || pr.OutputPerMillionTokens < 0) {
 		c.err(o, "spec.pricing", "prices must not be negative")
 	}
+	c.validateProviderLimits(o, s)
+}
+
+// Bounds of a provider's spec.maxConcurrency and spec.circuitBreaker, as
+// the CRD's markers.
+const (
+	maxProviderConcurrency = 1_000_000
+	maxBreakerFailures     = 1000
+	minBreakerOpenFor      = time.Second
+	maxBreakerOpenFor      = time.Hour
+)
+
+// validateProviderLimits checks the concurrency cap and the breaker's
+// thresholds: a value out of range is refused, not clamped, so what is
+// accepted is what the routers enforce.
+func (c *checker) validateProviderLimits(o *Object, s *v1alpha1.InferenceProviderSpec) {
+	if m := s.MaxConcurrency; m != nil && (*m < 1 || *m > maxProviderConcurrency) {
+		c.err(o, "spec.maxConcurrency", "%d: want 1 to %d requests in flight (omit it for no cap)", *m, maxProviderConcurrency)
+	}
+	cb := s.CircuitBreaker
+	if cb == nil {
+		return
+	}
+	if f := cb.Failures; f != nil && (*f < 1 || *f > maxBreakerFailures) {
+		c.err(o, "spec.circuitBreaker.failures", "%d: want 1 to %d failed attempts in a row (omit it for the router's --breaker-failures)", *f, maxBreakerFailures)
+	}
+	if d := cb.OpenFor; d != nil && (d.Duration < minBreakerOpenFor || d.Duration > maxBreakerOpenFor) {
+		c.err(o, "spec.circuitBreaker.openFor", "%s: want %s to %s (omit it for the router's --breaker-open-for)", d.Duration, minBreakerOpenFor, maxBreakerOpenFor)
+	}
 }
 
 // validateProviderSettings checks the per-type settings: each type's

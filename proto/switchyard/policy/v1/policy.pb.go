@@ -1279,9 +1279,15 @@ type Provider struct {
 	Azure *AzureOpenAISettings `protobuf:"bytes,11,opt,name=azure,proto3" json:"azure,omitempty"`
 	// Settings only a provider of type Databricks has; unset for other types
 	// and for a Databricks provider without any.
-	Databricks    *DatabricksSettings `protobuf:"bytes,12,opt,name=databricks,proto3" json:"databricks,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Databricks *DatabricksSettings `protobuf:"bytes,12,opt,name=databricks,proto3" json:"databricks,omitempty"`
+	// The most requests in flight to the provider across the routers
+	// (spec.maxConcurrency); 0: no cap.
+	MaxConcurrency int32 `protobuf:"varint,13,opt,name=max_concurrency,json=maxConcurrency,proto3" json:"max_concurrency,omitempty"`
+	// The circuit breaker's thresholds (spec.circuitBreaker); unset, or a
+	// field unset in it: the router's defaults.
+	CircuitBreaker *CircuitBreaker `protobuf:"bytes,14,opt,name=circuit_breaker,json=circuitBreaker,proto3" json:"circuit_breaker,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *Provider) Reset() {
@@ -1398,6 +1404,77 @@ func (x *Provider) GetDatabricks() *DatabricksSettings {
 	return nil
 }
 
+func (x *Provider) GetMaxConcurrency() int32 {
+	if x != nil {
+		return x.MaxConcurrency
+	}
+	return 0
+}
+
+func (x *Provider) GetCircuitBreaker() *CircuitBreaker {
+	if x != nil {
+		return x.CircuitBreaker
+	}
+	return nil
+}
+
+// CircuitBreaker is a provider's spec.circuitBreaker.
+type CircuitBreaker struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Failed attempts in a row that open the circuit; 0: the router's
+	// --breaker-failures.
+	Failures int32 `protobuf:"varint,1,opt,name=failures,proto3" json:"failures,omitempty"`
+	// How long an open circuit waits before a probe; unset: the router's
+	// --breaker-open-for.
+	OpenFor       *durationpb.Duration `protobuf:"bytes,2,opt,name=open_for,json=openFor,proto3" json:"open_for,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CircuitBreaker) Reset() {
+	*x = CircuitBreaker{}
+	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CircuitBreaker) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CircuitBreaker) ProtoMessage() {}
+
+func (x *CircuitBreaker) ProtoReflect() protoreflect.Message {
+	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CircuitBreaker.ProtoReflect.Descriptor instead.
+func (*CircuitBreaker) Descriptor() ([]byte, []int) {
+	return file_switchyard_policy_v1_policy_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *CircuitBreaker) GetFailures() int32 {
+	if x != nil {
+		return x.Failures
+	}
+	return 0
+}
+
+func (x *CircuitBreaker) GetOpenFor() *durationpb.Duration {
+	if x != nil {
+		return x.OpenFor
+	}
+	return nil
+}
+
 // AzureOpenAISettings is an Azure OpenAI provider's spec.azure.
 type AzureOpenAISettings struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1409,7 +1486,7 @@ type AzureOpenAISettings struct {
 
 func (x *AzureOpenAISettings) Reset() {
 	*x = AzureOpenAISettings{}
-	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[13]
+	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1421,7 +1498,7 @@ func (x *AzureOpenAISettings) String() string {
 func (*AzureOpenAISettings) ProtoMessage() {}
 
 func (x *AzureOpenAISettings) ProtoReflect() protoreflect.Message {
-	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[13]
+	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1434,7 +1511,7 @@ func (x *AzureOpenAISettings) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AzureOpenAISettings.ProtoReflect.Descriptor instead.
 func (*AzureOpenAISettings) Descriptor() ([]byte, []int) {
-	return file_switchyard_policy_v1_policy_proto_rawDescGZIP(), []int{13}
+	return file_switchyard_policy_v1_policy_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *AzureOpenAISettings) GetApiVersion() string {
@@ -1456,7 +1533,7 @@ type DatabricksSettings struct {
 
 func (x *DatabricksSettings) Reset() {
 	*x = DatabricksSettings{}
-	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[14]
+	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1468,7 +1545,7 @@ func (x *DatabricksSettings) String() string {
 func (*DatabricksSettings) ProtoMessage() {}
 
 func (x *DatabricksSettings) ProtoReflect() protoreflect.Message {
-	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[14]
+	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1481,7 +1558,7 @@ func (x *DatabricksSettings) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DatabricksSettings.ProtoReflect.Descriptor instead.
 func (*DatabricksSettings) Descriptor() ([]byte, []int) {
-	return file_switchyard_policy_v1_policy_proto_rawDescGZIP(), []int{14}
+	return file_switchyard_policy_v1_policy_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *DatabricksSettings) GetOauth() *DatabricksOAuth {
@@ -1506,7 +1583,7 @@ type DatabricksOAuth struct {
 
 func (x *DatabricksOAuth) Reset() {
 	*x = DatabricksOAuth{}
-	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[15]
+	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1518,7 +1595,7 @@ func (x *DatabricksOAuth) String() string {
 func (*DatabricksOAuth) ProtoMessage() {}
 
 func (x *DatabricksOAuth) ProtoReflect() protoreflect.Message {
-	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[15]
+	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1531,7 +1608,7 @@ func (x *DatabricksOAuth) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DatabricksOAuth.ProtoReflect.Descriptor instead.
 func (*DatabricksOAuth) Descriptor() ([]byte, []int) {
-	return file_switchyard_policy_v1_policy_proto_rawDescGZIP(), []int{15}
+	return file_switchyard_policy_v1_policy_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *DatabricksOAuth) GetClientId() string {
@@ -1566,7 +1643,7 @@ type BedrockSettings struct {
 
 func (x *BedrockSettings) Reset() {
 	*x = BedrockSettings{}
-	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[16]
+	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1578,7 +1655,7 @@ func (x *BedrockSettings) String() string {
 func (*BedrockSettings) ProtoMessage() {}
 
 func (x *BedrockSettings) ProtoReflect() protoreflect.Message {
-	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[16]
+	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1591,7 +1668,7 @@ func (x *BedrockSettings) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BedrockSettings.ProtoReflect.Descriptor instead.
 func (*BedrockSettings) Descriptor() ([]byte, []int) {
-	return file_switchyard_policy_v1_policy_proto_rawDescGZIP(), []int{16}
+	return file_switchyard_policy_v1_policy_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *BedrockSettings) GetRegion() string {
@@ -1611,7 +1688,7 @@ type ProviderModel struct {
 
 func (x *ProviderModel) Reset() {
 	*x = ProviderModel{}
-	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[17]
+	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1623,7 +1700,7 @@ func (x *ProviderModel) String() string {
 func (*ProviderModel) ProtoMessage() {}
 
 func (x *ProviderModel) ProtoReflect() protoreflect.Message {
-	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[17]
+	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1636,7 +1713,7 @@ func (x *ProviderModel) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProviderModel.ProtoReflect.Descriptor instead.
 func (*ProviderModel) Descriptor() ([]byte, []int) {
-	return file_switchyard_policy_v1_policy_proto_rawDescGZIP(), []int{17}
+	return file_switchyard_policy_v1_policy_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ProviderModel) GetName() string {
@@ -1665,7 +1742,7 @@ type Credentials struct {
 
 func (x *Credentials) Reset() {
 	*x = Credentials{}
-	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[18]
+	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1677,7 +1754,7 @@ func (x *Credentials) String() string {
 func (*Credentials) ProtoMessage() {}
 
 func (x *Credentials) ProtoReflect() protoreflect.Message {
-	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[18]
+	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1690,7 +1767,7 @@ func (x *Credentials) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Credentials.ProtoReflect.Descriptor instead.
 func (*Credentials) Descriptor() ([]byte, []int) {
-	return file_switchyard_policy_v1_policy_proto_rawDescGZIP(), []int{18}
+	return file_switchyard_policy_v1_policy_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *Credentials) GetSecretName() string {
@@ -1732,7 +1809,7 @@ type Policy struct {
 
 func (x *Policy) Reset() {
 	*x = Policy{}
-	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[19]
+	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1744,7 +1821,7 @@ func (x *Policy) String() string {
 func (*Policy) ProtoMessage() {}
 
 func (x *Policy) ProtoReflect() protoreflect.Message {
-	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[19]
+	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1757,7 +1834,7 @@ func (x *Policy) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Policy.ProtoReflect.Descriptor instead.
 func (*Policy) Descriptor() ([]byte, []int) {
-	return file_switchyard_policy_v1_policy_proto_rawDescGZIP(), []int{19}
+	return file_switchyard_policy_v1_policy_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *Policy) GetNamespace() string {
@@ -1797,7 +1874,7 @@ type Rule struct {
 
 func (x *Rule) Reset() {
 	*x = Rule{}
-	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[20]
+	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1809,7 +1886,7 @@ func (x *Rule) String() string {
 func (*Rule) ProtoMessage() {}
 
 func (x *Rule) ProtoReflect() protoreflect.Message {
-	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[20]
+	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1822,7 +1899,7 @@ func (x *Rule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Rule.ProtoReflect.Descriptor instead.
 func (*Rule) Descriptor() ([]byte, []int) {
-	return file_switchyard_policy_v1_policy_proto_rawDescGZIP(), []int{20}
+	return file_switchyard_policy_v1_policy_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *Rule) GetName() string {
@@ -1878,7 +1955,7 @@ type Match struct {
 
 func (x *Match) Reset() {
 	*x = Match{}
-	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[21]
+	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1890,7 +1967,7 @@ func (x *Match) String() string {
 func (*Match) ProtoMessage() {}
 
 func (x *Match) ProtoReflect() protoreflect.Message {
-	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[21]
+	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1903,7 +1980,7 @@ func (x *Match) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Match.ProtoReflect.Descriptor instead.
 func (*Match) Descriptor() ([]byte, []int) {
-	return file_switchyard_policy_v1_policy_proto_rawDescGZIP(), []int{21}
+	return file_switchyard_policy_v1_policy_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *Match) GetModel() string {
@@ -1943,7 +2020,7 @@ type Filter struct {
 
 func (x *Filter) Reset() {
 	*x = Filter{}
-	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[22]
+	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1955,7 +2032,7 @@ func (x *Filter) String() string {
 func (*Filter) ProtoMessage() {}
 
 func (x *Filter) ProtoReflect() protoreflect.Message {
-	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[22]
+	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1968,7 +2045,7 @@ func (x *Filter) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Filter.ProtoReflect.Descriptor instead.
 func (*Filter) Descriptor() ([]byte, []int) {
-	return file_switchyard_policy_v1_policy_proto_rawDescGZIP(), []int{22}
+	return file_switchyard_policy_v1_policy_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *Filter) GetName() string {
@@ -2031,7 +2108,7 @@ type Predicate struct {
 
 func (x *Predicate) Reset() {
 	*x = Predicate{}
-	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[23]
+	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2043,7 +2120,7 @@ func (x *Predicate) String() string {
 func (*Predicate) ProtoMessage() {}
 
 func (x *Predicate) ProtoReflect() protoreflect.Message {
-	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[23]
+	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2056,7 +2133,7 @@ func (x *Predicate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Predicate.ProtoReflect.Descriptor instead.
 func (*Predicate) Descriptor() ([]byte, []int) {
-	return file_switchyard_policy_v1_policy_proto_rawDescGZIP(), []int{23}
+	return file_switchyard_policy_v1_policy_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *Predicate) GetMetric() Metric {
@@ -2091,7 +2168,7 @@ type Tier struct {
 
 func (x *Tier) Reset() {
 	*x = Tier{}
-	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[24]
+	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2103,7 +2180,7 @@ func (x *Tier) String() string {
 func (*Tier) ProtoMessage() {}
 
 func (x *Tier) ProtoReflect() protoreflect.Message {
-	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[24]
+	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2116,7 +2193,7 @@ func (x *Tier) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Tier.ProtoReflect.Descriptor instead.
 func (*Tier) Descriptor() ([]byte, []int) {
-	return file_switchyard_policy_v1_policy_proto_rawDescGZIP(), []int{24}
+	return file_switchyard_policy_v1_policy_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *Tier) GetType() BackendType {
@@ -2167,7 +2244,7 @@ type Program struct {
 
 func (x *Program) Reset() {
 	*x = Program{}
-	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[25]
+	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2179,7 +2256,7 @@ func (x *Program) String() string {
 func (*Program) ProtoMessage() {}
 
 func (x *Program) ProtoReflect() protoreflect.Message {
-	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[25]
+	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2192,7 +2269,7 @@ func (x *Program) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Program.ProtoReflect.Descriptor instead.
 func (*Program) Descriptor() ([]byte, []int) {
-	return file_switchyard_policy_v1_policy_proto_rawDescGZIP(), []int{25}
+	return file_switchyard_policy_v1_policy_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *Program) GetNamespace() string {
@@ -2288,7 +2365,7 @@ type ExternalClassifier struct {
 
 func (x *ExternalClassifier) Reset() {
 	*x = ExternalClassifier{}
-	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[26]
+	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2300,7 +2377,7 @@ func (x *ExternalClassifier) String() string {
 func (*ExternalClassifier) ProtoMessage() {}
 
 func (x *ExternalClassifier) ProtoReflect() protoreflect.Message {
-	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[26]
+	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2313,7 +2390,7 @@ func (x *ExternalClassifier) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExternalClassifier.ProtoReflect.Descriptor instead.
 func (*ExternalClassifier) Descriptor() ([]byte, []int) {
-	return file_switchyard_policy_v1_policy_proto_rawDescGZIP(), []int{26}
+	return file_switchyard_policy_v1_policy_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ExternalClassifier) GetName() string {
@@ -2383,7 +2460,7 @@ type AuthTenant struct {
 
 func (x *AuthTenant) Reset() {
 	*x = AuthTenant{}
-	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[27]
+	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2395,7 +2472,7 @@ func (x *AuthTenant) String() string {
 func (*AuthTenant) ProtoMessage() {}
 
 func (x *AuthTenant) ProtoReflect() protoreflect.Message {
-	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[27]
+	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2408,7 +2485,7 @@ func (x *AuthTenant) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuthTenant.ProtoReflect.Descriptor instead.
 func (*AuthTenant) Descriptor() ([]byte, []int) {
-	return file_switchyard_policy_v1_policy_proto_rawDescGZIP(), []int{27}
+	return file_switchyard_policy_v1_policy_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *AuthTenant) GetName() string {
@@ -2482,7 +2559,7 @@ type RateLimits struct {
 
 func (x *RateLimits) Reset() {
 	*x = RateLimits{}
-	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[28]
+	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2494,7 +2571,7 @@ func (x *RateLimits) String() string {
 func (*RateLimits) ProtoMessage() {}
 
 func (x *RateLimits) ProtoReflect() protoreflect.Message {
-	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[28]
+	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2507,7 +2584,7 @@ func (x *RateLimits) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RateLimits.ProtoReflect.Descriptor instead.
 func (*RateLimits) Descriptor() ([]byte, []int) {
-	return file_switchyard_policy_v1_policy_proto_rawDescGZIP(), []int{28}
+	return file_switchyard_policy_v1_policy_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *RateLimits) GetRequestsPerMinute() int64 {
@@ -2556,7 +2633,7 @@ type ModelRateLimits struct {
 
 func (x *ModelRateLimits) Reset() {
 	*x = ModelRateLimits{}
-	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[29]
+	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2568,7 +2645,7 @@ func (x *ModelRateLimits) String() string {
 func (*ModelRateLimits) ProtoMessage() {}
 
 func (x *ModelRateLimits) ProtoReflect() protoreflect.Message {
-	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[29]
+	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2581,7 +2658,7 @@ func (x *ModelRateLimits) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ModelRateLimits.ProtoReflect.Descriptor instead.
 func (*ModelRateLimits) Descriptor() ([]byte, []int) {
-	return file_switchyard_policy_v1_policy_proto_rawDescGZIP(), []int{29}
+	return file_switchyard_policy_v1_policy_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *ModelRateLimits) GetModel() string {
@@ -2608,7 +2685,7 @@ type PolicyRef struct {
 
 func (x *PolicyRef) Reset() {
 	*x = PolicyRef{}
-	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[30]
+	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2620,7 +2697,7 @@ func (x *PolicyRef) String() string {
 func (*PolicyRef) ProtoMessage() {}
 
 func (x *PolicyRef) ProtoReflect() protoreflect.Message {
-	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[30]
+	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2633,7 +2710,7 @@ func (x *PolicyRef) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PolicyRef.ProtoReflect.Descriptor instead.
 func (*PolicyRef) Descriptor() ([]byte, []int) {
-	return file_switchyard_policy_v1_policy_proto_rawDescGZIP(), []int{30}
+	return file_switchyard_policy_v1_policy_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *PolicyRef) GetName() string {
@@ -2660,7 +2737,7 @@ type TenantTags struct {
 
 func (x *TenantTags) Reset() {
 	*x = TenantTags{}
-	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[31]
+	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2672,7 +2749,7 @@ func (x *TenantTags) String() string {
 func (*TenantTags) ProtoMessage() {}
 
 func (x *TenantTags) ProtoReflect() protoreflect.Message {
-	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[31]
+	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2685,7 +2762,7 @@ func (x *TenantTags) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TenantTags.ProtoReflect.Descriptor instead.
 func (*TenantTags) Descriptor() ([]byte, []int) {
-	return file_switchyard_policy_v1_policy_proto_rawDescGZIP(), []int{31}
+	return file_switchyard_policy_v1_policy_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *TenantTags) GetTenant() string {
@@ -2724,7 +2801,7 @@ type JWTAuth struct {
 
 func (x *JWTAuth) Reset() {
 	*x = JWTAuth{}
-	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[32]
+	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2736,7 +2813,7 @@ func (x *JWTAuth) String() string {
 func (*JWTAuth) ProtoMessage() {}
 
 func (x *JWTAuth) ProtoReflect() protoreflect.Message {
-	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[32]
+	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2749,7 +2826,7 @@ func (x *JWTAuth) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JWTAuth.ProtoReflect.Descriptor instead.
 func (*JWTAuth) Descriptor() ([]byte, []int) {
-	return file_switchyard_policy_v1_policy_proto_rawDescGZIP(), []int{32}
+	return file_switchyard_policy_v1_policy_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *JWTAuth) GetIssuer() string {
@@ -2869,7 +2946,7 @@ const file_switchyard_policy_v1_policy_proto_rawDesc = "" +
 	"\x19prefill_tokens_per_second\x18\x04 \x01(\x01R\x16prefillTokensPerSecond\x12;\n" +
 	"\x1aseconds_per_queued_request\x18\x05 \x01(\x01R\x17secondsPerQueuedRequest\x12,\n" +
 	"\x12max_queued_prompts\x18\x06 \x01(\x05R\x10maxQueuedPrompts\x12+\n" +
-	"\x12max_kv_cache_usage\x18\a \x01(\x01R\x0fmaxKvCacheUsage\"\xc5\x04\n" +
+	"\x12max_kv_cache_usage\x18\a \x01(\x01R\x0fmaxKvCacheUsage\"\xbd\x05\n" +
 	"\bProvider\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x12\n" +
@@ -2885,7 +2962,12 @@ const file_switchyard_policy_v1_policy_proto_rawDesc = "" +
 	"\x05azure\x18\v \x01(\v2).switchyard.policy.v1.AzureOpenAISettingsR\x05azure\x12H\n" +
 	"\n" +
 	"databricks\x18\f \x01(\v2(.switchyard.policy.v1.DatabricksSettingsR\n" +
-	"databricks\"6\n" +
+	"databricks\x12'\n" +
+	"\x0fmax_concurrency\x18\r \x01(\x05R\x0emaxConcurrency\x12M\n" +
+	"\x0fcircuit_breaker\x18\x0e \x01(\v2$.switchyard.policy.v1.CircuitBreakerR\x0ecircuitBreaker\"b\n" +
+	"\x0eCircuitBreaker\x12\x1a\n" +
+	"\bfailures\x18\x01 \x01(\x05R\bfailures\x124\n" +
+	"\bopen_for\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\aopenFor\"6\n" +
 	"\x13AzureOpenAISettings\x12\x1f\n" +
 	"\vapi_version\x18\x01 \x01(\tR\n" +
 	"apiVersion\"Q\n" +
@@ -3055,7 +3137,7 @@ func file_switchyard_policy_v1_policy_proto_rawDescGZIP() []byte {
 }
 
 var file_switchyard_policy_v1_policy_proto_enumTypes = make([]protoimpl.EnumInfo, 7)
-var file_switchyard_policy_v1_policy_proto_msgTypes = make([]protoimpl.MessageInfo, 33)
+var file_switchyard_policy_v1_policy_proto_msgTypes = make([]protoimpl.MessageInfo, 34)
 var file_switchyard_policy_v1_policy_proto_goTypes = []any{
 	(Severity)(0),                 // 0: switchyard.policy.v1.Severity
 	(BackendType)(0),              // 1: switchyard.policy.v1.BackendType
@@ -3077,87 +3159,90 @@ var file_switchyard_policy_v1_policy_proto_goTypes = []any{
 	(*StaticWorker)(nil),          // 17: switchyard.policy.v1.StaticWorker
 	(*Pool)(nil),                  // 18: switchyard.policy.v1.Pool
 	(*Provider)(nil),              // 19: switchyard.policy.v1.Provider
-	(*AzureOpenAISettings)(nil),   // 20: switchyard.policy.v1.AzureOpenAISettings
-	(*DatabricksSettings)(nil),    // 21: switchyard.policy.v1.DatabricksSettings
-	(*DatabricksOAuth)(nil),       // 22: switchyard.policy.v1.DatabricksOAuth
-	(*BedrockSettings)(nil),       // 23: switchyard.policy.v1.BedrockSettings
-	(*ProviderModel)(nil),         // 24: switchyard.policy.v1.ProviderModel
-	(*Credentials)(nil),           // 25: switchyard.policy.v1.Credentials
-	(*Policy)(nil),                // 26: switchyard.policy.v1.Policy
-	(*Rule)(nil),                  // 27: switchyard.policy.v1.Rule
-	(*Match)(nil),                 // 28: switchyard.policy.v1.Match
-	(*Filter)(nil),                // 29: switchyard.policy.v1.Filter
-	(*Predicate)(nil),             // 30: switchyard.policy.v1.Predicate
-	(*Tier)(nil),                  // 31: switchyard.policy.v1.Tier
-	(*Program)(nil),               // 32: switchyard.policy.v1.Program
-	(*ExternalClassifier)(nil),    // 33: switchyard.policy.v1.ExternalClassifier
-	(*AuthTenant)(nil),            // 34: switchyard.policy.v1.AuthTenant
-	(*RateLimits)(nil),            // 35: switchyard.policy.v1.RateLimits
-	(*ModelRateLimits)(nil),       // 36: switchyard.policy.v1.ModelRateLimits
-	(*PolicyRef)(nil),             // 37: switchyard.policy.v1.PolicyRef
-	(*TenantTags)(nil),            // 38: switchyard.policy.v1.TenantTags
-	(*JWTAuth)(nil),               // 39: switchyard.policy.v1.JWTAuth
-	(*timestamppb.Timestamp)(nil), // 40: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),   // 41: google.protobuf.Duration
+	(*CircuitBreaker)(nil),        // 20: switchyard.policy.v1.CircuitBreaker
+	(*AzureOpenAISettings)(nil),   // 21: switchyard.policy.v1.AzureOpenAISettings
+	(*DatabricksSettings)(nil),    // 22: switchyard.policy.v1.DatabricksSettings
+	(*DatabricksOAuth)(nil),       // 23: switchyard.policy.v1.DatabricksOAuth
+	(*BedrockSettings)(nil),       // 24: switchyard.policy.v1.BedrockSettings
+	(*ProviderModel)(nil),         // 25: switchyard.policy.v1.ProviderModel
+	(*Credentials)(nil),           // 26: switchyard.policy.v1.Credentials
+	(*Policy)(nil),                // 27: switchyard.policy.v1.Policy
+	(*Rule)(nil),                  // 28: switchyard.policy.v1.Rule
+	(*Match)(nil),                 // 29: switchyard.policy.v1.Match
+	(*Filter)(nil),                // 30: switchyard.policy.v1.Filter
+	(*Predicate)(nil),             // 31: switchyard.policy.v1.Predicate
+	(*Tier)(nil),                  // 32: switchyard.policy.v1.Tier
+	(*Program)(nil),               // 33: switchyard.policy.v1.Program
+	(*ExternalClassifier)(nil),    // 34: switchyard.policy.v1.ExternalClassifier
+	(*AuthTenant)(nil),            // 35: switchyard.policy.v1.AuthTenant
+	(*RateLimits)(nil),            // 36: switchyard.policy.v1.RateLimits
+	(*ModelRateLimits)(nil),       // 37: switchyard.policy.v1.ModelRateLimits
+	(*PolicyRef)(nil),             // 38: switchyard.policy.v1.PolicyRef
+	(*TenantTags)(nil),            // 39: switchyard.policy.v1.TenantTags
+	(*JWTAuth)(nil),               // 40: switchyard.policy.v1.JWTAuth
+	(*timestamppb.Timestamp)(nil), // 41: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),   // 42: google.protobuf.Duration
 }
 var file_switchyard_policy_v1_policy_proto_depIdxs = []int32{
 	15, // 0: switchyard.policy.v1.WatchResponse.snapshot:type_name -> switchyard.policy.v1.Snapshot
 	15, // 1: switchyard.policy.v1.GetSnapshotResponse.snapshot:type_name -> switchyard.policy.v1.Snapshot
 	14, // 2: switchyard.policy.v1.GetSnapshotResponse.diagnostics:type_name -> switchyard.policy.v1.Diagnostic
-	40, // 3: switchyard.policy.v1.GetSnapshotResponse.checked_at:type_name -> google.protobuf.Timestamp
+	41, // 3: switchyard.policy.v1.GetSnapshotResponse.checked_at:type_name -> google.protobuf.Timestamp
 	12, // 4: switchyard.policy.v1.ValidateRequest.files:type_name -> switchyard.policy.v1.File
 	14, // 5: switchyard.policy.v1.ValidateResponse.diagnostics:type_name -> switchyard.policy.v1.Diagnostic
 	0,  // 6: switchyard.policy.v1.Diagnostic.severity:type_name -> switchyard.policy.v1.Severity
-	40, // 7: switchyard.policy.v1.Snapshot.created_at:type_name -> google.protobuf.Timestamp
+	41, // 7: switchyard.policy.v1.Snapshot.created_at:type_name -> google.protobuf.Timestamp
 	16, // 8: switchyard.policy.v1.Snapshot.worker_sets:type_name -> switchyard.policy.v1.WorkerSet
 	18, // 9: switchyard.policy.v1.Snapshot.pools:type_name -> switchyard.policy.v1.Pool
 	19, // 10: switchyard.policy.v1.Snapshot.providers:type_name -> switchyard.policy.v1.Provider
-	26, // 11: switchyard.policy.v1.Snapshot.policies:type_name -> switchyard.policy.v1.Policy
-	32, // 12: switchyard.policy.v1.Snapshot.programs:type_name -> switchyard.policy.v1.Program
+	27, // 11: switchyard.policy.v1.Snapshot.policies:type_name -> switchyard.policy.v1.Policy
+	33, // 12: switchyard.policy.v1.Snapshot.programs:type_name -> switchyard.policy.v1.Program
 	14, // 13: switchyard.policy.v1.Snapshot.warnings:type_name -> switchyard.policy.v1.Diagnostic
 	17, // 14: switchyard.policy.v1.WorkerSet.static_workers:type_name -> switchyard.policy.v1.StaticWorker
-	41, // 15: switchyard.policy.v1.Pool.scrape_interval:type_name -> google.protobuf.Duration
-	24, // 16: switchyard.policy.v1.Provider.models:type_name -> switchyard.policy.v1.ProviderModel
-	25, // 17: switchyard.policy.v1.Provider.credentials:type_name -> switchyard.policy.v1.Credentials
-	23, // 18: switchyard.policy.v1.Provider.bedrock:type_name -> switchyard.policy.v1.BedrockSettings
-	20, // 19: switchyard.policy.v1.Provider.azure:type_name -> switchyard.policy.v1.AzureOpenAISettings
-	21, // 20: switchyard.policy.v1.Provider.databricks:type_name -> switchyard.policy.v1.DatabricksSettings
-	22, // 21: switchyard.policy.v1.DatabricksSettings.oauth:type_name -> switchyard.policy.v1.DatabricksOAuth
-	27, // 22: switchyard.policy.v1.Policy.rules:type_name -> switchyard.policy.v1.Rule
-	28, // 23: switchyard.policy.v1.Rule.matches:type_name -> switchyard.policy.v1.Match
-	29, // 24: switchyard.policy.v1.Rule.filters:type_name -> switchyard.policy.v1.Filter
-	31, // 25: switchyard.policy.v1.Rule.tiers:type_name -> switchyard.policy.v1.Tier
-	5,  // 26: switchyard.policy.v1.Rule.on_empty:type_name -> switchyard.policy.v1.OnEmpty
-	28, // 27: switchyard.policy.v1.Filter.condition:type_name -> switchyard.policy.v1.Match
-	1,  // 28: switchyard.policy.v1.Filter.type:type_name -> switchyard.policy.v1.BackendType
-	30, // 29: switchyard.policy.v1.Filter.predicates:type_name -> switchyard.policy.v1.Predicate
-	3,  // 30: switchyard.policy.v1.Predicate.metric:type_name -> switchyard.policy.v1.Metric
-	4,  // 31: switchyard.policy.v1.Predicate.op:type_name -> switchyard.policy.v1.Op
-	1,  // 32: switchyard.policy.v1.Tier.type:type_name -> switchyard.policy.v1.BackendType
-	2,  // 33: switchyard.policy.v1.Tier.minimize:type_name -> switchyard.policy.v1.Objective
-	37, // 34: switchyard.policy.v1.Program.policies:type_name -> switchyard.policy.v1.PolicyRef
-	38, // 35: switchyard.policy.v1.Program.tenants:type_name -> switchyard.policy.v1.TenantTags
-	34, // 36: switchyard.policy.v1.Program.auth_tenants:type_name -> switchyard.policy.v1.AuthTenant
-	39, // 37: switchyard.policy.v1.Program.jwt:type_name -> switchyard.policy.v1.JWTAuth
-	33, // 38: switchyard.policy.v1.Program.classifiers:type_name -> switchyard.policy.v1.ExternalClassifier
-	41, // 39: switchyard.policy.v1.ExternalClassifier.timeout:type_name -> google.protobuf.Duration
-	35, // 40: switchyard.policy.v1.AuthTenant.limits:type_name -> switchyard.policy.v1.RateLimits
-	36, // 41: switchyard.policy.v1.AuthTenant.model_limits:type_name -> switchyard.policy.v1.ModelRateLimits
-	35, // 42: switchyard.policy.v1.ModelRateLimits.limits:type_name -> switchyard.policy.v1.RateLimits
-	6,  // 43: switchyard.policy.v1.PolicyRef.mode:type_name -> switchyard.policy.v1.PolicyMode
-	41, // 44: switchyard.policy.v1.JWTAuth.clock_skew:type_name -> google.protobuf.Duration
-	41, // 45: switchyard.policy.v1.JWTAuth.refresh_interval:type_name -> google.protobuf.Duration
-	7,  // 46: switchyard.policy.v1.PolicyService.Watch:input_type -> switchyard.policy.v1.WatchRequest
-	9,  // 47: switchyard.policy.v1.PolicyService.GetSnapshot:input_type -> switchyard.policy.v1.GetSnapshotRequest
-	11, // 48: switchyard.policy.v1.PolicyService.Validate:input_type -> switchyard.policy.v1.ValidateRequest
-	8,  // 49: switchyard.policy.v1.PolicyService.Watch:output_type -> switchyard.policy.v1.WatchResponse
-	10, // 50: switchyard.policy.v1.PolicyService.GetSnapshot:output_type -> switchyard.policy.v1.GetSnapshotResponse
-	13, // 51: switchyard.policy.v1.PolicyService.Validate:output_type -> switchyard.policy.v1.ValidateResponse
-	49, // [49:52] is the sub-list for method output_type
-	46, // [46:49] is the sub-list for method input_type
-	46, // [46:46] is the sub-list for extension type_name
-	46, // [46:46] is the sub-list for extension extendee
-	0,  // [0:46] is the sub-list for field type_name
+	42, // 15: switchyard.policy.v1.Pool.scrape_interval:type_name -> google.protobuf.Duration
+	25, // 16: switchyard.policy.v1.Provider.models:type_name -> switchyard.policy.v1.ProviderModel
+	26, // 17: switchyard.policy.v1.Provider.credentials:type_name -> switchyard.policy.v1.Credentials
+	24, // 18: switchyard.policy.v1.Provider.bedrock:type_name -> switchyard.policy.v1.BedrockSettings
+	21, // 19: switchyard.policy.v1.Provider.azure:type_name -> switchyard.policy.v1.AzureOpenAISettings
+	22, // 20: switchyard.policy.v1.Provider.databricks:type_name -> switchyard.policy.v1.DatabricksSettings
+	20, // 21: switchyard.policy.v1.Provider.circuit_breaker:type_name -> switchyard.policy.v1.CircuitBreaker
+	42, // 22: switchyard.policy.v1.CircuitBreaker.open_for:type_name -> google.protobuf.Duration
+	23, // 23: switchyard.policy.v1.DatabricksSettings.oauth:type_name -> switchyard.policy.v1.DatabricksOAuth
+	28, // 24: switchyard.policy.v1.Policy.rules:type_name -> switchyard.policy.v1.Rule
+	29, // 25: switchyard.policy.v1.Rule.matches:type_name -> switchyard.policy.v1.Match
+	30, // 26: switchyard.policy.v1.Rule.filters:type_name -> switchyard.policy.v1.Filter
+	32, // 27: switchyard.policy.v1.Rule.tiers:type_name -> switchyard.policy.v1.Tier
+	5,  // 28: switchyard.policy.v1.Rule.on_empty:type_name -> switchyard.policy.v1.OnEmpty
+	29, // 29: switchyard.policy.v1.Filter.condition:type_name -> switchyard.policy.v1.Match
+	1,  // 30: switchyard.policy.v1.Filter.type:type_name -> switchyard.policy.v1.BackendType
+	31, // 31: switchyard.policy.v1.Filter.predicates:type_name -> switchyard.policy.v1.Predicate
+	3,  // 32: switchyard.policy.v1.Predicate.metric:type_name -> switchyard.policy.v1.Metric
+	4,  // 33: switchyard.policy.v1.Predicate.op:type_name -> switchyard.policy.v1.Op
+	1,  // 34: switchyard.policy.v1.Tier.type:type_name -> switchyard.policy.v1.BackendType
+	2,  // 35: switchyard.policy.v1.Tier.minimize:type_name -> switchyard.policy.v1.Objective
+	38, // 36: switchyard.policy.v1.Program.policies:type_name -> switchyard.policy.v1.PolicyRef
+	39, // 37: switchyard.policy.v1.Program.tenants:type_name -> switchyard.policy.v1.TenantTags
+	35, // 38: switchyard.policy.v1.Program.auth_tenants:type_name -> switchyard.policy.v1.AuthTenant
+	40, // 39: switchyard.policy.v1.Program.jwt:type_name -> switchyard.policy.v1.JWTAuth
+	34, // 40: switchyard.policy.v1.Program.classifiers:type_name -> switchyard.policy.v1.ExternalClassifier
+	42, // 41: switchyard.policy.v1.ExternalClassifier.timeout:type_name -> google.protobuf.Duration
+	36, // 42: switchyard.policy.v1.AuthTenant.limits:type_name -> switchyard.policy.v1.RateLimits
+	37, // 43: switchyard.policy.v1.AuthTenant.model_limits:type_name -> switchyard.policy.v1.ModelRateLimits
+	36, // 44: switchyard.policy.v1.ModelRateLimits.limits:type_name -> switchyard.policy.v1.RateLimits
+	6,  // 45: switchyard.policy.v1.PolicyRef.mode:type_name -> switchyard.policy.v1.PolicyMode
+	42, // 46: switchyard.policy.v1.JWTAuth.clock_skew:type_name -> google.protobuf.Duration
+	42, // 47: switchyard.policy.v1.JWTAuth.refresh_interval:type_name -> google.protobuf.Duration
+	7,  // 48: switchyard.policy.v1.PolicyService.Watch:input_type -> switchyard.policy.v1.WatchRequest
+	9,  // 49: switchyard.policy.v1.PolicyService.GetSnapshot:input_type -> switchyard.policy.v1.GetSnapshotRequest
+	11, // 50: switchyard.policy.v1.PolicyService.Validate:input_type -> switchyard.policy.v1.ValidateRequest
+	8,  // 51: switchyard.policy.v1.PolicyService.Watch:output_type -> switchyard.policy.v1.WatchResponse
+	10, // 52: switchyard.policy.v1.PolicyService.GetSnapshot:output_type -> switchyard.policy.v1.GetSnapshotResponse
+	13, // 53: switchyard.policy.v1.PolicyService.Validate:output_type -> switchyard.policy.v1.ValidateResponse
+	51, // [51:54] is the sub-list for method output_type
+	48, // [48:51] is the sub-list for method input_type
+	48, // [48:48] is the sub-list for extension type_name
+	48, // [48:48] is the sub-list for extension extendee
+	0,  // [0:48] is the sub-list for field type_name
 }
 
 func init() { file_switchyard_policy_v1_policy_proto_init() }
@@ -3171,7 +3256,7 @@ func file_switchyard_policy_v1_policy_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_switchyard_policy_v1_policy_proto_rawDesc), len(file_switchyard_policy_v1_policy_proto_rawDesc)),
 			NumEnums:      7,
-			NumMessages:   33,
+			NumMessages:   34,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
