@@ -35,6 +35,7 @@ package fleet
 import (
 	"context"
 	"slices"
+	"time"
 )
 
 // Defaults of fields a worker leaves out.
@@ -115,6 +116,13 @@ type Provider struct {
 	BaseURL string
 	// Models are the public model names it serves.
 	Models []string
+	// MaxConcurrency is the most requests in flight to it across the
+	// routers (InferenceProvider.spec.maxConcurrency); 0: no cap.
+	MaxConcurrency int
+	// BreakerFailures and BreakerOpenFor are its circuit breaker's
+	// thresholds (spec.circuitBreaker); 0: the router's defaults.
+	BreakerFailures int
+	BreakerOpenFor  time.Duration
 }
 
 // ID is the provider's endpoint id in decisions and metrics.

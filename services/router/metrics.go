@@ -103,6 +103,8 @@ var (
 		"Requests this replica gave the endpoint as probes: it was idle and had learned nothing for a while.", []string{"endpoint"}, nil)
 	circuitDesc = prometheus.NewDesc("switchyard_router_provider_circuit",
 		"1 for the state an external provider's circuit breaker is in on this replica (closed, open, half-open): open, it is not chosen.", []string{"endpoint", "state"}, nil)
+	maxInflightDesc = prometheus.NewDesc("switchyard_router_provider_max_concurrency",
+		"An external provider's concurrency cap (InferenceProvider spec.maxConcurrency), for providers that have one: while switchyard_router_endpoint_inflight_requests is at it, the provider is not chosen.", []string{"endpoint"}, nil)
 )
 
 var circuitStates = []string{"closed", "open", "half-open"}
@@ -125,6 +127,7 @@ func (c *tableCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- notLearnedDesc
 	ch <- probesDesc
 	ch <- circuitDesc
+	ch <- maxInflightDesc
 }
 
 func (c *tableCollector) Collect(ch chan<- prometheus.Metric) {
@@ -151,6 +154,9 @@ func (c *tableCollector) Collect(ch chan<- prometheus.Metric) {
 				}
 				ch <- prometheus.MustNewConstMetric(circuitDesc, prometheus.GaugeValue, v, s.ID, st)
 			}
+		}
+		if s.MaxInFlight > 0 {
+			ch <- prometheus.MustNewConstMetric(maxInflightDesc, prometheus.GaugeValue, float64(s.MaxInFlight), s.ID)
 		}
 	}
 }

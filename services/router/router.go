@@ -346,6 +346,16 @@ func (s *Server) Serve(ctx context.Context) error {
 			return s.source.Watch(ctx, func(c fleet.Catalog) {
 				specs := endpoints.FromCatalog(c)
 				s.table.SetEndpoints(specs)
+				if s.cfg.NATS.URL == "" {
+					for _, sp := range specs {
+						if sp.MaxInFlight > 0 {
+							// Completions arrive over NATS alone: without them
+							// a slot frees only when its entry expires.
+							s.log.Warn().Str("endpoint", sp.ID).Int("max_concurrency", sp.MaxInFlight).Dur("inflight_ttl", s.cfg.InflightTTL).
+								Msg("provider has a concurrency cap but NATS is disabled: no completions arrive, so its requests count until --inflight-ttl")
+						}
+					}
+				}
 				mgr.Set(ctx, endpoints.Scraped(specs))
 				s.log.Info().Int("endpoints", len(specs)).Msg("endpoint set updated")
 			})

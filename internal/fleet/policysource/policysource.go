@@ -100,7 +100,8 @@ func Catalog(snap *policy.Snapshot) fleet.Catalog {
 		for _, m := range p.Models {
 			models = append(models, m.Name)
 		}
-		c.Providers = append(c.Providers, fleet.Provider{Name: p.Name, Type: p.Type, BaseURL: p.BaseURL, Models: models})
+		c.Providers = append(c.Providers, fleet.Provider{Name: p.Name, Type: p.Type, BaseURL: p.BaseURL, Models: models,
+			MaxConcurrency: int(p.MaxConcurrency), BreakerFailures: int(p.Breaker.Failures), BreakerOpenFor: p.Breaker.OpenFor})
 	}
 	return c
 }

@@ -6,6 +6,8 @@
 package endpoints
 
 import (
+	"time"
+
 	"github.com/switchyard-dev/switchyard/internal/fleet"
 	"github.com/switchyard-dev/switchyard/internal/upstream"
 )
@@ -39,6 +41,14 @@ type Spec struct {
 	Type string
 	// Kind is KindLocal or KindProvider.
 	Kind string
+	// MaxInFlight caps a provider's requests in flight, counted across
+	// the routers; 0: no cap.
+	MaxInFlight int
+	// BreakerFailures and BreakerOpenFor are a provider's own circuit
+	// breaker thresholds; 0: the router's (--breaker-failures,
+	// --breaker-open-for).
+	BreakerFailures int
+	BreakerOpenFor  time.Duration
 }
 
 // FromCatalog lists the catalog's routable endpoints: every worker with a
@@ -58,7 +68,8 @@ func FromCatalog(c fleet.Catalog) []Spec {
 	}
 	for i := range c.Providers {
 		p := &c.Providers[i]
-		specs = append(specs, Spec{ID: p.ID(), URL: p.BaseURL, Models: p.Models, Group: p.Name, Kind: KindProvider, Type: p.Type})
+		specs = append(specs, Spec{ID: p.ID(), URL: p.BaseURL, Models: p.Models, Group: p.Name, Kind: KindProvider, Type: p.Type,
+			MaxInFlight: p.MaxConcurrency, BreakerFailures: p.BreakerFailures, BreakerOpenFor: p.BreakerOpenFor})
 	}
 	return specs
 }

@@ -2,6 +2,7 @@ package load
 
 import (
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/switchyard-dev/switchyard/internal/policy"
@@ -26,7 +27,12 @@ type Backend struct {
 	// unavailable: it is not estimated and never picked.
 	Healthy  bool
 	Excluded bool
-	Load     Load
+	// Full: the endpoint is at its concurrency cap, MaxInFlight requests
+	// in flight across the routers (a provider's spec.maxConcurrency); it
+	// is unavailable, as if saturated, until one completes.
+	Full        bool
+	MaxInFlight int
+	Load        Load
 	// KVCacheUsage is the last scraped vllm:kv_cache_usage_perc, 0..1.
 	KVCacheUsage float64
 	// KVCapacity is the endpoint's KV cache in tokens (scraped
@@ -41,7 +47,7 @@ type Backend struct {
 }
 
 // Available reports whether the backend may take the request.
-func (b *Backend) Available() bool { return b.Healthy && !b.Excluded }
+func (b *Backend) Available() bool { return b.Healthy && !b.Excluded && !b.Full }
 
 // Unavailable says why the backend may not take the request, "" when it
 // may.
@@ -51,6 +57,8 @@ func (b *Backend) Unavailable() string {
 		return "excluded by request"
 	case !b.Healthy:
 		return "unhealthy: " + b.LastError
+	case b.Full:
+		return "at its concurrency cap: " + strconv.FormatInt(b.Load.InFlight, 10) + " in flight across the routers, maxConcurrency " + strconv.Itoa(b.MaxInFlight)
 	}
 	return ""
 }
@@ -82,6 +90,8 @@ func (b *Backend) Policy() policy.Backend {
 		pb.Unavailable = "excluded by request"
 	case !b.Healthy:
 		pb.Unavailable = "unhealthy"
+	case b.Full:
+		pb.Unavailable = "at concurrency cap"
 	}
 	return pb
 }
@@ -134,6 +144,7 @@ func (t *Table) Decide(req Request, models []string, now time.Time, dst []Backen
 			b := &dst[len(dst)-1]
 			b.EndpointID, b.URL, b.Kind, b.Group, b.Pool, b.Type = ep.spec.ID, ep.spec.URL, ep.spec.Kind, ep.spec.Group, ep.spec.Pool, ep.spec.Type
 			b.Model, b.Healthy, b.Excluded = model, ep.usable(now), slices.Contains(req.Exclude, ep.spec.ID)
+			b.Full, b.MaxInFlight = ep.full(), ep.spec.MaxInFlight
 			b.KVCacheUsage, b.LastError, b.LastScrape = ep.kvUsage, ep.lastErr, ep.lastScrape
 			if !b.Healthy {
 				b.LastError = ep.unusable(now)
@@ -167,7 +178,7 @@ func (t *Table) Decide(req Request, models []string, now time.Time, dst []Backen
 		}
 		ep.record(req.ID, b.Model, now, uncachedWith(&m, prompt, b.CachedTokens), req.OutputTokens, b.Estimate)
 		if ep.spec.Kind == endpoints.KindProvider {
-			ep.brk.picked(now, t.cfg.Breaker)
+			ep.brk.picked(now, ep.brkCfg)
 		}
 	}
 	return dst, i

@@ -21,6 +21,15 @@ import (
 // Workers are not broken this way: their scrapes mark them unhealthy
 // within a scrape interval, and a worker that answers 5xx now and then
 // would be ejected by a breaker for what a retry elsewhere absorbs.
+//
+// Config.Breaker is the router's default (its --breaker-failures and
+// --breaker-open-for); a provider's own thresholds
+// (InferenceProvider.spec.circuitBreaker, in endpoints.Spec) replace the
+// ones it sets. A snapshot that changes only the thresholds keeps the
+// circuit's state: the count of failures goes on against the new
+// Failures (at or past it, the next failure opens the circuit), and an
+// open circuit keeps the probe time it was opened with, the new OpenFor
+// applying from the next opening.
 type Breaker struct {
 	// Failures is the consecutive failed completions that open it; 0
 	// turns breaking off.
@@ -31,6 +40,19 @@ type Breaker struct {
 
 // DefaultBreaker is the router's default.
 var DefaultBreaker = Breaker{Failures: 5, OpenFor: 30 * time.Second}
+
+// with is b with a provider's own thresholds: each non-zero one replaces
+// b's. A provider that sets Failures is broken even when the router's
+// default turns breaking off.
+func (b Breaker) with(failures int, openFor time.Duration) Breaker {
+	if failures > 0 {
+		b.Failures = failures
+	}
+	if openFor > 0 {
+		b.OpenFor = openFor
+	}
+	return b
+}
 
 // breaker is one provider endpoint's circuit.
 type breaker struct {

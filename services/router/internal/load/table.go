@@ -87,6 +87,17 @@
 // a gateway that does not publish them), an entry stops weighing on the
 // queue at the next scrape and only lingers in the in_flight figure until
 // its TTL ends; nothing is learned, and predictions stay at the prior.
+//
+// # Providers
+//
+// An external provider is not scraped: it is taken as healthy, predicted
+// from its own completions alone, and left out while its circuit breaker
+// is open (breaker.go) or while it is at its concurrency cap
+// (endpoints.Spec.MaxInFlight). The cap needs no count of its own: the
+// entries the table holds for a provider, this replica's decisions and
+// its peers', are its requests in flight across the fleet, and the
+// gateways' completions release them. Without completions (no NATS) a
+// capped provider's slots free only as their entries expire.
 package load
 
 import (
@@ -425,6 +436,7 @@ type endpoint struct {
 	healthy    bool
 	lastErr    string
 	brk        breaker // providers only
+	brkCfg     Breaker // the router's default with the provider's own thresholds
 	waiting    int64
 	running    int64
 	kvUsage    float64
@@ -584,6 +596,8 @@ func (t *Table) SetEndpoints(specs []endpoints.Spec) {
 			ep = &endpoint{entries: map[string]*entry{}, lastErr: "not scraped yet", model: predict.New(prior)}
 		}
 		ep.spec = s
+		// A threshold changed keeps the circuit's state (Breaker).
+		ep.brkCfg = t.cfg.Breaker.with(s.BreakerFailures, s.BreakerOpenFor)
 		if s.Kind == endpoints.KindProvider {
 			// Nothing to scrape: a provider is taken as healthy, and its
 			// TTFT estimate comes from its observed completions.
@@ -887,7 +901,7 @@ func (t *Table) Complete(c Completion) bool {
 	if c.EndpointID != "" {
 		ep := t.byID[c.EndpointID]
 		if ep != nil && ep.spec.Kind == endpoints.KindProvider {
-			ep.brk.observe(c.Success, c.UpstreamFailed, c.At, t.cfg.Breaker)
+			ep.brk.observe(c.Success, c.UpstreamFailed, c.At, ep.brkCfg)
 		}
 		released = ep != nil && t.completeLocked(ep, &c)
 	} else {
@@ -1002,6 +1016,15 @@ func (t *Table) Endpoints(model string) []EndpointView {
 // provider, its circuit not open.
 func (ep *endpoint) usable(now time.Time) bool { return ep.healthy && ep.brk.allows(now) }
 
+// full reports whether ep is at its concurrency cap (Spec.MaxInFlight):
+// it holds as many entries as it may have requests in flight. The
+// entries are this replica's decisions and its peers' (AddInFlight), so
+// the cap holds across the fleet of routers, up to the decisions peers
+// make in the moment before each hears of the other's.
+func (ep *endpoint) full() bool {
+	return ep.spec.MaxInFlight > 0 && len(ep.entries) >= ep.spec.MaxInFlight
+}
+
 // unusable is why ep may not be chosen at now ("" when it may).
 func (ep *endpoint) unusable(now time.Time) string {
 	switch {
@@ -1063,6 +1086,8 @@ type Stats struct {
 	// Circuit is a provider's breaker: closed, open or half-open; empty
 	// for a worker.
 	Circuit string
+	// MaxInFlight is the endpoint's concurrency cap; 0: none.
+	MaxInFlight int64
 }
 
 // AppendStats appends one Stats per endpoint to dst.
@@ -1077,7 +1102,7 @@ func (t *Table) AppendStats(dst []Stats) []Stats {
 		}
 		dst = append(dst, Stats{ID: ep.spec.ID, Healthy: ep.healthy, Circuit: circuit, InFlight: int64(len(ep.entries)),
 			PendingTokens: ep.pendingTokens, PrefillRate: ep.model.PrefillRate(), PerQueued: ep.model.PerQueued(),
-			NotLearned: int64(ep.model.Outliers() + ep.disturbed), Probes: int64(ep.probes)})
+			NotLearned: int64(ep.model.Outliers() + ep.disturbed), Probes: int64(ep.probes), MaxInFlight: int64(ep.spec.MaxInFlight)})
 	}
 	return dst
 }
