@@ -11,6 +11,7 @@ import (
 	"github.com/rs/zerolog"
 	"google.golang.org/protobuf/encoding/protojson"
 
+	"github.com/switchyard-dev/switchyard/internal/policy"
 	routerv1 "github.com/switchyard-dev/switchyard/proto/switchyard/router/v1"
 	"github.com/switchyard-dev/switchyard/services/policyd"
 	"github.com/switchyard-dev/switchyard/services/router"
@@ -98,12 +99,20 @@ func TestRouteWithPolicyd(t *testing.T) {
 	q0 := newFakeWorker(t, "qwen-3.6-27b")
 	q1 := newFakeWorker(t, "qwen-3.6-27b")
 	g0 := newFakeWorker(t, "glm-5.3")
-	pd := startPolicyd(t, devCatalog(t, q0, q1, g0))
+	dir := devCatalog(t, q0, q1, g0)
+	pd := startPolicyd(t, dir)
 	tr := startRouter(t, func(c *router.Config) {
 		c.Endpoints = ""
 		c.PolicydAddr = pd.GRPCAddr()
 		c.GatewayBackend = "dev"
 	})
+	// The example's bedrock provider, whatever type and URL it has: the
+	// router hands them to the gateway as they are.
+	snap, diags, err := policy.Load(dir)
+	if err != nil || snap == nil || snap.Provider("bedrock") == nil {
+		t.Fatalf("the dev catalog: %v %s", err, diags.Error())
+	}
+	bedrock := snap.Provider("bedrock")
 	waitLoads := func(q0w, q1w, gw int64) {
 		t.Helper()
 		q0.setLoad(q0w, 0)
@@ -208,9 +217,9 @@ func TestRouteWithPolicyd(t *testing.T) {
 			}
 			wantKind, wantType := routerv1.TargetKind_TARGET_KIND_LOCAL, "vLLM"
 			if tt.want.provider != "" {
-				wantKind, wantType = routerv1.TargetKind_TARGET_KIND_PROVIDER, "OpenAICompatible"
-				if tg.GetUrl() != "http://127.0.0.1:8100/v1" {
-					t.Errorf("provider url %q", tg.GetUrl())
+				wantKind, wantType = routerv1.TargetKind_TARGET_KIND_PROVIDER, bedrock.Type
+				if tg.GetUrl() != bedrock.BaseURL {
+					t.Errorf("provider url %q, want %q", tg.GetUrl(), bedrock.BaseURL)
 				}
 			}
 			if tg.GetType() != wantType {
