@@ -19,6 +19,11 @@ type simulated struct {
 	models     string
 	url        string
 	kv, replay string
+	// api is what a provider's stand-in speaks, for the banner.
+	api string
+	// vllm: it serves vLLM's /metrics (a worker, or a provider simulated
+	// by one), which the Bedrock fake does not.
+	vllm bool
 }
 
 // ServiceMetricsURLs are the /metrics pages of the stack's services.
@@ -37,11 +42,13 @@ func (s *Stack) ServiceMetricsURLs() []string {
 }
 
 // SimulatedMetricsURLs are the /metrics pages of the simulated workers
-// and providers (vLLM's metric names).
+// and providers (vLLM's metric names); a Bedrock fake has none.
 func (s *Stack) SimulatedMetricsURLs() []string {
 	var out []string
 	for _, sim := range s.sims {
-		out = append(out, strings.TrimSuffix(sim.url, "/v1")+"/metrics")
+		if sim.vllm {
+			out = append(out, strings.TrimSuffix(sim.url, "/v1")+"/metrics")
+		}
 	}
 	return out
 }
@@ -114,10 +121,10 @@ func (s *Stack) writeBanner(out io.Writer, cfg Config) {
 	}
 	if providers > 0 {
 		fmt.Fprintln(out)
-		fmt.Fprintf(tw, "  provider\tserves\tbase URL\n")
+		fmt.Fprintf(tw, "  provider\tserves\tbase URL\tAPI\n")
 		for _, sim := range s.sims {
 			if sim.provider {
-				fmt.Fprintf(tw, "  %s\t%s\t%s\n", sim.name, sim.models, sim.url)
+				fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", sim.name, sim.models, sim.url, sim.api)
 			}
 		}
 		tw.Flush()
@@ -195,8 +202,10 @@ Anthropic's Messages API serves the same models (streaming, tools, count_tokens)
 
 Burst routing: once every local worker of a model has more than 2 queued
 prompts, burst-policy sends requests to the providers (bedrock, then
-databricks); the response's "model" then carries the provider's name.
-Queue up a few hundred long requests and watch where they go:
+databricks); the response's "model" then carries the provider's name for
+it. bedrock is a fake Amazon Bedrock runtime: the gateway signs each
+request with SigV4, the fake checks it and answers with an echo of the
+prompt. Queue up a few hundred long requests and watch where they go:
 
   for i in $(seq 300); do curl -s %s/v1/chat/completions -H 'Content-Type: application/json' \
     -d '{"model":"%s","messages":[{"role":"user","content":"Hi"}],"max_tokens":2000}' -o /dev/null & done

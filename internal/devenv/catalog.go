@@ -51,7 +51,8 @@ const DevTenant = "dev"
 // InferenceWorkerSet (its static workers, serving its model, publishing
 // KV events when the catalog lists their endpoints) and one simulated
 // OpenAI-compatible endpoint per InferenceProvider (serving the provider's
-// own model names). With cfg.Sim.Port 0 every simulator takes a free port
+// own model names), but for a provider of type Bedrock the fake Bedrock
+// runtime (startBedrock). With cfg.Sim.Port 0 every simulator takes a free port
 // and policyd reads a copy of the catalog rewritten to them (KV endpoints
 // included); otherwise they bind the catalog's addresses and policyd reads
 // the catalog itself, reloading it on change. The router and the
@@ -108,7 +109,7 @@ func (s *Stack) startCatalog(ctx context.Context, cfg Config, log zerolog.Logger
 		}
 		for i, w := range infos {
 			st := ws.Static[i]
-			s.sims = append(s.sims, simulated{name: st.ID, models: ws.Model, url: w.URL, kv: w.KVEndpoint, replay: w.ReplayEndpoint})
+			s.sims = append(s.sims, simulated{name: st.ID, models: ws.Model, url: w.URL, kv: w.KVEndpoint, replay: w.ReplayEndpoint, vllm: true})
 			if w.URL != strings.TrimRight(st.URL, "/") {
 				moved[st.URL] = w.URL
 			}
@@ -130,6 +131,12 @@ func (s *Stack) startCatalog(ctx context.Context, cfg Config, log zerolog.Logger
 
 	for _, p := range snap.Providers {
 		if len(p.Models) == 0 {
+			continue
+		}
+		if p.Type == string(v1alpha1.ProviderBedrock) {
+			if err := s.startBedrock(p, free, cfg.Sim.Host, moved, log); err != nil {
+				return nil, err
+			}
 			continue
 		}
 		sc := cfg.Sim
@@ -159,7 +166,7 @@ func (s *Stack) startCatalog(ctx context.Context, cfg Config, log zerolog.Logger
 		if got := infos[0].URL + u.Path; got != p.BaseURL {
 			moved[p.BaseURL] = got
 		}
-		s.sims = append(s.sims, simulated{provider: true, name: p.Name, models: strings.Join(names, ", "), url: infos[0].URL + u.Path})
+		s.sims = append(s.sims, simulated{provider: true, name: p.Name, models: strings.Join(names, ", "), url: infos[0].URL + u.Path, api: "simulated, OpenAI API", vllm: true})
 		// The simulated provider takes any key; the gateway still needs one
 		// to send, as it would to a real provider.
 		if env := p.Credentials.Env; env != "" && os.Getenv(env) == "" {

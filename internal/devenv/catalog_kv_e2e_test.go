@@ -48,7 +48,7 @@ func TestShippedCatalogKVEvents(t *testing.T) {
 		for i := range 3 {
 			want = append(want, fmt.Sprintf("http://127.0.0.1:%d", 8000+i), fmt.Sprintf("tcp://127.0.0.1:%d", 5557+i), fmt.Sprintf("tcp://127.0.0.1:%d", 5567+i))
 		}
-		want = append(want, "http://127.0.0.1:8100/v1", "http://127.0.0.1:8101/v1")
+		want = append(want, "http://127.0.0.1:8100", "http://127.0.0.1:8101/v1")
 		for _, w := range want {
 			if !strings.Contains(b.String(), w) {
 				t.Errorf("banner lacks %s:\n%s", w, b.String())

@@ -23,6 +23,7 @@ import (
 	"github.com/switchyard-dev/switchyard/internal/natsembed"
 	"github.com/switchyard-dev/switchyard/internal/policy"
 	"github.com/switchyard-dev/switchyard/internal/sim"
+	"github.com/switchyard-dev/switchyard/internal/upstream/bedrock/bedrocktest"
 	"github.com/switchyard-dev/switchyard/services/gateway"
 	"github.com/switchyard-dev/switchyard/services/gateway/flowcontrol"
 	"github.com/switchyard-dev/switchyard/services/kvtracker"
@@ -234,8 +235,13 @@ type Stack struct {
 	router   *router.Server
 	gateway  *gateway.Gateway
 	// sims lists every simulator the stack started, for the banner.
-	sims     []simulated
-	redisURL string
+	sims []simulated
+	// bedrock are the fake Bedrock runtimes, by provider name.
+	bedrock map[string]*bedrocktest.Server
+	// secretsDir is the gateway's --provider-secrets-dir, where dev puts
+	// the Secrets providers name (a temporary directory); empty: none.
+	secretsDir string
+	redisURL   string
 
 	gatewayRun, routerRun, trackerRun, policydRun, meterRun *background
 	stopOnce                                                sync.Once
@@ -311,7 +317,7 @@ func Start(ctx context.Context, cfg Config, log zerolog.Logger) (_ *Stack, err e
 				}
 			}
 			eps = append(eps, strings.Join(entry, "|"))
-			s.sims = append(s.sims, simulated{name: id, models: w.Model, url: w.URL, kv: w.KVEndpoint, replay: w.ReplayEndpoint})
+			s.sims = append(s.sims, simulated{name: id, models: w.Model, url: w.URL, kv: w.KVEndpoint, replay: w.ReplayEndpoint, vllm: true})
 		}
 		if kv {
 			err := s.startTracker(ctx, cfg, log, func(tc *kvtracker.Config) {
@@ -349,6 +355,9 @@ func Start(ctx context.Context, cfg Config, log zerolog.Logger) (_ *Stack, err e
 	gc.Flow = cfg.Flow
 	if s.policyd != nil {
 		gc.PolicydAddr = s.policyd.GRPCAddr()
+	}
+	if s.secretsDir != "" {
+		gc.ProviderSecretsDir = s.secretsDir
 	}
 	gw, err := gateway.New(gc, log.With().Str("service", "gateway").Logger())
 	if err != nil {
@@ -570,6 +579,9 @@ func (s *Stack) Stop() error {
 		errs = append(errs, s.meterRun.stop(), s.routerRun.stop(), s.policydRun.stop(), s.trackerRun.stop())
 		for _, f := range s.fleets {
 			errs = append(errs, f.Close())
+		}
+		for _, b := range s.bedrock {
+			b.Close()
 		}
 		for _, d := range s.tempDirs {
 			_ = os.RemoveAll(d)
