@@ -47,6 +47,64 @@ type GatewayBackendSpec struct {
 	// +listMapKey=name
 	// +kubebuilder:validation:MaxItems=8
 	Classifiers []ExternalClassifier `json:"classifiers,omitempty"`
+	// PII adds this backend's own kinds of personal data to the router's
+	// PII classifier: a prompt holding one is tagged pii-detected and
+	// pii:<kind>, like the built-in kinds (e-mail, card, ...). Used only
+	// when a policy reads those tags.
+	// +optional
+	PII *PIISpec `json:"pii,omitempty"`
+}
+
+// PIISpec is an operator's own kinds of personal data.
+type PIISpec struct {
+	// Patterns are regular expressions (Go's RE2 syntax: no
+	// backreferences or lookaround, linear in the text), each matched
+	// against whole words of the prompt: the text is cut at whitespace
+	// and where ASCII meets other scripts, a word's surrounding brackets,
+	// quotes and sentence marks are trimmed, and the pattern must match
+	// all of what remains (EMP-[0-9]{6} finds "(EMP-123456)." and
+	// 社員番号EMP-123456です, not EMP-1234567). Case-sensitive unless the
+	// pattern starts with (?i). A pattern that could match whitespace or
+	// the empty word is refused.
+	// +optional
+	// +kubebuilder:validation:MaxItems=64
+	Patterns []PIIPattern `json:"patterns,omitempty"`
+	// Dictionaries are lists of terms (words or phrases) found anywhere
+	// in the prompt, ignoring case and how much whitespace separates a
+	// phrase's words. A term starting or ending with an ASCII letter or
+	// digit must stand on its own there ("falcon" does not match
+	// "falconry"); other scripts match inside words (山田太郎 in
+	// 患者山田太郎さん). At most 10000 terms in all.
+	// +optional
+	// +kubebuilder:validation:MaxItems=64
+	Dictionaries []PIIDictionary `json:"dictionaries,omitempty"`
+}
+
+// PIIPattern is one regular expression under a kind.
+type PIIPattern struct {
+	// Kind names what it finds: a request holding a match is tagged
+	// pii:<kind> (and pii-detected).
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	// +kubebuilder:validation:MaxLength=63
+	Kind string `json:"kind"`
+	// Regex is the expression a whole word must match.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=1024
+	Regex string `json:"regex"`
+}
+
+// PIIDictionary is a list of terms under a kind.
+type PIIDictionary struct {
+	// Kind names what it finds: a request holding a term is tagged
+	// pii:<kind> (and pii-detected).
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	// +kubebuilder:validation:MaxLength=63
+	Kind string `json:"kind"`
+	// Terms are the words and phrases, up to 256 bytes each.
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=10000
+	// +kubebuilder:validation:items:MaxLength=256
+	Terms []string `json:"terms"`
 }
 
 // ExternalClassifier is a classifier served over HTTP: the router POSTs

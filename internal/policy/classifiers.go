@@ -18,7 +18,7 @@ const (
 	DefaultClassifierConcurrency = 16
 	// DefaultClassifierFailTag is what the shipped PII guard
 	// (deploy/examples/policies/pii-stays-local.yaml) reads.
-	DefaultClassifierFailTag = "pii-detected"
+	DefaultClassifierFailTag = TagPII
 	// MaxClassifierTimeout bounds a classifier's timeout: it is spent on
 	// the request's path before any routing.
 	MaxClassifierTimeout = 10 * time.Second

@@ -189,6 +189,7 @@ func compile(cat *catalog) *Snapshot {
 			prog.JWT = compileJWT(b.Auth.JWT)
 		}
 		prog.Classifiers = compileClassifiers(b.Classifiers)
+		prog.PII = compilePII(b.PII)
 		for _, t := range b.Tenants {
 			at := AuthTenant{Name: t.Name, AllowedTags: slices.Clone(t.AllowedTags)}
 			for _, d := range t.KeyDigests {

@@ -245,6 +245,9 @@ type Program struct {
 	// Classifiers are the external classifiers the router asks
 	// (spec.classifiers), defaults applied.
 	Classifiers []ExternalClassifier
+	// PII are the backend's own kinds of personal data (spec.pii); nil:
+	// none.
+	PII *PIIRules
 
 	route    []*Rule   // Route rules, evaluation order
 	guards   [][]*Rule // each Guard policy's rules

@@ -123,6 +123,7 @@ func ToProto(s *Snapshot, revision int64) *policyv1.Snapshot {
 				ClockSkew: durationpb.New(j.ClockSkew), RefreshInterval: durationpb.New(j.Refresh)}
 		}
 		pp.Classifiers = classifiersProto(p.Classifiers)
+		pp.Pii = piiProto(p.PII)
 		out.Programs = append(out.Programs, pp)
 	}
 	return out
@@ -274,6 +275,9 @@ func FromProto(p *policyv1.Snapshot) (*Snapshot, error) {
 		}
 		var err error
 		if prog.Classifiers, err = classifiersFromProto(pp.GetName(), pp.GetClassifiers()); err != nil {
+			return nil, err
+		}
+		if prog.PII, err = piiFromProto(pp.GetName(), pp.GetPii()); err != nil {
 			return nil, err
 		}
 		s.Programs = append(s.Programs, prog)

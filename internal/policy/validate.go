@@ -780,6 +780,7 @@ func (c *checker) failedAt(o *Object, path string) bool {
 
 func (c *checker) validateBackend(o *Object, s *v1alpha1.GatewayBackendSpec) {
 	c.validateClassifiers(o, s.Classifiers)
+	c.validatePII(o, s.PII)
 	seen := map[string]bool{}
 	for i, m := range s.Models {
 		p := idx("spec.models", i)

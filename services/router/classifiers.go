@@ -9,6 +9,7 @@ import (
 	"github.com/switchyard-dev/switchyard/services/router/internal/classify/external"
 	"github.com/switchyard-dev/switchyard/services/router/internal/classify/headertags"
 	"github.com/switchyard-dev/switchyard/services/router/internal/classify/pii"
+	"github.com/switchyard-dev/switchyard/services/router/internal/classify/piirules"
 	"github.com/switchyard-dev/switchyard/services/router/internal/classify/tenanttags"
 )
 
@@ -19,6 +20,7 @@ var classifierRegistry = func() *registry.Registry[classify.Factory] {
 	r.Register(headertags.Name, headertags.New)
 	r.Register(tenanttags.Name, tenanttags.New)
 	r.Register(pii.Name, pii.New)
+	r.Register(piirules.Name, piirules.New)
 	r.Register(complexity.Name, complexity.New)
 	r.Register(external.Name, external.New)
 	return r
@@ -32,12 +34,13 @@ var classifierRegistry = func() *registry.Registry[classify.Factory] {
 // once when none does; only then does it parse the body and scan the
 // text. So a prompt holding a card number is tagged pii-detected whenever
 // a policy such as pii-stays-local reads that tag, whether or not the
-// client or its tenant labelled it. None of them can fail.
+// client or its tenant labelled it; pii-rules does the same for the
+// GatewayBackend's own kinds (spec.pii). None of them can fail.
 //
 // external asks the GatewayBackend's spec.classifiers, likewise only for
 // a program that reads their tags, and fails closed: a classifier that
 // errors or is late gives its failTag.
-const defaultClassifiers = headertags.Name + "," + tenanttags.Name + "," + pii.Name + "," + complexity.Name + "," + external.Name
+const defaultClassifiers = headertags.Name + "," + tenanttags.Name + "," + pii.Name + "," + piirules.Name + "," + complexity.Name + "," + external.Name
 
 // classifier is one configured classifier with its name, for errors.
 type classifier struct {

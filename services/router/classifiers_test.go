@@ -12,8 +12,9 @@ import (
 )
 
 // TestBuiltinClassifiersWithPolicyd runs the default classifiers (header
-// and tenant tags, pii, complexity) under deploy/examples' policies, served
-// by a real policyd: a prompt holding a valid card number is never routed
+// and tenant tags, pii, pii-rules, complexity) under deploy/examples'
+// policies, served by a real policyd: a prompt holding a valid card number
+// or one of the GatewayBackend's own kinds of personal data is never routed
 // to a Provider (pii-stays-local's guard), whatever tags the client sends
 // and however busy the cluster is; a simple prompt asked of glm-5.3 goes
 // to the smaller qwen-3.6-27b when that is faster (smart-semantic-routing),
@@ -24,7 +25,7 @@ func TestBuiltinClassifiersWithPolicyd(t *testing.T) {
 	g0 := newFakeWorker(t, "glm-5.3")
 	pd := startPolicyd(t, devCatalog(t, q0, q1, g0))
 	tr := startRouter(t, func(c *router.Config) {
-		if c.Classifiers != "header-tags,tenant-tags,pii,complexity,external" {
+		if c.Classifiers != "header-tags,tenant-tags,pii,pii-rules,complexity,external" {
 			t.Fatalf("default classifiers %q", c.Classifiers)
 		}
 		c.Endpoints = ""
@@ -78,7 +79,7 @@ func TestBuiltinClassifiersWithPolicyd(t *testing.T) {
 		return resp
 	}
 	const chatAPI, complAPI = routerv1.ApiKind_API_KIND_CHAT_COMPLETIONS, routerv1.ApiKind_API_KIND_COMPLETIONS
-	cardBodies := map[string]struct {
+	piiBodies := map[string]struct {
 		api  routerv1.ApiKind
 		body []byte
 	}{
@@ -86,6 +87,9 @@ func TestBuiltinClassifiersWithPolicyd(t *testing.T) {
 		"chat, in Japanese":  {chatAPI, chat("qwen-3.6-27b", "カード番号は4012-8888-8888-1881です。")},
 		"chat, in a system":  {chatAPI, chat("qwen-3.6-27b", "Customer card on file: 5555555555554444.", "What is my balance?")},
 		"completions prompt": {complAPI, []byte(`{"model":"qwen-3.6-27b","prompt":"Card: 378282246310005. Write a receipt."}`)},
+		// The GatewayBackend's own kinds (spec.pii), by pii-rules.
+		"an employee id": {chatAPI, chat("qwen-3.6-27b", "Look up the leave of EMP-204117, please.")},
+		"a codename":     {chatAPI, chat("qwen-3.6-27b", "Draft the launch note for project\nfalcon.")},
 	}
 	headers := [][]string{nil, {"vip"}, {"batch"}, {"complexity-low"}, {"batch", "complexity-low", "vip"}}
 
@@ -96,7 +100,7 @@ func TestBuiltinClassifiersWithPolicyd(t *testing.T) {
 		if tg := route(t, "qwen-3.6-27b", chatAPI, chat("qwen-3.6-27b", "Please charge my order ORD-2024-118842."), nil).GetTarget(); tg.GetKind() != routerv1.TargetKind_TARGET_KIND_PROVIDER {
 			t.Fatalf("control without a card: routed to %v, want a provider (the test would prove nothing)", tg)
 		}
-		for name, b := range cardBodies {
+		for name, b := range piiBodies {
 			for _, tags := range headers {
 				resp := route(t, "qwen-3.6-27b", b.api, b.body, tags)
 				tg := resp.GetTarget()
@@ -117,7 +121,7 @@ func TestBuiltinClassifiersWithPolicyd(t *testing.T) {
 			eps := tr.endpoints(t, "qwen-3.6-27b")
 			return !eps["sim-0"].GetHealthy() && !eps["sim-1"].GetHealthy()
 		})
-		for name, b := range cardBodies {
+		for name, b := range piiBodies {
 			for _, tags := range headers {
 				resp := route(t, "qwen-3.6-27b", b.api, b.body, tags)
 				// Rejected by pii-stays-local's fail-closed onEmpty, or by

@@ -211,8 +211,8 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.Classifiers, "classifiers", d.Classifiers,
 		"classifiers deriving each request's tags for policies, in order (of "+strings.Join(classifierRegistry.Names(), ", ")+
 			"): header-tags keeps the tags-header tags the GatewayBackend allows, tenant-tags adds the tenant's, pii tags a prompt holding personal data "+
-			"(pii-detected, pii:email, pii:phone, pii:card, pii:mynumber, pii:ssn, pii:iban, pii:ip), complexity tags it complexity-low or complexity-high; "+
-			"pii and complexity read the prompt only when a policy reads their tags; empty: no tags")
+			"(pii-detected, pii:email, pii:phone, pii:card, pii:mynumber, pii:ssn, pii:iban, pii:ip), pii-rules likewise for the GatewayBackend's spec.pii kinds (pii:<kind>), complexity tags it complexity-low or complexity-high; "+
+			"pii, pii-rules and complexity read the prompt only when a policy reads their tags; empty: no tags")
 	fs.DurationVar(&c.ScrapeInterval, "scrape-interval", d.ScrapeInterval, "how often each worker's /metrics is scraped")
 	fs.DurationVar(&c.ScrapeTimeout, "scrape-timeout", d.ScrapeTimeout, "deadline for one scrape; a worker that misses it is unhealthy until it answers")
 	fs.DurationVar(&c.InflightTTL, "inflight-ttl", d.InflightTTL, "an in-flight request whose completion never arrives stops counting after this long")

@@ -2237,7 +2237,10 @@ type Program struct {
 	Jwt *JWTAuth `protobuf:"bytes,10,opt,name=jwt,proto3" json:"jwt,omitempty"`
 	// The external classifiers the router asks (spec.classifiers), defaults
 	// applied.
-	Classifiers   []*ExternalClassifier `protobuf:"bytes,11,rep,name=classifiers,proto3" json:"classifiers,omitempty"`
+	Classifiers []*ExternalClassifier `protobuf:"bytes,11,rep,name=classifiers,proto3" json:"classifiers,omitempty"`
+	// The backend's own kinds of personal data (spec.pii) for the router's
+	// pii-rules classifier. Unset: none.
+	Pii           *PIIRules `protobuf:"bytes,12,opt,name=pii,proto3" json:"pii,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2349,6 +2352,171 @@ func (x *Program) GetClassifiers() []*ExternalClassifier {
 	return nil
 }
 
+func (x *Program) GetPii() *PIIRules {
+	if x != nil {
+		return x.Pii
+	}
+	return nil
+}
+
+// PIIRules are an operator's kinds of personal data: regular expressions
+// matched against whole words, and dictionaries of terms.
+type PIIRules struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Patterns      []*PIIPattern          `protobuf:"bytes,1,rep,name=patterns,proto3" json:"patterns,omitempty"`
+	Dictionaries  []*PIIDictionary       `protobuf:"bytes,2,rep,name=dictionaries,proto3" json:"dictionaries,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PIIRules) Reset() {
+	*x = PIIRules{}
+	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PIIRules) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PIIRules) ProtoMessage() {}
+
+func (x *PIIRules) ProtoReflect() protoreflect.Message {
+	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PIIRules.ProtoReflect.Descriptor instead.
+func (*PIIRules) Descriptor() ([]byte, []int) {
+	return file_switchyard_policy_v1_policy_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *PIIRules) GetPatterns() []*PIIPattern {
+	if x != nil {
+		return x.Patterns
+	}
+	return nil
+}
+
+func (x *PIIRules) GetDictionaries() []*PIIDictionary {
+	if x != nil {
+		return x.Dictionaries
+	}
+	return nil
+}
+
+type PIIPattern struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Kind          string                 `protobuf:"bytes,1,opt,name=kind,proto3" json:"kind,omitempty"`
+	Regex         string                 `protobuf:"bytes,2,opt,name=regex,proto3" json:"regex,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PIIPattern) Reset() {
+	*x = PIIPattern{}
+	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PIIPattern) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PIIPattern) ProtoMessage() {}
+
+func (x *PIIPattern) ProtoReflect() protoreflect.Message {
+	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PIIPattern.ProtoReflect.Descriptor instead.
+func (*PIIPattern) Descriptor() ([]byte, []int) {
+	return file_switchyard_policy_v1_policy_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *PIIPattern) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *PIIPattern) GetRegex() string {
+	if x != nil {
+		return x.Regex
+	}
+	return ""
+}
+
+type PIIDictionary struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Kind          string                 `protobuf:"bytes,1,opt,name=kind,proto3" json:"kind,omitempty"`
+	Terms         []string               `protobuf:"bytes,2,rep,name=terms,proto3" json:"terms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PIIDictionary) Reset() {
+	*x = PIIDictionary{}
+	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PIIDictionary) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PIIDictionary) ProtoMessage() {}
+
+func (x *PIIDictionary) ProtoReflect() protoreflect.Message {
+	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PIIDictionary.ProtoReflect.Descriptor instead.
+func (*PIIDictionary) Descriptor() ([]byte, []int) {
+	return file_switchyard_policy_v1_policy_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *PIIDictionary) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *PIIDictionary) GetTerms() []string {
+	if x != nil {
+		return x.Terms
+	}
+	return nil
+}
+
 // ExternalClassifier is an HTTP service the router asks for a request's
 // tags; failing or late, the request carries fail_tag.
 type ExternalClassifier struct {
@@ -2365,7 +2533,7 @@ type ExternalClassifier struct {
 
 func (x *ExternalClassifier) Reset() {
 	*x = ExternalClassifier{}
-	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[27]
+	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2377,7 +2545,7 @@ func (x *ExternalClassifier) String() string {
 func (*ExternalClassifier) ProtoMessage() {}
 
 func (x *ExternalClassifier) ProtoReflect() protoreflect.Message {
-	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[27]
+	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2390,7 +2558,7 @@ func (x *ExternalClassifier) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExternalClassifier.ProtoReflect.Descriptor instead.
 func (*ExternalClassifier) Descriptor() ([]byte, []int) {
-	return file_switchyard_policy_v1_policy_proto_rawDescGZIP(), []int{27}
+	return file_switchyard_policy_v1_policy_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *ExternalClassifier) GetName() string {
@@ -2460,7 +2628,7 @@ type AuthTenant struct {
 
 func (x *AuthTenant) Reset() {
 	*x = AuthTenant{}
-	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[28]
+	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2472,7 +2640,7 @@ func (x *AuthTenant) String() string {
 func (*AuthTenant) ProtoMessage() {}
 
 func (x *AuthTenant) ProtoReflect() protoreflect.Message {
-	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[28]
+	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2485,7 +2653,7 @@ func (x *AuthTenant) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuthTenant.ProtoReflect.Descriptor instead.
 func (*AuthTenant) Descriptor() ([]byte, []int) {
-	return file_switchyard_policy_v1_policy_proto_rawDescGZIP(), []int{28}
+	return file_switchyard_policy_v1_policy_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *AuthTenant) GetName() string {
@@ -2559,7 +2727,7 @@ type RateLimits struct {
 
 func (x *RateLimits) Reset() {
 	*x = RateLimits{}
-	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[29]
+	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2571,7 +2739,7 @@ func (x *RateLimits) String() string {
 func (*RateLimits) ProtoMessage() {}
 
 func (x *RateLimits) ProtoReflect() protoreflect.Message {
-	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[29]
+	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2584,7 +2752,7 @@ func (x *RateLimits) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RateLimits.ProtoReflect.Descriptor instead.
 func (*RateLimits) Descriptor() ([]byte, []int) {
-	return file_switchyard_policy_v1_policy_proto_rawDescGZIP(), []int{29}
+	return file_switchyard_policy_v1_policy_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *RateLimits) GetRequestsPerMinute() int64 {
@@ -2633,7 +2801,7 @@ type ModelRateLimits struct {
 
 func (x *ModelRateLimits) Reset() {
 	*x = ModelRateLimits{}
-	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[30]
+	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2645,7 +2813,7 @@ func (x *ModelRateLimits) String() string {
 func (*ModelRateLimits) ProtoMessage() {}
 
 func (x *ModelRateLimits) ProtoReflect() protoreflect.Message {
-	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[30]
+	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2658,7 +2826,7 @@ func (x *ModelRateLimits) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ModelRateLimits.ProtoReflect.Descriptor instead.
 func (*ModelRateLimits) Descriptor() ([]byte, []int) {
-	return file_switchyard_policy_v1_policy_proto_rawDescGZIP(), []int{30}
+	return file_switchyard_policy_v1_policy_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ModelRateLimits) GetModel() string {
@@ -2685,7 +2853,7 @@ type PolicyRef struct {
 
 func (x *PolicyRef) Reset() {
 	*x = PolicyRef{}
-	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[31]
+	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2697,7 +2865,7 @@ func (x *PolicyRef) String() string {
 func (*PolicyRef) ProtoMessage() {}
 
 func (x *PolicyRef) ProtoReflect() protoreflect.Message {
-	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[31]
+	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2710,7 +2878,7 @@ func (x *PolicyRef) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PolicyRef.ProtoReflect.Descriptor instead.
 func (*PolicyRef) Descriptor() ([]byte, []int) {
-	return file_switchyard_policy_v1_policy_proto_rawDescGZIP(), []int{31}
+	return file_switchyard_policy_v1_policy_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *PolicyRef) GetName() string {
@@ -2737,7 +2905,7 @@ type TenantTags struct {
 
 func (x *TenantTags) Reset() {
 	*x = TenantTags{}
-	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[32]
+	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2749,7 +2917,7 @@ func (x *TenantTags) String() string {
 func (*TenantTags) ProtoMessage() {}
 
 func (x *TenantTags) ProtoReflect() protoreflect.Message {
-	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[32]
+	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2762,7 +2930,7 @@ func (x *TenantTags) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TenantTags.ProtoReflect.Descriptor instead.
 func (*TenantTags) Descriptor() ([]byte, []int) {
-	return file_switchyard_policy_v1_policy_proto_rawDescGZIP(), []int{32}
+	return file_switchyard_policy_v1_policy_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *TenantTags) GetTenant() string {
@@ -2801,7 +2969,7 @@ type JWTAuth struct {
 
 func (x *JWTAuth) Reset() {
 	*x = JWTAuth{}
-	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[33]
+	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2813,7 +2981,7 @@ func (x *JWTAuth) String() string {
 func (*JWTAuth) ProtoMessage() {}
 
 func (x *JWTAuth) ProtoReflect() protoreflect.Message {
-	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[33]
+	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2826,7 +2994,7 @@ func (x *JWTAuth) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JWTAuth.ProtoReflect.Descriptor instead.
 func (*JWTAuth) Descriptor() ([]byte, []int) {
-	return file_switchyard_policy_v1_policy_proto_rawDescGZIP(), []int{33}
+	return file_switchyard_policy_v1_policy_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *JWTAuth) GetIssuer() string {
@@ -3022,7 +3190,7 @@ const file_switchyard_policy_v1_policy_proto_rawDesc = "" +
 	"\x04Tier\x125\n" +
 	"\x04type\x18\x01 \x01(\x0e2!.switchyard.policy.v1.BackendTypeR\x04type\x12;\n" +
 	"\bminimize\x18\x02 \x01(\x0e2\x1f.switchyard.policy.v1.ObjectiveR\bminimize\x12\x14\n" +
-	"\x05order\x18\x03 \x03(\tR\x05order\"\xef\x03\n" +
+	"\x05order\x18\x03 \x03(\tR\x05order\"\xa1\x04\n" +
 	"\aProgram\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x16\n" +
@@ -3036,7 +3204,18 @@ const file_switchyard_policy_v1_policy_proto_rawDesc = "" +
 	"\fauth_tenants\x18\t \x03(\v2 .switchyard.policy.v1.AuthTenantR\vauthTenants\x12/\n" +
 	"\x03jwt\x18\n" +
 	" \x01(\v2\x1d.switchyard.policy.v1.JWTAuthR\x03jwt\x12J\n" +
-	"\vclassifiers\x18\v \x03(\v2(.switchyard.policy.v1.ExternalClassifierR\vclassifiers\"\xc7\x01\n" +
+	"\vclassifiers\x18\v \x03(\v2(.switchyard.policy.v1.ExternalClassifierR\vclassifiers\x120\n" +
+	"\x03pii\x18\f \x01(\v2\x1e.switchyard.policy.v1.PIIRulesR\x03pii\"\x91\x01\n" +
+	"\bPIIRules\x12<\n" +
+	"\bpatterns\x18\x01 \x03(\v2 .switchyard.policy.v1.PIIPatternR\bpatterns\x12G\n" +
+	"\fdictionaries\x18\x02 \x03(\v2#.switchyard.policy.v1.PIIDictionaryR\fdictionaries\"6\n" +
+	"\n" +
+	"PIIPattern\x12\x12\n" +
+	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x14\n" +
+	"\x05regex\x18\x02 \x01(\tR\x05regex\"9\n" +
+	"\rPIIDictionary\x12\x12\n" +
+	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x14\n" +
+	"\x05terms\x18\x02 \x03(\tR\x05terms\"\xc7\x01\n" +
 	"\x12ExternalClassifier\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x10\n" +
 	"\x03url\x18\x02 \x01(\tR\x03url\x12\x12\n" +
@@ -3137,7 +3316,7 @@ func file_switchyard_policy_v1_policy_proto_rawDescGZIP() []byte {
 }
 
 var file_switchyard_policy_v1_policy_proto_enumTypes = make([]protoimpl.EnumInfo, 7)
-var file_switchyard_policy_v1_policy_proto_msgTypes = make([]protoimpl.MessageInfo, 34)
+var file_switchyard_policy_v1_policy_proto_msgTypes = make([]protoimpl.MessageInfo, 37)
 var file_switchyard_policy_v1_policy_proto_goTypes = []any{
 	(Severity)(0),                 // 0: switchyard.policy.v1.Severity
 	(BackendType)(0),              // 1: switchyard.policy.v1.BackendType
@@ -3173,25 +3352,28 @@ var file_switchyard_policy_v1_policy_proto_goTypes = []any{
 	(*Predicate)(nil),             // 31: switchyard.policy.v1.Predicate
 	(*Tier)(nil),                  // 32: switchyard.policy.v1.Tier
 	(*Program)(nil),               // 33: switchyard.policy.v1.Program
-	(*ExternalClassifier)(nil),    // 34: switchyard.policy.v1.ExternalClassifier
-	(*AuthTenant)(nil),            // 35: switchyard.policy.v1.AuthTenant
-	(*RateLimits)(nil),            // 36: switchyard.policy.v1.RateLimits
-	(*ModelRateLimits)(nil),       // 37: switchyard.policy.v1.ModelRateLimits
-	(*PolicyRef)(nil),             // 38: switchyard.policy.v1.PolicyRef
-	(*TenantTags)(nil),            // 39: switchyard.policy.v1.TenantTags
-	(*JWTAuth)(nil),               // 40: switchyard.policy.v1.JWTAuth
-	(*timestamppb.Timestamp)(nil), // 41: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),   // 42: google.protobuf.Duration
+	(*PIIRules)(nil),              // 34: switchyard.policy.v1.PIIRules
+	(*PIIPattern)(nil),            // 35: switchyard.policy.v1.PIIPattern
+	(*PIIDictionary)(nil),         // 36: switchyard.policy.v1.PIIDictionary
+	(*ExternalClassifier)(nil),    // 37: switchyard.policy.v1.ExternalClassifier
+	(*AuthTenant)(nil),            // 38: switchyard.policy.v1.AuthTenant
+	(*RateLimits)(nil),            // 39: switchyard.policy.v1.RateLimits
+	(*ModelRateLimits)(nil),       // 40: switchyard.policy.v1.ModelRateLimits
+	(*PolicyRef)(nil),             // 41: switchyard.policy.v1.PolicyRef
+	(*TenantTags)(nil),            // 42: switchyard.policy.v1.TenantTags
+	(*JWTAuth)(nil),               // 43: switchyard.policy.v1.JWTAuth
+	(*timestamppb.Timestamp)(nil), // 44: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),   // 45: google.protobuf.Duration
 }
 var file_switchyard_policy_v1_policy_proto_depIdxs = []int32{
 	15, // 0: switchyard.policy.v1.WatchResponse.snapshot:type_name -> switchyard.policy.v1.Snapshot
 	15, // 1: switchyard.policy.v1.GetSnapshotResponse.snapshot:type_name -> switchyard.policy.v1.Snapshot
 	14, // 2: switchyard.policy.v1.GetSnapshotResponse.diagnostics:type_name -> switchyard.policy.v1.Diagnostic
-	41, // 3: switchyard.policy.v1.GetSnapshotResponse.checked_at:type_name -> google.protobuf.Timestamp
+	44, // 3: switchyard.policy.v1.GetSnapshotResponse.checked_at:type_name -> google.protobuf.Timestamp
 	12, // 4: switchyard.policy.v1.ValidateRequest.files:type_name -> switchyard.policy.v1.File
 	14, // 5: switchyard.policy.v1.ValidateResponse.diagnostics:type_name -> switchyard.policy.v1.Diagnostic
 	0,  // 6: switchyard.policy.v1.Diagnostic.severity:type_name -> switchyard.policy.v1.Severity
-	41, // 7: switchyard.policy.v1.Snapshot.created_at:type_name -> google.protobuf.Timestamp
+	44, // 7: switchyard.policy.v1.Snapshot.created_at:type_name -> google.protobuf.Timestamp
 	16, // 8: switchyard.policy.v1.Snapshot.worker_sets:type_name -> switchyard.policy.v1.WorkerSet
 	18, // 9: switchyard.policy.v1.Snapshot.pools:type_name -> switchyard.policy.v1.Pool
 	19, // 10: switchyard.policy.v1.Snapshot.providers:type_name -> switchyard.policy.v1.Provider
@@ -3199,14 +3381,14 @@ var file_switchyard_policy_v1_policy_proto_depIdxs = []int32{
 	33, // 12: switchyard.policy.v1.Snapshot.programs:type_name -> switchyard.policy.v1.Program
 	14, // 13: switchyard.policy.v1.Snapshot.warnings:type_name -> switchyard.policy.v1.Diagnostic
 	17, // 14: switchyard.policy.v1.WorkerSet.static_workers:type_name -> switchyard.policy.v1.StaticWorker
-	42, // 15: switchyard.policy.v1.Pool.scrape_interval:type_name -> google.protobuf.Duration
+	45, // 15: switchyard.policy.v1.Pool.scrape_interval:type_name -> google.protobuf.Duration
 	25, // 16: switchyard.policy.v1.Provider.models:type_name -> switchyard.policy.v1.ProviderModel
 	26, // 17: switchyard.policy.v1.Provider.credentials:type_name -> switchyard.policy.v1.Credentials
 	24, // 18: switchyard.policy.v1.Provider.bedrock:type_name -> switchyard.policy.v1.BedrockSettings
 	21, // 19: switchyard.policy.v1.Provider.azure:type_name -> switchyard.policy.v1.AzureOpenAISettings
 	22, // 20: switchyard.policy.v1.Provider.databricks:type_name -> switchyard.policy.v1.DatabricksSettings
 	20, // 21: switchyard.policy.v1.Provider.circuit_breaker:type_name -> switchyard.policy.v1.CircuitBreaker
-	42, // 22: switchyard.policy.v1.CircuitBreaker.open_for:type_name -> google.protobuf.Duration
+	45, // 22: switchyard.policy.v1.CircuitBreaker.open_for:type_name -> google.protobuf.Duration
 	23, // 23: switchyard.policy.v1.DatabricksSettings.oauth:type_name -> switchyard.policy.v1.DatabricksOAuth
 	28, // 24: switchyard.policy.v1.Policy.rules:type_name -> switchyard.policy.v1.Rule
 	29, // 25: switchyard.policy.v1.Rule.matches:type_name -> switchyard.policy.v1.Match
@@ -3220,29 +3402,32 @@ var file_switchyard_policy_v1_policy_proto_depIdxs = []int32{
 	4,  // 33: switchyard.policy.v1.Predicate.op:type_name -> switchyard.policy.v1.Op
 	1,  // 34: switchyard.policy.v1.Tier.type:type_name -> switchyard.policy.v1.BackendType
 	2,  // 35: switchyard.policy.v1.Tier.minimize:type_name -> switchyard.policy.v1.Objective
-	38, // 36: switchyard.policy.v1.Program.policies:type_name -> switchyard.policy.v1.PolicyRef
-	39, // 37: switchyard.policy.v1.Program.tenants:type_name -> switchyard.policy.v1.TenantTags
-	35, // 38: switchyard.policy.v1.Program.auth_tenants:type_name -> switchyard.policy.v1.AuthTenant
-	40, // 39: switchyard.policy.v1.Program.jwt:type_name -> switchyard.policy.v1.JWTAuth
-	34, // 40: switchyard.policy.v1.Program.classifiers:type_name -> switchyard.policy.v1.ExternalClassifier
-	42, // 41: switchyard.policy.v1.ExternalClassifier.timeout:type_name -> google.protobuf.Duration
-	36, // 42: switchyard.policy.v1.AuthTenant.limits:type_name -> switchyard.policy.v1.RateLimits
-	37, // 43: switchyard.policy.v1.AuthTenant.model_limits:type_name -> switchyard.policy.v1.ModelRateLimits
-	36, // 44: switchyard.policy.v1.ModelRateLimits.limits:type_name -> switchyard.policy.v1.RateLimits
-	6,  // 45: switchyard.policy.v1.PolicyRef.mode:type_name -> switchyard.policy.v1.PolicyMode
-	42, // 46: switchyard.policy.v1.JWTAuth.clock_skew:type_name -> google.protobuf.Duration
-	42, // 47: switchyard.policy.v1.JWTAuth.refresh_interval:type_name -> google.protobuf.Duration
-	7,  // 48: switchyard.policy.v1.PolicyService.Watch:input_type -> switchyard.policy.v1.WatchRequest
-	9,  // 49: switchyard.policy.v1.PolicyService.GetSnapshot:input_type -> switchyard.policy.v1.GetSnapshotRequest
-	11, // 50: switchyard.policy.v1.PolicyService.Validate:input_type -> switchyard.policy.v1.ValidateRequest
-	8,  // 51: switchyard.policy.v1.PolicyService.Watch:output_type -> switchyard.policy.v1.WatchResponse
-	10, // 52: switchyard.policy.v1.PolicyService.GetSnapshot:output_type -> switchyard.policy.v1.GetSnapshotResponse
-	13, // 53: switchyard.policy.v1.PolicyService.Validate:output_type -> switchyard.policy.v1.ValidateResponse
-	51, // [51:54] is the sub-list for method output_type
-	48, // [48:51] is the sub-list for method input_type
-	48, // [48:48] is the sub-list for extension type_name
-	48, // [48:48] is the sub-list for extension extendee
-	0,  // [0:48] is the sub-list for field type_name
+	41, // 36: switchyard.policy.v1.Program.policies:type_name -> switchyard.policy.v1.PolicyRef
+	42, // 37: switchyard.policy.v1.Program.tenants:type_name -> switchyard.policy.v1.TenantTags
+	38, // 38: switchyard.policy.v1.Program.auth_tenants:type_name -> switchyard.policy.v1.AuthTenant
+	43, // 39: switchyard.policy.v1.Program.jwt:type_name -> switchyard.policy.v1.JWTAuth
+	37, // 40: switchyard.policy.v1.Program.classifiers:type_name -> switchyard.policy.v1.ExternalClassifier
+	34, // 41: switchyard.policy.v1.Program.pii:type_name -> switchyard.policy.v1.PIIRules
+	35, // 42: switchyard.policy.v1.PIIRules.patterns:type_name -> switchyard.policy.v1.PIIPattern
+	36, // 43: switchyard.policy.v1.PIIRules.dictionaries:type_name -> switchyard.policy.v1.PIIDictionary
+	45, // 44: switchyard.policy.v1.ExternalClassifier.timeout:type_name -> google.protobuf.Duration
+	39, // 45: switchyard.policy.v1.AuthTenant.limits:type_name -> switchyard.policy.v1.RateLimits
+	40, // 46: switchyard.policy.v1.AuthTenant.model_limits:type_name -> switchyard.policy.v1.ModelRateLimits
+	39, // 47: switchyard.policy.v1.ModelRateLimits.limits:type_name -> switchyard.policy.v1.RateLimits
+	6,  // 48: switchyard.policy.v1.PolicyRef.mode:type_name -> switchyard.policy.v1.PolicyMode
+	45, // 49: switchyard.policy.v1.JWTAuth.clock_skew:type_name -> google.protobuf.Duration
+	45, // 50: switchyard.policy.v1.JWTAuth.refresh_interval:type_name -> google.protobuf.Duration
+	7,  // 51: switchyard.policy.v1.PolicyService.Watch:input_type -> switchyard.policy.v1.WatchRequest
+	9,  // 52: switchyard.policy.v1.PolicyService.GetSnapshot:input_type -> switchyard.policy.v1.GetSnapshotRequest
+	11, // 53: switchyard.policy.v1.PolicyService.Validate:input_type -> switchyard.policy.v1.ValidateRequest
+	8,  // 54: switchyard.policy.v1.PolicyService.Watch:output_type -> switchyard.policy.v1.WatchResponse
+	10, // 55: switchyard.policy.v1.PolicyService.GetSnapshot:output_type -> switchyard.policy.v1.GetSnapshotResponse
+	13, // 56: switchyard.policy.v1.PolicyService.Validate:output_type -> switchyard.policy.v1.ValidateResponse
+	54, // [54:57] is the sub-list for method output_type
+	51, // [51:54] is the sub-list for method input_type
+	51, // [51:51] is the sub-list for extension type_name
+	51, // [51:51] is the sub-list for extension extendee
+	0,  // [0:51] is the sub-list for field type_name
 }
 
 func init() { file_switchyard_policy_v1_policy_proto_init() }
@@ -3256,7 +3441,7 @@ func file_switchyard_policy_v1_policy_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_switchyard_policy_v1_policy_proto_rawDesc), len(file_switchyard_policy_v1_policy_proto_rawDesc)),
 			NumEnums:      7,
-			NumMessages:   34,
+			NumMessages:   37,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -15,10 +15,12 @@
 //   - tenant-tags: the tags the GatewayBackend gives the request's tenant;
 //   - pii: pii-detected and pii:<kind> when the prompt's text holds
 //     personal data (e-mail, phone, card, My Number, SSN, IBAN, IP);
+//   - pii-rules: pii-detected and pii:<kind> for the GatewayBackend's own
+//     kinds of personal data (spec.pii: patterns and dictionaries);
 //   - complexity: complexity-low or complexity-high, from a cheap score
 //     of the prompt's text.
 //
-// pii and complexity read the body only when some rule of the request's
+// pii, pii-rules and complexity read the body only when some rule of the request's
 // program reads a tag they give (policy.Program.ReadsTag), so they are on
 // by default at no cost to a router whose policies do not ask. None of
 // the built-ins can fail: an unreadable prompt gets no tags, not an error.

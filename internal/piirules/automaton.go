@@ -1,0 +1,251 @@
+package piirules
+
+import (
+	"slices"
+	"unicode"
+	"unicode/utf8"
+)
+
+// automaton is Aho–Corasick over the folded bytes of every term: a trie
+// of the terms whose nodes also link to the longest proper suffix of
+// their path that is a path too (fail), so the text is read once, each
+// byte moving one state on, or back along fail links it has paid for by
+// moving on before. Each node links to the nearest node on its fail chain
+// where a term ends (link), so the terms ending at a byte are listed
+// without walking the rest of the chain.
+//
+// Children are sorted edge lists (most nodes have one or two); the root,
+// where the scan spends most bytes, has a table.
+type automaton struct {
+	nodes []node
+	edges []edge // each node's children: edges[node.first : node.first+node.n]
+	root  [256]int32
+	terms []term
+}
+
+type node struct {
+	first, n int32
+	fail     int32
+	link     int32 // nearest node on the fail chain with a term; 0: none
+	out      int32 // first term ending here; -1: none
+}
+
+type edge struct {
+	c  byte
+	to int32
+}
+
+type term struct {
+	kind                int32
+	len                 int32
+	next                int32 // another term ending at the same node; -1: none
+	leftWord, rightWord bool  // the term starts/ends with a word byte: it must not be glued to one there
+}
+
+// builder grows the trie before it is frozen into an automaton.
+type builder struct {
+	kids  []map[byte]int32
+	out   []int32
+	terms []term
+}
+
+func newBuilder() *builder {
+	return &builder{kids: []map[byte]int32{nil}, out: []int32{-1}}
+}
+
+// add inserts a folded, non-empty term.
+func (b *builder) add(t string, kind int) {
+	n := int32(0)
+	for i := 0; i < len(t); i++ {
+		next, ok := b.kids[n][t[i]]
+		if !ok {
+			if b.kids[n] == nil {
+				b.kids[n] = map[byte]int32{}
+			}
+			next = int32(len(b.kids))
+			b.kids[n][t[i]] = next
+			b.kids = append(b.kids, nil)
+			b.out = append(b.out, -1)
+		}
+		n = next
+	}
+	for t := b.out[n]; t >= 0; t = b.terms[t].next {
+		if b.terms[t].kind == int32(kind) {
+			return // listed twice
+		}
+	}
+	b.terms = append(b.terms, term{kind: int32(kind), len: int32(len(t)), next: b.out[n],
+		leftWord: isWordByte(t[0]), rightWord: isWordByte(t[len(t)-1])})
+	b.out[n] = int32(len(b.terms) - 1)
+}
+
+func (b *builder) build() *automaton {
+	a := &automaton{nodes: make([]node, len(b.kids)), terms: b.terms}
+	for i, kids := range b.kids {
+		a.nodes[i] = node{first: int32(len(a.edges)), n: int32(len(kids)), out: b.out[i]}
+		for _, c := range slices.Sorted(mapsKeys(kids)) {
+			a.edges = append(a.edges, edge{c, kids[c]})
+		}
+	}
+	for _, e := range a.children(0) {
+		a.root[e.c] = e.to
+	}
+	// Breadth first: a node's fail link is shallower, so set already.
+	queue := make([]int32, 0, len(a.nodes))
+	for _, e := range a.children(0) {
+		queue = append(queue, e.to)
+	}
+	for len(queue) > 0 {
+		u := queue[0]
+		queue = queue[1:]
+		for _, e := range a.children(u) {
+			f := a.nodes[u].fail
+			for f != 0 && a.child(f, e.c) < 0 {
+				f = a.nodes[f].fail
+			}
+			v := a.step(f, e.c)
+			if v == e.to {
+				v = 0
+			}
+			a.nodes[e.to].fail = v
+			if a.nodes[v].out >= 0 {
+				a.nodes[e.to].link = v
+			} else {
+				a.nodes[e.to].link = a.nodes[v].link
+			}
+			queue = append(queue, e.to)
+		}
+	}
+	return a
+}
+
+func mapsKeys(m map[byte]int32) func(func(byte) bool) {
+	return func(yield func(byte) bool) {
+		for k := range m {
+			if !yield(k) {
+				return
+			}
+		}
+	}
+}
+
+func (a *automaton) children(n int32) []edge {
+	nd := &a.nodes[n]
+	return a.edges[nd.first : nd.first+nd.n]
+}
+
+// child is n's child on c, or -1.
+func (a *automaton) child(n int32, c byte) int32 {
+	for _, e := range a.children(n) {
+		if e.c == c {
+			return e.to
+		}
+		if e.c > c {
+			break
+		}
+	}
+	return -1
+}
+
+// step is where the trie goes from n on c, from the root if n has no
+// such child: the root's table is total (0 where no term starts).
+func (a *automaton) step(n int32, c byte) int32 {
+	if n == 0 {
+		return a.root[c]
+	}
+	return a.child(n, c)
+}
+
+// scan marks the kinds of the terms found in folded text.
+func (a *automaton) scan(text []byte, hit []bool) {
+	state := int32(0)
+	for i := 0; i < len(text); i++ {
+		c := text[i]
+		for {
+			if next := a.step(state, c); next >= 0 {
+				state = next
+				break
+			}
+			state = a.nodes[state].fail
+		}
+		n := state
+		if a.nodes[n].out < 0 {
+			n = a.nodes[n].link
+		}
+		for n != 0 {
+			for t := a.nodes[n].out; t >= 0; t = a.terms[t].next {
+				tm := &a.terms[t]
+				end := i + 1
+				start := end - int(tm.len)
+				if tm.leftWord && start > 0 && isWordByte(text[start-1]) ||
+					tm.rightWord && end < len(text) && isWordByte(text[end]) {
+					continue
+				}
+				hit[tm.kind] = true
+			}
+			n = a.nodes[n].link
+		}
+	}
+}
+
+// isWordByte: a folded ASCII letter or digit.
+func isWordByte(c byte) bool { return c >= 'a' && c <= 'z' || c >= '0' && c <= '9' }
+
+// fold appends text to buf lower-cased, each run of whitespace one space,
+// so terms match whatever their case and line breaks. Invalid UTF-8 is
+// copied as it is.
+func fold(text string, buf []byte) []byte {
+	space := false
+	for i := 0; i < len(text); {
+		c := text[i]
+		if c < utf8.RuneSelf {
+			i++
+			if isSpace(c) {
+				space = true
+				continue
+			}
+			if space {
+				buf = append(buf, ' ')
+				space = false
+			}
+			if c >= 'A' && c <= 'Z' {
+				c += 'a' - 'A'
+			}
+			buf = append(buf, c)
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(text[i:])
+		if r == utf8.RuneError && size == 1 {
+			buf = append(buf, c)
+			i++
+			continue
+		}
+		i += size
+		if unicode.IsSpace(r) {
+			space = true
+			continue
+		}
+		if space {
+			buf = append(buf, ' ')
+			space = false
+		}
+		buf = utf8.AppendRune(buf, unicode.ToLower(r))
+	}
+	if space {
+		buf = append(buf, ' ')
+	}
+	return buf
+}
+
+// foldTerm is a term as the automaton holds it: folded, without spaces at
+// its ends.
+func foldTerm(t string) string {
+	f := fold(t, nil)
+	for len(f) > 0 && f[0] == ' ' {
+		f = f[1:]
+	}
+	for len(f) > 0 && f[len(f)-1] == ' ' {
+		f = f[:len(f)-1]
+	}
+	return string(f)
+}
