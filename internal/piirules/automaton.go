@@ -161,13 +161,18 @@ func (a *automaton) scan(text []byte, hit []bool) {
 	state := int32(0)
 	for i := 0; i < len(text); i++ {
 		c := text[i]
-		for {
-			if next := a.step(state, c); next >= 0 {
+		for state != 0 {
+			if next := a.child(state, c); next >= 0 {
 				state = next
-				break
+				goto moved
 			}
 			state = a.nodes[state].fail
 		}
+		state = a.root[c]
+		if state == 0 {
+			continue // the common case: no term starts here
+		}
+	moved:
 		n := state
 		if a.nodes[n].out < 0 {
 			n = a.nodes[n].link
@@ -195,12 +200,14 @@ func isWordByte(c byte) bool { return c >= 'a' && c <= 'z' || c >= '0' && c <= '
 // so terms match whatever their case and line breaks. Invalid UTF-8 is
 // copied as it is.
 func fold(text string, buf []byte) []byte {
+	buf = slices.Grow(buf, len(text)+1)
 	space := false
 	for i := 0; i < len(text); {
 		c := text[i]
 		if c < utf8.RuneSelf {
 			i++
-			if isSpace(c) {
+			f := asciiFold[c]
+			if f == ' ' {
 				space = true
 				continue
 			}
@@ -208,10 +215,7 @@ func fold(text string, buf []byte) []byte {
 				buf = append(buf, ' ')
 				space = false
 			}
-			if c >= 'A' && c <= 'Z' {
-				c += 'a' - 'A'
-			}
-			buf = append(buf, c)
+			buf = append(buf, f)
 			continue
 		}
 		r, size := utf8.DecodeRuneInString(text[i:])
@@ -236,6 +240,22 @@ func fold(text string, buf []byte) []byte {
 	}
 	return buf
 }
+
+// asciiFold lower-cases ASCII letters and turns every whitespace byte into
+// a space.
+var asciiFold = func() (t [utf8.RuneSelf]byte) {
+	for c := range t {
+		switch {
+		case isSpace(byte(c)):
+			t[c] = ' '
+		case c >= 'A' && c <= 'Z':
+			t[c] = byte(c) + 'a' - 'A'
+		default:
+			t[c] = byte(c)
+		}
+	}
+	return t
+}()
 
 // foldTerm is a term as the automaton holds it: folded, without spaces at
 // its ends.

@@ -33,7 +33,6 @@ import (
 	"regexp"
 	"regexp/syntax"
 	"slices"
-	"strings"
 	"sync"
 	"unicode"
 	"unicode/utf8"
@@ -203,17 +202,47 @@ func (s *Set) Scan(text string, hit []bool) {
 	}
 }
 
+// Byte classes of the word scan: a word is a run of one class.
+const (
+	classSpace = iota
+	classASCII
+	classOther // bytes of runes outside ASCII
+)
+
+var byteClass = func() (t [256]uint8) {
+	for c := range t {
+		switch {
+		case c >= utf8.RuneSelf:
+			t[c] = classOther
+		case isSpace(byte(c)):
+			t[c] = classSpace
+		default:
+			t[c] = classASCII
+		}
+	}
+	return t
+}()
+
+// leadPunct and trailPunct are what trimPunct drops at a word's ends.
+var leadPunct, trailPunct = func() (lead, trail [256]bool) {
+	for _, c := range []byte(`([{"'<`) {
+		lead[c] = true
+	}
+	for _, c := range []byte(`.,;:!?)]}"'>`) {
+		trail[c] = true
+	}
+	return lead, trail
+}()
+
 // scanWords runs the patterns over each word of text.
 func (s *Set) scanWords(text string, hit []bool) {
 	for i := 0; i < len(text); {
-		// Skip whitespace, then take one run of ASCII or of other text.
-		for i < len(text) && isSpace(text[i]) {
-			i++
-		}
+		class := byteClass[text[i]]
 		start := i
-		ascii := i < len(text) && text[i] < utf8.RuneSelf
-		for i < len(text) && !isSpace(text[i]) && (text[i] < utf8.RuneSelf) == ascii {
-			i++
+		for i++; i < len(text) && byteClass[text[i]] == class; i++ {
+		}
+		if class == classSpace {
+			continue
 		}
 		if w := trimPunct(text[start:i]); w != "" {
 			s.matchWord(w, hit)
@@ -240,10 +269,10 @@ func isSpace(c byte) bool {
 // trimPunct drops the punctuation a word is written between: brackets,
 // quotes, and a sentence's marks after it.
 func trimPunct(w string) string {
-	for w != "" && strings.IndexByte(`([{"'<`, w[0]) >= 0 {
+	for w != "" && leadPunct[w[0]] {
 		w = w[1:]
 	}
-	for w != "" && strings.IndexByte(`.,;:!?)]}"'>`, w[len(w)-1]) >= 0 {
+	for w != "" && trailPunct[w[len(w)-1]] {
 		w = w[:len(w)-1]
 	}
 	return w
