@@ -8,9 +8,11 @@
 //
 // Why translate: the gateway serves Anthropic clients from workers that
 // speak chat completions (every vLLM version, the simulator, OpenAI-
-// compatible providers), and the router must read the very body the worker
+// compatible providers), and the router must read the very body a worker
 // renders, so the translated chat body is both what is routed and what is
-// sent. The mapping is documented on ToChat.
+// sent. The mapping is documented on ToChat. A provider that speaks the
+// Messages API itself gets the client's body instead (WithModel), and its
+// answer is metered as it is (Meter).
 package anthropicapi
 
 import (

@@ -27,7 +27,8 @@ const (
 // MessagesRequest is a POST /v1/messages (or /v1/messages/count_tokens)
 // body, as far as Switchyard reads it. Other members (metadata,
 // service_tier, a block's cache_control: vLLM's prefix cache needs no
-// marking) pass no further than here; the ones that would change the answer
+// marking) are not translated, and reach only a provider that takes the
+// client's body natively (WithModel); the ones that would change the answer
 // and that a worker cannot honour (extended thinking, MCP servers, server
 // tools) are refused.
 type MessagesRequest struct {

@@ -20,6 +20,17 @@
 // uses ErrorResponse; one translating a provider's error body uses
 // WithJSONBody and ErrorCode (response.go).
 //
+// Native client APIs. The gateway serves clients of other APIs than
+// OpenAI's (Anthropic's Messages API) by translating their requests into
+// chat completions, which every adapter takes. An adapter whose provider
+// speaks such an API itself implements Native: for an attempt of a request
+// in that API, the gateway sends the client's own body (with the served
+// model name) under the API's path instead, and passes the answer — body,
+// event stream or error, which must be in that API — back as it is, so
+// nothing the translation cannot carry (Anthropic's cache_control) is lost.
+// Each attempt chooses on its own, so a request may fail over between a
+// provider taking it natively and one taking the translation.
+//
 // Per-type settings. A provider type that needs settings of its own (a
 // Bedrock provider's AWS region) has a member named after it in
 // InferenceProvider.spec (spec.bedrock), which policyd's validation
@@ -115,12 +126,24 @@ type OwnCredentials interface {
 	OwnCredentials()
 }
 
+// Native is implemented by an adapter that takes requests of a client API
+// other than OpenAI's as they are (see the package doc).
+type Native interface {
+	Adapter
+	// Native reports whether RoundTrip takes a request whose Path is that
+	// API's (/v1/messages) with the client's body, and answers in that API
+	// as the provider does.
+	Native(path string) bool
+}
+
 // Request is the client's request, as the gateway forwards it.
 type Request struct {
-	// Path is the client's API path, e.g. /v1/chat/completions.
+	// Path is the client's API path, e.g. /v1/chat/completions, or a
+	// native API's (Native).
 	Path string
 	// Body is the client's body with the gateway's splices applied (the
-	// served model name, stream_options.include_usage).
+	// served model name, stream_options.include_usage; a native API's body
+	// only the first).
 	Body []byte
 	// Header holds the client headers the gateway passes on (Accept,
 	// trace context) and its own (the request id).

@@ -35,6 +35,18 @@ import (
 // /v1/messages itself: every vLLM version and the simulator speak chat
 // completions, and vLLM's own Messages endpoint converts to a chat request
 // and renders it with the same template.
+//
+// A provider of type Anthropic is sent the client's request natively (its
+// adapter is an upstream.Native for /v1/messages): the client's body as it
+// is but for the served model name, with the client's anthropic-beta
+// header and the provider's key, so cache_control, metadata and every
+// member the translation drops reach it; its message, event stream or error
+// comes back as Anthropic sent it, metered from its usage (cache reads and
+// writes included). The request is still checked and translated first: the
+// router routes the chat body, and a failed attempt may be retried on a
+// target that takes the translation, so a request must be one the
+// translation can carry (extended thinking and server tools stay refused
+// until the router can be asked for native targets only).
 type anthropicInbound struct{}
 
 func (anthropicInbound) register(g *Gateway, mux *http.ServeMux) {
@@ -48,15 +60,15 @@ func (anthropicInbound) register(g *Gateway, mux *http.ServeMux) {
 // maxTranslatedBody bounds a non-streamed answer held for translation.
 const maxTranslatedBody = 16 << 20
 
-// readAnthropic reads and parses a Messages body; errors are written, and
-// recorded as c's end.
-func (g *Gateway) readAnthropic(w http.ResponseWriter, r *http.Request, countOnly bool, c *call) (*anthropicapi.MessagesRequest, bool) {
+// readAnthropic reads and parses a Messages body, returning it with the
+// body as read; errors are written, and recorded as c's end.
+func (g *Gateway) readAnthropic(w http.ResponseWriter, r *http.Request, countOnly bool, c *call) (*anthropicapi.MessagesRequest, []byte, bool) {
 	limit := g.cfg.MaxBodyBytes
-	fail := func(e *anthropicapi.APIError) (*anthropicapi.MessagesRequest, bool) {
+	fail := func(e *anthropicapi.APIError) (*anthropicapi.MessagesRequest, []byte, bool) {
 		c.status, c.errType = e.Status, string(e.Type)
 		anthropicapi.WriteError(w, e)
 		c.ended()
-		return nil, false
+		return nil, nil, false
 	}
 	tooBig := &anthropicapi.APIError{Status: http.StatusRequestEntityTooLarge, Type: anthropicapi.ErrTypeRequestTooLarge,
 		Message: fmt.Sprintf("the request body is larger than the limit of %d bytes", limit)}
@@ -71,7 +83,7 @@ func (g *Gateway) readAnthropic(w http.ResponseWriter, r *http.Request, countOnl
 	case bodyClientGone:
 		c.status, c.errType = statusClientClosed, errClientClosed.Type
 		c.ended()
-		return nil, false
+		return nil, nil, false
 	default:
 		return fail(anthropicapi.InvalidRequest("could not read the request body: " + err.Error()))
 	}
@@ -79,7 +91,38 @@ func (g *Gateway) readAnthropic(w http.ResponseWriter, r *http.Request, countOnl
 	if apiErr != nil {
 		return fail(apiErr)
 	}
-	return req, true
+	return req, body, true
+}
+
+// messagesAPI is the Messages API as a native API (native.go).
+type messagesAPI struct{}
+
+func (messagesAPI) path() string { return "/v1/messages" }
+
+func (messagesAPI) forward(body []byte, served string) []byte {
+	return anthropicapi.WithModel(body, served)
+}
+
+func (messagesAPI) meter() usageMeter { return &messagesMeter{} }
+
+// messagesMeter reads a Messages answer's usage: the prompt is the three
+// input counts (not cached, read from the cache, written to it), the
+// cached tokens the cache reads.
+type messagesMeter struct{ m anthropicapi.Meter }
+
+func (m *messagesMeter) event(data []byte) (done, tokens bool) { return m.m.Event(data) }
+
+func (m *messagesMeter) failed() bool { return m.m.Failed() }
+
+func (m *messagesMeter) body(b []byte) { m.m.Message(b) }
+
+func (m *messagesMeter) usage() (apibody.Usage, bool) {
+	u, ok := m.m.Usage()
+	return apibody.Usage{
+		PromptTokens:     u.InputTokens + u.CacheReadInputTokens + u.CacheCreationInputTokens,
+		CachedTokens:     u.CacheReadInputTokens,
+		CompletionTokens: u.OutputTokens,
+	}, ok
 }
 
 func (g *Gateway) messages(chat http.Handler) http.Handler {
@@ -89,16 +132,20 @@ func (g *Gateway) messages(chat http.Handler) http.Handler {
 		if !ok {
 			return
 		}
-		req, ok := g.readAnthropic(w, r, false, c)
+		req, raw, ok := g.readAnthropic(w, r, false, c)
 		if !ok {
 			return
 		}
 		body := req.ToChat(req.Model)
-		r2 := r.Clone(withAdmitted(withInbound(r.Context(), c), tenant))
+		tw := &anthropicWriter{w: w, req: req}
+		native := &nativeRequest{api: messagesAPI{}, body: raw, passThrough: tw.native}
+		if v := r.Header.Values("Anthropic-Beta"); len(v) > 0 {
+			native.header = http.Header{"Anthropic-Beta": v}
+		}
+		r2 := r.Clone(withAdmitted(withInbound(r.Context(), c, native), tenant))
 		r2.URL.Path = "/v1/chat/completions"
 		r2.Body, r2.ContentLength = io.NopCloser(bytes.NewReader(body)), int64(len(body))
 		r2.Header.Del("Content-Length")
-		tw := &anthropicWriter{w: w, req: req}
 		chat.ServeHTTP(tw, r2)
 		tw.finish()
 	})
@@ -107,24 +154,38 @@ func (g *Gateway) messages(chat http.Handler) http.Handler {
 // anthropicWriter translates what the chat path writes into the Messages
 // API. It decides at WriteHeader: a 2xx event stream is translated event
 // by event as it is written (flushes pass through); a 2xx JSON body and an
-// error are held and translated at finish.
+// error are held and translated at finish. An answer that came natively
+// (native was called before its header) is in the Messages API already and
+// passes through; in its stream, only an event of the chat path's own (an
+// unnamed data event: the error that ends a broken stream) is translated.
 type anthropicWriter struct {
-	w    http.ResponseWriter
-	req  *anthropicapi.MessagesRequest
-	mode int // 0 no header yet, then one of the modes below
-	code int
-	buf  []byte
-	over bool
-	sp   sse.Splitter
-	st   *anthropicapi.Stream
-	out  []byte
+	w     http.ResponseWriter
+	req   *anthropicapi.MessagesRequest
+	pass  bool // the answer came natively
+	mode  int  // 0 no header yet, then one of the modes below
+	code  int
+	buf   []byte
+	over  bool
+	sp    sse.Splitter
+	st    *anthropicapi.Stream
+	ended bool // a native stream's message_stop or error event went by
+	out   []byte
 }
 
 const (
 	modeStream = iota + 1
 	modeBody
 	modeError
+	modeNativeStream
+	modeNative
 )
+
+// native makes the answer about to be written pass through untranslated.
+func (a *anthropicWriter) native() {
+	if a.mode == 0 {
+		a.pass = true
+	}
+}
 
 func (a *anthropicWriter) Header() http.Header { return a.w.Header() }
 
@@ -137,6 +198,14 @@ func (a *anthropicWriter) WriteHeader(code int) {
 	}
 	a.code = code
 	switch {
+	case a.pass && code < 300 && isEventStream(a.w.Header()):
+		a.mode = modeNativeStream
+		a.st = a.req.NewStream(a.req.Model)
+		a.w.Header().Del("Content-Length")
+		a.w.WriteHeader(code)
+	case a.pass:
+		a.mode = modeNative
+		a.w.WriteHeader(code)
 	case code < 300 && isEventStream(a.w.Header()):
 		a.mode = modeStream
 		a.st = a.req.NewStream(a.req.Model)
@@ -152,6 +221,12 @@ func (a *anthropicWriter) WriteHeader(code int) {
 func (a *anthropicWriter) Write(p []byte) (int, error) {
 	if a.mode == 0 {
 		a.WriteHeader(http.StatusOK)
+	}
+	switch a.mode {
+	case modeNative:
+		return a.w.Write(p)
+	case modeNativeStream:
+		return a.writeNative(p)
 	}
 	if a.mode != modeStream {
 		if !a.over {
@@ -182,9 +257,40 @@ func (a *anthropicWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
+// writeNative passes a native stream's events through as they are
+// complete, and translates the chat path's own.
+func (a *anthropicWriter) writeNative(p []byte) (int, error) {
+	a.sp.Feed(p)
+	a.out = a.out[:0]
+	for {
+		ev, ok := a.sp.Next()
+		if !ok {
+			break
+		}
+		name, named := sse.Name(ev)
+		if !named {
+			// After the provider's own error event, the chat path's adds
+			// nothing.
+			if data, ok := sse.Data(ev); ok && !a.ended {
+				a.out = a.st.Chunk(a.out, data)
+				a.ended = a.ended || a.st.Stopped()
+			}
+			continue
+		}
+		a.out = append(a.out, ev...)
+		a.ended = a.ended || string(name) == "message_stop" || string(name) == "error"
+	}
+	if len(a.out) > 0 {
+		if _, err := a.w.Write(a.out); err != nil {
+			return 0, err
+		}
+	}
+	return len(p), nil
+}
+
 // FlushError flushes a translated stream; a held body has nothing to send.
 func (a *anthropicWriter) FlushError() error {
-	if a.mode != modeStream {
+	if a.mode != modeStream && a.mode != modeNativeStream && a.mode != modeNative {
 		return nil
 	}
 	return http.NewResponseController(a.w).Flush()
@@ -199,6 +305,16 @@ func (a *anthropicWriter) finish() {
 		if !a.st.Stopped() {
 			out := a.st.Error(nil, &anthropicapi.APIError{Type: anthropicapi.ErrTypeAPI,
 				Message: "the model server ended the stream before the answer was complete, please retry"})
+			_, _ = a.w.Write(out)
+			_ = http.NewResponseController(a.w).Flush()
+		}
+	case modeNativeStream:
+		if rest := a.sp.Rest(); len(rest) > 0 {
+			_, _ = a.w.Write(rest)
+		}
+		if !a.ended {
+			out := a.st.Error(nil, &anthropicapi.APIError{Type: anthropicapi.ErrTypeAPI,
+				Message: "the provider ended the stream before the answer was complete, please retry"})
 			_, _ = a.w.Write(out)
 			_ = http.NewResponseController(a.w).Flush()
 		}
@@ -240,7 +356,7 @@ func (g *Gateway) countTokens(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	req, ok := g.readAnthropic(w, r, true, c)
+	req, _, ok := g.readAnthropic(w, r, true, c)
 	if !ok {
 		return
 	}

@@ -8,7 +8,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 	"github.com/openai/openai-go/v3/shared"
@@ -365,33 +364,4 @@ func TestAnthropicProviderErrors(t *testing.T) {
 			t.Errorf("Retry-After %q", got)
 		}
 	})
-}
-
-// TestAnthropicClientToAnthropicProvider: an Anthropic client's request
-// takes the chat path (translated to chat completions) and then, for an
-// Anthropic provider, is translated back to Messages: the round trip keeps
-// the conversation and the answer.
-func TestAnthropicClientToAnthropicProvider(t *testing.T) {
-	ae := newAnthropicEnv(t)
-	ae.fake.Enqueue(anthropictest.Reply{Body: anthropictest.ToolUseMessage(anthropicServed, "Looking.", "toolu_9", "get_weather", `{"city":"Oslo"}`)})
-	client := anthropicSDK(ae.env)
-	msg, err := client.Messages.New(t.Context(), anthropic.MessageNewParams{
-		Model: testModel, MaxTokens: 64,
-		System:   []anthropic.TextBlockParam{{Text: "Be brief."}},
-		Messages: []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock("Weather?"))},
-		Tools:    []anthropic.ToolUnionParam{{OfTool: &anthropic.ToolParam{Name: "get_weather", InputSchema: anthropic.ToolInputSchemaParam{Properties: map[string]any{"city": map[string]any{"type": "string"}}}}}},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, m := ae.sent(t)
-	if len(m.System) != 1 || m.System[0].Text != "Be brief." || m.MaxTokens != 64 || len(m.Tools) != 1 {
-		t.Errorf("the provider got %+v", m)
-	}
-	if msg.StopReason != anthropic.StopReasonToolUse || len(msg.Content) != 2 || msg.Content[1].Name != "get_weather" || msg.ID != "msg_01FakeTool" {
-		t.Errorf("message %+v", msg)
-	}
-	if msg.Usage.InputTokens+msg.Usage.CacheReadInputTokens != anthropictest.InputTokens+anthropictest.CacheReadTokens+anthropictest.CacheCreationTokens {
-		t.Errorf("usage %+v", msg.Usage)
-	}
 }

@@ -49,9 +49,16 @@ type Config struct {
 	// UpstreamHeaderTimeout bounds the wait for a streaming response's
 	// headers. vLLM sends them before it starts generating, so this catches
 	// a stuck or unreachable worker early, and the request is retried
-	// elsewhere. Non-streaming responses only arrive when generation ends,
-	// so they are bounded by the client's own timeout instead.
+	// elsewhere. Non-streamed responses only arrive when generation ends,
+	// so they have UpstreamResponseTimeout instead.
 	UpstreamHeaderTimeout time.Duration
+	// UpstreamResponseTimeout bounds the wait for a non-streamed
+	// response's headers, which an upstream sends only once the whole
+	// answer is generated: an attempt without them by then fails as one
+	// that could not connect, retried elsewhere (nothing reached the
+	// client) or answered 504. It must cover the longest generation a
+	// client may ask for; 0 is no bound (the client's own timeout).
+	UpstreamResponseTimeout time.Duration
 	// StreamIdleTimeout ends a response whose upstream sends nothing for
 	// this long after its headers (a frozen worker, a host gone without
 	// closing the connection): a stream gets an error event, then the
@@ -152,24 +159,25 @@ type Config struct {
 // interface.
 func DefaultConfig() Config {
 	return Config{
-		Addr:                  ":8080",
-		MetricsAddr:           "127.0.0.1:9094",
-		RouterAddr:            "127.0.0.1:9090",
-		NATS:                  lifecycle.NATS{URL: "nats://127.0.0.1:4222"},
-		MaxBodyBytes:          8 << 20,
-		BodyReadTimeout:       time.Minute,
-		RouteTimeout:          2 * time.Second,
-		UpstreamHeaderTimeout: 30 * time.Second,
-		StreamIdleTimeout:     30 * time.Second,
-		MaxAttempts:           3,
-		RetryWindow:           60 * time.Second,
-		Stop:                  lifecycle.Stop{ShutdownTimeout: 30 * time.Second},
-		ProviderSecretsDir:    "/var/run/secrets/switchyard/providers",
-		Admission:             "jwt,apikey,default-tenant",
-		RateLimit:             ratelimit.DefaultConfig(),
-		JWT:                   jwt.DefaultConfig(),
-		Flow:                  flowcontrol.DefaultConfig(),
-		UsageSpoolMaxBytes:    1 << 30,
+		Addr:                    ":8080",
+		MetricsAddr:             "127.0.0.1:9094",
+		RouterAddr:              "127.0.0.1:9090",
+		NATS:                    lifecycle.NATS{URL: "nats://127.0.0.1:4222"},
+		MaxBodyBytes:            8 << 20,
+		BodyReadTimeout:         time.Minute,
+		RouteTimeout:            2 * time.Second,
+		UpstreamHeaderTimeout:   30 * time.Second,
+		UpstreamResponseTimeout: 10 * time.Minute,
+		StreamIdleTimeout:       30 * time.Second,
+		MaxAttempts:             3,
+		RetryWindow:             60 * time.Second,
+		Stop:                    lifecycle.Stop{ShutdownTimeout: 30 * time.Second},
+		ProviderSecretsDir:      "/var/run/secrets/switchyard/providers",
+		Admission:               "jwt,apikey,default-tenant",
+		RateLimit:               ratelimit.DefaultConfig(),
+		JWT:                     jwt.DefaultConfig(),
+		Flow:                    flowcontrol.DefaultConfig(),
+		UsageSpoolMaxBytes:      1 << 30,
 	}
 }
 
@@ -186,6 +194,8 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.RouteTimeout, "route-timeout", d.RouteTimeout, "timeout of each router call")
 	fs.DurationVar(&c.UpstreamHeaderTimeout, "upstream-header-timeout", d.UpstreamHeaderTimeout,
 		"how long to wait for a streaming response's headers before retrying elsewhere")
+	fs.DurationVar(&c.UpstreamResponseTimeout, "upstream-response-timeout", d.UpstreamResponseTimeout,
+		"how long to wait for a non-streamed response (sent when generation ends) before retrying elsewhere or answering 504; must cover the longest generation (0: no bound)")
 	fs.DurationVar(&c.StreamIdleTimeout, "stream-idle-timeout", d.StreamIdleTimeout,
 		"end a response whose upstream sends nothing for this long after its headers (streams get an error event)")
 	fs.IntVar(&c.MaxAttempts, "max-attempts", d.MaxAttempts,
@@ -237,6 +247,9 @@ func (c *Config) Validate() error {
 		configcheck.Duration{Name: "stream-idle-timeout", Value: c.StreamIdleTimeout},
 		configcheck.Duration{Name: "retry-window", Value: c.RetryWindow},
 	)...)
+	if c.UpstreamResponseTimeout < 0 {
+		errs = append(errs, fmt.Errorf("upstream-response-timeout %s: want 0 (no bound) or more", c.UpstreamResponseTimeout))
+	}
 	if c.MaxAttempts < 1 || c.MaxAttempts > 10 {
 		errs = append(errs, fmt.Errorf("max-attempts %d: want 1 to 10", c.MaxAttempts))
 	}

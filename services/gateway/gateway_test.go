@@ -664,6 +664,8 @@ func TestConfigValidate(t *testing.T) {
 		{name: "bad nats scheme hides token", mutate: func(c *Config) { c.NATS.URL = "http://s3cret@nats:4222" }, bad: "REDACTED"},
 		{name: "zero body", mutate: func(c *Config) { c.MaxBodyBytes = 0 }, bad: "max-body-bytes"},
 		{name: "negative timeout", mutate: func(c *Config) { c.RouteTimeout = -time.Second }, bad: "route-timeout"},
+		{name: "no response timeout", mutate: func(c *Config) { c.UpstreamResponseTimeout = 0 }},
+		{name: "negative response timeout", mutate: func(c *Config) { c.UpstreamResponseTimeout = -time.Second }, bad: "upstream-response-timeout"},
 		{name: "zero shutdown", mutate: func(c *Config) { c.ShutdownTimeout = 0 }, bad: "shutdown-timeout"},
 	}
 	for _, tc := range tests {

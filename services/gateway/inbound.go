@@ -16,6 +16,9 @@ import (
 // checks the client's body, hands the translated body to the chat handler
 // through a ResponseWriter that translates the answer back, so routing,
 // retries, metering and stream fault handling are the same for every API.
+// With the translated body it may hand on the client's own (a
+// nativeRequest, native.go), which an attempt on a provider speaking that
+// API sends instead, its answer passed back untranslated.
 // A new API is a type with this one method and one line in inboundAPIs.
 type inboundAPI interface {
 	register(g *Gateway, mux *http.ServeMux)
@@ -97,10 +100,13 @@ func (c *call) ended() {
 // that API's name for the usage event and the request id it was given.
 type inboundKey struct{}
 
-type inbound struct{ name, id string }
+type inbound struct {
+	name, id string
+	native   *nativeRequest // nil: every attempt takes the chat body
+}
 
-func withInbound(ctx context.Context, c *call) context.Context {
-	return context.WithValue(ctx, inboundKey{}, inbound{name: c.apiName, id: c.id})
+func withInbound(ctx context.Context, c *call, native *nativeRequest) context.Context {
+	return context.WithValue(ctx, inboundKey{}, inbound{name: c.apiName, id: c.id, native: native})
 }
 
 // inboundOf is the inbound API a request came through; zero for none.

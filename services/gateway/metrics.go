@@ -27,7 +27,7 @@ type metrics struct {
 const (
 	outcomeOK            = "ok"        // response relayed (any status < 500)
 	outcomeConnectError  = "error"     // transport error before a response
-	outcomeHeaderTimeout = "timeout"   // no streaming headers in time
+	outcomeHeaderTimeout = "timeout"   // no headers in time
 	outcomeStatus5xx     = "5xx"       // upstream answered 5xx
 	outcomeStatus429     = "429"       // upstream answered 429 (its own limit)
 	outcomeBroken        = "broken"    // failed after the response started

@@ -53,6 +53,9 @@ var (
 	// errEndpointUnhealthy ends a silent response whose endpoint the
 	// router marked unhealthy (health.go).
 	errEndpointUnhealthy = errors.New("the router marked the endpoint unhealthy")
+	// errUpstreamStreamError ends a native stream whose upstream sent an
+	// error event.
+	errUpstreamStreamError = errors.New("the upstream ended the stream with an error event")
 	// errClientWrite marks a relay that failed writing to the client.
 	errClientWrite = errors.New("write to client")
 )
@@ -68,7 +71,13 @@ type call struct {
 	id    string
 	log   zerolog.Logger
 
-	apiName    string // the client's API, for the usage event
+	apiName string // the client's API, for the usage event
+	// native is the client's request in its own API when an inbound API
+	// other than OpenAI's handed it on (native.go); nil for OpenAI clients.
+	native *nativeRequest
+	// meter reads the usage of the current attempt's answer when it went
+	// natively; nil on the chat path.
+	meter      usageMeter
 	req        apibody.Request
 	parsed     bool
 	tenant     string
@@ -103,7 +112,10 @@ type call struct {
 	first     time.Time     // first data event
 	done      bool          // the stream's [DONE] event was forwarded
 	last      time.Time     // last data event
-	events    int64         // streamed data events carrying tokens
+	// upstreamFailed ends a stream whose upstream sent its own error event
+	// (a native API's, passed on as it is): the upstream broke it.
+	upstreamFailed error
+	events         int64 // streamed data events carrying tokens
 }
 
 func (g *Gateway) completions(api apibody.API, path string) http.Handler {
@@ -122,7 +134,7 @@ func (g *Gateway) completions(api apibody.API, path string) http.Handler {
 		}
 		c := &call{g: g, api: api, path: path, start: time.Now(), id: rand.Text(), apiName: apiName(api)}
 		if in := inboundOf(r.Context()); in.name != "" {
-			c.apiName = in.name
+			c.apiName, c.native = in.name, in.native
 			if in.id != "" {
 				c.id = in.id // one id from the first byte to the usage event
 			}
@@ -324,6 +336,7 @@ type failure struct {
 	header   http.Header
 	body     []byte
 	endpoint string
+	native   bool // the answer is in the client's own API (a native attempt)
 }
 
 func (c *call) proxy(w http.ResponseWriter, r *http.Request, body []byte) {
@@ -357,9 +370,7 @@ func (c *call) proxy(w http.ResponseWriter, r *http.Request, body []byte) {
 		}
 		c.attempts = attempt
 		c.target, c.decision = rr.GetTarget(), rr.GetDecision()
-		// Each attempt's target may serve the model under its own name.
-		send := c.req.Forward(body, c.target.GetServedModel())
-		f := c.attempt(w, r, send, c.req.InjectsUsage())
+		f := c.attempt(w, r, body)
 		if f == nil {
 			return
 		}
@@ -459,12 +470,16 @@ func (c *call) route(ctx context.Context, body []byte, exclude []string, fr flow
 	return resp, nil
 }
 
-// attempt sends the request to the routed target. It returns a failure
-// when the request may be retried (nothing was written to the client);
-// otherwise it has written the response, or the client is gone.
-func (c *call) attempt(w http.ResponseWriter, r *http.Request, body []byte, injected bool) *failure {
+// attempt sends the request (body, as routed) to the routed target, under
+// the name the target serves the model by: the chat path's body, or the
+// client's own when the target's adapter takes its API natively. It
+// returns a failure when the request may be retried (nothing was written
+// to the client); otherwise it has written the response, or the client is
+// gone.
+func (c *call) attempt(w http.ResponseWriter, r *http.Request, body []byte) *failure {
 	ep := c.target.GetId()
 	sent := time.Now()
+	c.meter = nil
 	ctx, cancel := context.WithCancelCause(r.Context())
 	defer cancel(nil)
 	t := upstream.Target{Type: c.target.GetType(), BaseURL: c.target.GetUrl()}
@@ -488,12 +503,27 @@ func (c *call) attempt(w http.ResponseWriter, r *http.Request, body []byte, inje
 			h[name] = v
 		}
 	}
-	var stopTimer func() bool
+	path, send, injected := c.path, c.req.Forward(body, c.target.GetServedModel()), c.req.InjectsUsage()
+	if n := c.native.nativeFor(adapter); n != nil {
+		path, send, injected = n.api.path(), n.api.forward(n.body, c.target.GetServedModel()), false
+		c.meter = n.api.meter()
+		for k, v := range n.header {
+			h[k] = v
+		}
+	}
+	// A stream's headers come before generation starts, a whole answer's
+	// only when it ends: each has its bound, and without headers by then
+	// the attempt fails as if it could not connect.
+	wait := c.g.cfg.UpstreamResponseTimeout
 	if c.req.Stream {
-		t := time.AfterFunc(c.g.cfg.UpstreamHeaderTimeout, func() { cancel(errHeaderTimeout) })
+		wait = c.g.cfg.UpstreamHeaderTimeout
+	}
+	var stopTimer func() bool
+	if wait > 0 {
+		t := time.AfterFunc(wait, func() { cancel(errHeaderTimeout) })
 		stopTimer = t.Stop
 	}
-	resp, err := adapter.RoundTrip(ctx, t, upstream.Request{Path: c.path, Body: body, Header: h})
+	resp, err := adapter.RoundTrip(ctx, t, upstream.Request{Path: path, Body: send, Header: h})
 	if stopTimer != nil {
 		stopTimer()
 	}
@@ -527,9 +557,12 @@ func (c *call) attempt(w http.ResponseWriter, r *http.Request, body []byte, inje
 		c.g.metrics.attempts.WithLabelValues(ep, outcome).Inc()
 		c.completed(ep, sent, endUpstream, 0)
 		c.log.Warn().Str("endpoint", ep).Int("status", resp.StatusCode).Str("retry_after", resp.Header.Get("Retry-After")).Msg("upstream refused the attempt")
-		return &failure{status: resp.StatusCode, header: resp.Header, body: errBody, endpoint: ep}
+		return &failure{status: resp.StatusCode, header: resp.Header, body: errBody, endpoint: ep, native: c.meter != nil}
 	}
 
+	if c.meter != nil {
+		c.native.passThrough()
+	}
 	c.committed = true
 	c.status = resp.StatusCode
 	copyHeaders(w.Header(), resp.Header)
@@ -686,7 +719,7 @@ func (c *call) relayStream(w http.ResponseWriter, body io.Reader, injected bool,
 				}
 			}
 			if c.done {
-				return nil
+				return c.upstreamFailed
 			}
 		}
 		if rerr == io.EOF {
@@ -711,6 +744,18 @@ func (c *call) inspect(ev []byte, injected bool) (drop, tokens bool) {
 	data, ok := sse.Data(ev)
 	if !ok {
 		return false, false
+	}
+	if c.meter != nil {
+		done, tokens := c.meter.event(data)
+		c.usage, c.hasUsage = c.meter.usage()
+		c.done = c.done || done
+		if c.meter.failed() {
+			c.upstreamFailed = errUpstreamStreamError
+		}
+		if tokens {
+			c.events++
+		}
+		return false, tokens
 	}
 	ch := apibody.InspectChunk(data)
 	if ch.HasUsage {
@@ -745,7 +790,12 @@ func (c *call) relayBody(w http.ResponseWriter, body io.Reader, success bool) er
 	if _, err := io.CopyBuffer(onlyWriter{w}, body, *bp); err != nil {
 		return fmt.Errorf("relay body: %w", err)
 	}
-	if capture != nil && !capture.over {
+	switch {
+	case capture == nil || capture.over:
+	case c.meter != nil:
+		c.meter.body(capture.buf)
+		c.usage, c.hasUsage = c.meter.usage()
+	default:
 		c.usage, c.hasUsage = apibody.BodyUsage(capture.buf)
 	}
 	return nil
@@ -786,6 +836,9 @@ func (c *capped) Write(p []byte) (int, error) {
 func (c *call) replay(w http.ResponseWriter, f *failure) {
 	switch {
 	case f.err == nil && isJSON(f.header):
+		if f.native {
+			c.native.passThrough() // the client's API already
+		}
 		c.status, c.errType = f.status, openaiapi.ErrTypeServer
 		w.Header().Set("Content-Type", f.header.Get("Content-Type"))
 		if ra := f.header.Get("Retry-After"); ra != "" {

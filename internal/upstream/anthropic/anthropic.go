@@ -29,6 +29,11 @@
 // content parts other than text and image_url. /v1/completions is refused
 // with a 400: Messages has no completions.
 //
+// A request of Anthropic's own Messages API (an Anthropic client's, Path
+// /v1/messages) is taken natively (upstream.Native): sent as it is, the
+// answer returned as Anthropic sent it, errors in Anthropic's envelope
+// (see native).
+//
 // The provider's key goes in the x-api-key header only; it is never
 // logged, and a provider's message that quotes it has it cut out.
 package anthropic
@@ -38,11 +43,15 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/go-json-experiment/json"
+
+	"github.com/switchyard-dev/switchyard/internal/anthropicapi"
 	"github.com/switchyard-dev/switchyard/internal/openaiapi"
 	"github.com/switchyard-dev/switchyard/internal/upstream"
 )
@@ -91,6 +100,8 @@ func New(rt http.RoundTripper) upstream.Adapter { return Adapter{rt: rt, now: ti
 func (a Adapter) RoundTrip(ctx context.Context, t upstream.Target, r upstream.Request) (*http.Response, error) {
 	switch r.Path {
 	case "/v1/chat/completions":
+	case NativePath:
+		return a.native(ctx, t, r)
 	case "/v1/completions":
 		return respond(&openaiapi.APIError{Status: http.StatusBadRequest, Type: openaiapi.ErrTypeInvalidRequest,
 			Message: "this model's provider speaks Anthropic's Messages API, which has no text completions: use /v1/chat/completions",
@@ -160,6 +171,80 @@ func (a Adapter) RoundTrip(ctx context.Context, t upstream.Target, r upstream.Re
 		return translatedResponse(resp, errorBody(apiErr), apiErr.Status), nil
 	}
 	return translatedResponse(resp, out, http.StatusOK), nil
+}
+
+// NativePath is the client API the adapter takes natively: Anthropic's
+// Messages API, the provider's own.
+const NativePath = "/v1/messages"
+
+var _ upstream.Native = Adapter{}
+
+// Native reports that the adapter takes Messages requests as they are
+// (upstream.Native).
+func (Adapter) Native(path string) bool { return path == NativePath }
+
+// native posts a Messages request as the client sent it (the gateway has
+// set the served model name) to {BaseURL}/messages, with the provider's key
+// and anthropic-version, and returns Anthropic's answer as it is: message,
+// event stream, and errors in Anthropic's envelope. Two exceptions, as on
+// the translated path: the key is cut out of an error the provider quotes
+// it in, and a 401 or 403 (the provider refusing the gateway's key, not
+// the client's) is a 502, which the gateway may retry elsewhere.
+func (a Adapter) native(ctx context.Context, t upstream.Target, r upstream.Request) (*http.Response, error) {
+	url := strings.TrimSuffix(t.BaseURL, "/") + "/messages"
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(r.Body))
+	if err != nil {
+		return nil, fmt.Errorf("build upstream request: %w", err)
+	}
+	maps.Copy(req.Header, r.Header)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Anthropic-Version", APIVersion)
+	req.Header.Del("X-Api-Key")
+	req.Header.Del("Authorization")
+	if t.APIKey != "" {
+		req.Header.Set("X-Api-Key", t.APIKey)
+	}
+	resp, err := a.rt.RoundTrip(req)
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode >= 200 && resp.StatusCode <= 299 {
+		return resp, nil
+	}
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, MaxResponseBytes))
+	resp.Body.Close()
+	e := nativeError(resp.StatusCode, body, t.APIKey)
+	b, _ := json.Marshal(e.Body())
+	return translatedResponse(resp, b, e.Status), nil
+}
+
+// nativeError is the Anthropic error the client gets for the provider's
+// error answer: the provider's own type and message (key cut out), but for
+// a refused key, which is the gateway's fault (a 502), and a status
+// outside 4xx and 5xx, which the transport did not follow (a 502 too).
+func nativeError(status int, body []byte, key string) *anthropicapi.APIError {
+	var env errorEnvelope
+	typ, msg := "", ""
+	if json.Unmarshal(body, &env) == nil && env.Error != nil {
+		typ, msg = env.Error.Type, env.Error.Message
+	}
+	msg = scrub(msg, key)
+	switch {
+	case status == http.StatusUnauthorized || status == http.StatusForbidden:
+		return &anthropicapi.APIError{Status: http.StatusBadGateway, Type: anthropicapi.ErrTypeAPI,
+			Message: fmt.Sprintf("the provider refused the gateway's credentials (HTTP %d): %s", status, msg)}
+	case status < 400 || status > 599:
+		return &anthropicapi.APIError{Status: http.StatusBadGateway, Type: anthropicapi.ErrTypeAPI,
+			Message: fmt.Sprintf("the provider answered HTTP %d", status)}
+	}
+	e := anthropicapi.StatusError(status, msg)
+	if typ != "" {
+		e.Type = typ
+	}
+	if strings.TrimSpace(e.Message) == "" {
+		e.Message = fmt.Sprintf("the provider answered HTTP %d", status)
+	}
+	return e
 }
 
 // translatedResponse is the provider's response with a new body (nil: the

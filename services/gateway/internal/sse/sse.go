@@ -129,3 +129,37 @@ func dataValue(line []byte) ([]byte, bool) {
 	}
 	return rest, true
 }
+
+var eventField = []byte("event")
+
+// Name returns the value of the event's event field (the last one, as a
+// browser reads it), and whether it has one: Anthropic names every event
+// it sends, OpenAI none.
+func Name(event []byte) ([]byte, bool) {
+	var name []byte
+	found := false
+	for len(event) > 0 {
+		line := event
+		next := len(event)
+		if i := bytes.IndexAny(event, "\r\n"); i >= 0 {
+			line, next = event[:i], i+1
+		}
+		event = event[next:]
+		if !bytes.HasPrefix(line, eventField) {
+			continue
+		}
+		rest := line[len(eventField):]
+		switch {
+		case len(rest) == 0:
+		case rest[0] == ':':
+			rest = rest[1:]
+			if len(rest) > 0 && rest[0] == ' ' {
+				rest = rest[1:]
+			}
+		default:
+			continue // a field whose name only starts with "event"
+		}
+		name, found = rest, true
+	}
+	return name, found
+}

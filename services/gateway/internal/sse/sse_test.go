@@ -71,6 +71,27 @@ func TestData(t *testing.T) {
 	}
 }
 
+func TestName(t *testing.T) {
+	tests := []struct {
+		event string
+		name  string
+		ok    bool
+	}{
+		{"event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n", "message_stop", true},
+		{"data: {}\r\nevent:ping\r\n\r\n", "ping", true},
+		{"event: a\nevent: b\n\n", "b", true},
+		{"event\n\n", "", true},
+		{"data: {\"error\":{}}\n\n", "", false},
+		{"events: x\n\n", "", false},
+	}
+	for _, tc := range tests {
+		got, ok := Name([]byte(tc.event))
+		if string(got) != tc.name || ok != tc.ok {
+			t.Errorf("Name(%q) = %q, %v; want %q, %v", tc.event, got, ok, tc.name, tc.ok)
+		}
+	}
+}
+
 // FuzzSplitter feeds a stream in arbitrary pieces: the events plus the rest
 // must reproduce the stream byte for byte, and every event must end with a
 // blank line.
