@@ -45,20 +45,24 @@
 // "nothing suggests this needs the large model", not as a judgement.
 //
 // Only the first and last 1 KB of the ask are searched for keywords, so
-// that part of the cost is bounded whatever the prompt's size; the rest is
-// one pass to estimate the length and the body's parse (package
-// chattext): about 0.2 ms for an 8k-token prompt on a loaded 2-core
-// machine (BenchmarkClassify). The classifier runs only when some rule
-// of the request's program reads complexity-low or complexity-high;
-// otherwise it returns at once. It cannot fail: a body without readable
-// text (token ids) gets no tag, and it never returns an error.
+// that part of the cost is bounded whatever the prompt's size, and all
+// the keywords in one pass over it (countKeywords), not one pass each;
+// the rest is one pass to estimate the length, eight bytes a step, and
+// the body's parse (package chattext), shared with the other classifiers
+// of the decision (BenchmarkClassify). The classifier runs only when
+// some rule of the request's program reads complexity-low or
+// complexity-high; otherwise it returns at once. It cannot fail: a body
+// without readable text (token ids) gets no tag, and it never returns an
+// error.
 package complexity
 
 import (
 	"context"
+	"math/bits"
 	"strings"
 	"sync"
 	"unicode/utf8"
+	"unsafe"
 
 	"github.com/switchyard-dev/switchyard/services/router/internal/classify"
 	"github.com/switchyard-dev/switchyard/services/router/internal/classify/chattext"
@@ -114,15 +118,17 @@ func (Classifier) Classify(_ context.Context, req *classify.Request, tags []stri
 // Score is the prompt's complexity score (see the package doc).
 func Score(segs []chattext.Segment) int {
 	total := 0
-	ask := ""
+	ask, askTokens := "", 0
 	for _, s := range segs {
-		total += estimateTokens(s.Text)
+		n := estimateTokens(s.Text)
+		total += n
 		if s.Role == chattext.User {
-			ask = s.Text
+			ask, askTokens = s.Text, n
 		}
 	}
 	if ask == "" && len(segs) > 0 {
 		ask = segs[len(segs)-1].Text // no user message: the last of any
+		askTokens = estimateTokens(ask)
 	}
 	score := 0
 	switch {
@@ -134,7 +140,6 @@ func Score(segs []chattext.Segment) int {
 	if ask == "" {
 		return score
 	}
-	askTokens := estimateTokens(ask)
 	if askTokens >= longAsk {
 		score++
 	}
@@ -143,56 +148,78 @@ func Score(segs []chattext.Segment) int {
 	}
 	bp := lowerPool.Get().(*[]byte)
 	low := lowerWindow((*bp)[:0], ask)
-	t := string(low) // one copy of at most 2 KB
-	*bp = low[:0]
-	lowerPool.Put(bp)
+	// Read in place: the buffer goes back to the pool only after the last
+	// read of t.
+	t := unsafe.String(unsafe.SliceData(low), len(low))
 
+	n := countKeywords(t)
 	if strings.Contains(t, "```") {
 		score += 2
-	} else if count(t, codeTokens) >= 3 {
+	} else if n[codeTokens] >= 3 {
 		score++
 	}
-	if count(t, codeAsks) > 0 {
+	if n[codeAsks] > 0 {
 		score++
 	}
-	if count(t, mathNotation) > 0 {
+	if n[mathNotation] > 0 {
 		score++
 	}
-	if count(t, mathWords) > 0 {
+	if n[mathWords] > 0 {
 		score++
 	}
 	if numberedLines(t) >= 2 {
 		score++
 	}
-	if count(t, stepByStep) > 0 {
+	if n[stepByStep] > 0 {
 		score++
 	}
-	if count(t, sequenceWords) >= 2 {
+	if n[sequenceWords] >= 2 {
 		score++
 	}
-	switch n := count(t, analysisWords); {
-	case n >= 2:
+	switch a := n[analysisWords]; {
+	case a >= 2:
 		score++
-	case n == 1 && askTokens >= 12:
+	case a == 1 && askTokens >= 12:
 		score++
 	}
+	*bp = low[:0]
+	lowerPool.Put(bp)
 	return score
 }
 
 // estimateTokens: four bytes of ASCII a token, one character of other
 // scripts a token (CJK is about one; accented Latin letters are
-// over-counted a little).
+// over-counted a little). It counts eight bytes a step: a byte is ASCII
+// when its top bit is clear, a character's first byte of another script
+// when its top two bits are set (11xxxxxx; continuation bytes are
+// 10xxxxxx).
 func estimateTokens(s string) int {
 	ascii, other := 0, 0
-	for i := 0; i < len(s); i++ {
+	i := 0
+	for ; i+8 <= len(s); i += 8 {
+		x := load64(s, i)
+		ascii += 8 - bits.OnesCount64(x&msb)
+		other += bits.OnesCount64(x & (x << 1) & msb)
+	}
+	for ; i < len(s); i++ {
 		switch c := s[i]; {
 		case c < utf8.RuneSelf:
 			ascii++
-		case c&0xc0 != 0x80: // a character's first byte
+		case c&0xc0 != 0x80:
 			other++
 		}
 	}
 	return ascii/4 + other
+}
+
+const msb = 0x8080808080808080 // each byte's top bit
+
+// load64 is s[i:i+8] as a little-endian word (the compiler makes it one
+// load).
+func load64(s string, i int) uint64 {
+	s = s[i : i+8]
+	return uint64(s[0]) | uint64(s[1])<<8 | uint64(s[2])<<16 | uint64(s[3])<<24 |
+		uint64(s[4])<<32 | uint64(s[5])<<40 | uint64(s[6])<<48 | uint64(s[7])<<56
 }
 
 const window = 1 << 10
@@ -221,12 +248,30 @@ func appendLower(dst []byte, s string) []byte {
 	return dst
 }
 
-// count is how many of words occur in t.
-func count(t string, words []string) int {
-	n := 0
-	for _, w := range words {
-		if strings.Contains(t, w) {
-			n++
+// countKeywords is, for each keyword list, how many of its entries occur
+// in t (an entry listed twice counts twice). One pass over t finds them
+// all: a position is looked at further only when its two bytes start
+// some keyword (a bit of keywords.pairs), and then only the keywords
+// with its first byte are compared. Searching t once per keyword instead
+// (about 150 of them) read the 2 KB window 150 times.
+func countKeywords(t string) (n [numLists]int) {
+	var seen [(maxKeywords + 63) / 64]uint64
+	for i := 0; i+1 < len(t); i++ {
+		pair := uint16(t[i])<<8 | uint16(t[i+1])
+		if keywords.pairs[pair/64]&(1<<(pair%64)) == 0 {
+			continue
+		}
+		for _, k := range keywords.byFirst[t[i]] {
+			if seen[k/64]&(1<<(k%64)) == 0 && strings.HasPrefix(t[i:], keywords.words[k].text) {
+				seen[k/64] |= 1 << (k % 64)
+			}
+		}
+	}
+	for k := range keywords.words {
+		if seen[k/64]&(1<<(k%64)) != 0 {
+			for l, c := range keywords.words[k].in {
+				n[l] += int(c)
+			}
 		}
 	}
 	return n
@@ -250,27 +295,74 @@ func numberedLines(t string) int {
 	return n
 }
 
-// The keyword lists, lower case.
-var (
-	codeTokens = []string{"func ", "def ", "return ", "=>", "#include", "select ", " from ", "class ", "import ", "const ",
-		"var ", "let ", "();", "{ ", " }", "==", "!=", "$_", "->", "::", "print(", "console.", "malloc", "async "}
-	codeAsks = []string{"implement", "refactor", "debug", "write a function", "write a script", "write a sql", "write a go ",
+// The keyword lists, in lists' order.
+const (
+	codeTokens = iota
+	codeAsks
+	mathNotation
+	mathWords
+	stepByStep
+	sequenceWords
+	analysisWords
+	numLists
+)
+
+const maxKeywords = 256
+
+// keywords is lists' entries, each once, indexed for countKeywords.
+var keywords = func() (ix struct {
+	words []struct {
+		text string
+		in   [numLists]uint8 // times listed in each list
+	}
+	byFirst [256][]uint8    // the words' indices, by first byte
+	pairs   [1 << 10]uint64 // the words' first two bytes, a bit each
+}) {
+	at := map[string]int{}
+	for l, list := range lists {
+		for _, w := range list {
+			k, ok := at[w]
+			if !ok {
+				k = len(ix.words)
+				at[w] = k
+				ix.words = append(ix.words, struct {
+					text string
+					in   [numLists]uint8
+				}{text: w})
+				ix.byFirst[w[0]] = append(ix.byFirst[w[0]], uint8(k))
+				pair := uint16(w[0])<<8 | uint16(w[1])
+				ix.pairs[pair/64] |= 1 << (pair % 64)
+			}
+			ix.words[k].in[l]++
+		}
+	}
+	if len(ix.words) > maxKeywords {
+		panic("complexity: more keywords than maxKeywords")
+	}
+	return ix
+}()
+
+// lists are the keywords, lower case, each two bytes or more.
+var lists = [numLists][]string{
+	codeTokens: {"func ", "def ", "return ", "=>", "#include", "select ", " from ", "class ", "import ", "const ",
+		"var ", "let ", "();", "{ ", " }", "==", "!=", "$_", "->", "::", "print(", "console.", "malloc", "async "},
+	codeAsks: {"implement", "refactor", "debug", "write a function", "write a script", "write a sql", "write a go ",
 		"write a python", "write a regular", "write example code", "optimize this", "fix it", "review this code", "find the bug",
 		"実装", "リファクタ", "デバッグ", "バグ", "コードを書", "最適化してください",
 		"funktion, die", "schreibe eine python", "schreibe ein", "implementiere", "speicherleck", "debugge",
-		"écris un script", "écris une fonction", "implémente", "fuit de la mémoire", "débogue"}
-	mathNotation = []string{"\\frac", "\\int", "\\sum", "∫", "∑", "√", "≤", "≥", "≠", "∞", "^2", "^n", "x^", "dx", "y''", "y'(", " = 0", "= -"}
-	mathWords    = []string{"prove", "proof", "derive", "integral", "equation", "eigen", "probability", "theorem", "induction",
+		"écris un script", "écris une fonction", "implémente", "fuit de la mémoire", "débogue"},
+	mathNotation: {"\\frac", "\\int", "\\sum", "∫", "∑", "√", "≤", "≥", "≠", "∞", "^2", "^n", "x^", "dx", "y''", "y'(", " = 0", "= -"},
+	mathWords: {"prove", "proof", "derive", "integral", "equation", "eigen", "probability", "theorem", "induction",
 		"compute the", "calculate", "solve",
 		"証明", "微分", "積分", "方程式", "固有値", "確率", "解の公式", "求め",
 		"beweis", "ableitung", "integral", "gleichung", "wahrscheinlichkeit", "berechne",
-		"démontre", "prouve", "dérivée", "intégrale", "équation", "probabilité", "résous", "calcule"}
-	stepByStep    = []string{"step by step", "step-by-step", "walk me through", "runbook", "ステップ", "手順", "schritt für schritt", "étape par étape"}
-	sequenceWords = []string{"first", " then ", "finally", "after that", "まず", "次に", "最後に", "その後",
-		"zuerst", " dann ", "danach", "anschließend", "d'abord", "ensuite", " puis ", "enfin"}
-	analysisWords = []string{"explain why", "explain how", "explain the", "explain what", "compare", "analy", "design", "trade-off",
+		"démontre", "prouve", "dérivée", "intégrale", "équation", "probabilité", "résous", "calcule"},
+	stepByStep: {"step by step", "step-by-step", "walk me through", "runbook", "ステップ", "手順", "schritt für schritt", "étape par étape"},
+	sequenceWords: {"first", " then ", "finally", "after that", "まず", "次に", "最後に", "その後",
+		"zuerst", " dann ", "danach", "anschließend", "d'abord", "ensuite", " puis ", "enfin"},
+	analysisWords: {"explain why", "explain how", "explain the", "explain what", "compare", "analy", "design", "trade-off",
 		"tradeoff", "optimiz", "optimis", "evaluate", "architecture", "argue", "critique", "recommend an",
 		"分析", "比較", "設計", "最適化", "なぜ", "考察", "説明してください",
 		"vergleiche", "entwirf", "optimier", "warum", "erkläre", "begründe", "architektur",
-		"compare", "analyse", "conçois", "optimise", "pourquoi", "explique", "justifiant", "critique"}
-)
+		"compare", "analyse", "conçois", "optimise", "pourquoi", "explique", "justifiant", "critique"},
+}

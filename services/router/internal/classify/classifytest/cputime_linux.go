@@ -1,14 +1,14 @@
-package pii_test
+package classifytest
 
 import (
 	"syscall"
 	"time"
 )
 
-// threadCPU is the CPU time the calling OS thread has used (RUSAGE_THREAD):
+// ThreadCPU is the CPU time the calling OS thread has used (RUSAGE_THREAD):
 // with the goroutine locked to its thread, a benchmark's own work,
-// whatever else the machine runs.
-func threadCPU() time.Duration {
+// whatever else the machine runs. It is 0 where it cannot be read.
+func ThreadCPU() time.Duration {
 	var ru syscall.Rusage
 	if err := syscall.Getrusage(1 /* RUSAGE_THREAD */, &ru); err != nil {
 		return 0
