@@ -38,20 +38,26 @@ func TestBurstToBedrockAndBack(t *testing.T) {
 	defer cancel()
 
 	// The burst: long answers, so the local worker's queue builds, half
-	// of them streamed.
-	const burst, maxTokens = 16, 96
-	results := make([]answer, burst)
+	// of them streamed; once the overflow has begun, a few more of each
+	// kind, which find the queue still long.
+	const first, more, maxTokens = 16, 4, 96
+	results := make([]answer, first+more)
 	var wg sync.WaitGroup
-	for i := range burst {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			results[i] = ask(ctx, c, fmt.Sprintf("Explain step by step why the sky is blue, burst request %d.", i), maxTokens, i%2 == 0)
-		}()
+	send := func(from, to int) {
+		for i := from; i < to; i++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				results[i] = ask(ctx, c, fmt.Sprintf("Explain step by step why the sky is blue, burst request %d.", i), maxTokens, i%2 == 0)
+			}()
+		}
 	}
+	send(0, first)
+	testkit.Eventually(t, 60*time.Second, "the overflow reaching bedrock", func() bool { return fake.Counts().Requests > 0 })
+	send(first, first+more)
 	wg.Wait()
 
-	var local, remote int
+	var local, remote, remoteStreams int
 	for _, r := range results {
 		r.check(t, maxTokens)
 		switch r.model {
@@ -59,11 +65,14 @@ func TestBurstToBedrockAndBack(t *testing.T) {
 			local++
 		case glmBedrock:
 			remote++
+			if r.stream {
+				remoteStreams++
+			}
 		}
 	}
-	t.Logf("burst of %d: %d served by the local worker, %d by bedrock", burst, local, remote)
-	if local == 0 || remote == 0 {
-		t.Fatalf("burst of %d: %d served locally, %d by bedrock; want both (the local worker queues more than 2, the rest overflows)", burst, local, remote)
+	t.Logf("burst of %d: %d served by the local worker, %d by bedrock (%d of them streamed)", len(results), local, remote, remoteStreams)
+	if local == 0 || remoteStreams == 0 || remoteStreams == remote {
+		t.Fatalf("burst of %d: %d served locally, %d by bedrock of which %d streamed; want some locally (until the worker queues more than 2) and the overflow on bedrock, streamed and not", len(results), local, remote, remoteStreams)
 	}
 	checkFake(t, fake, remote)
 
