@@ -1,8 +1,10 @@
 // Package devenv runs the whole system in one process for `switchyard dev`
 // and the end-to-end tests: an embedded NATS server (JetStream, its own
-// port), simulated vLLM workers, the router and the gateway — the same
-// service packages the production binary runs, wired over real loopback
-// connections.
+// port), simulated vLLM workers and providers, the router and the gateway
+// — the same service packages the production binary runs, wired over real
+// loopback connections. A catalog's Bedrock provider is served by a fake
+// Bedrock runtime that checks SigV4 (bedrocktest), so that the gateway's
+// real Bedrock adapter is what talks to it.
 package devenv
 
 import (
@@ -69,7 +71,8 @@ type Config struct {
 	// Policies is a catalog directory (deploy/examples): when set and
 	// Endpoints is not, dev runs policyd on it in files mode and simulates
 	// what it describes (each worker set's workers, each provider's
-	// endpoint) instead of Sim.Workers anonymous workers.
+	// endpoint: a fake Bedrock runtime for a provider of type Bedrock)
+	// instead of Sim.Workers anonymous workers.
 	Policies string
 	// Auth turns API keys on: the catalog's GatewayBackends get auth.mode
 	// APIKey and a tenant DevTenant whose key dev makes and prints in its
