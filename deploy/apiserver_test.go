@@ -199,6 +199,14 @@ func refused(t *testing.T, api *kubeapi.Server, admin dynamic.Interface) {
 			`{"apiVersion":"switchyard.dev/v1alpha1","kind":"InferenceProvider","metadata":{"name":"both","namespace":"switchyard"},"spec":{"type":"Databricks","baseURL":"https://adb-1.2.azuredatabricks.net/serving-endpoints","databricks":{"oauth":{"clientID":"sp","clientSecretRef":{"name":"sp"}}},"credentials":{"secretRef":{"name":"pat"}},"models":[{"name":"m"}]}}`},
 		{"Databricks without credentials", `type Databricks needs spec.credentials (a personal access token) or spec.databricks.oauth`,
 			`{"apiVersion":"switchyard.dev/v1alpha1","kind":"InferenceProvider","metadata":{"name":"no-auth","namespace":"switchyard"},"spec":{"type":"Databricks","baseURL":"https://adb-1.2.azuredatabricks.net/serving-endpoints","models":[{"name":"m"}]}}`},
+		{"provider concurrency cap", `spec.maxConcurrency: Invalid value: 0`,
+			`{"apiVersion":"switchyard.dev/v1alpha1","kind":"InferenceProvider","metadata":{"name":"zero-cap","namespace":"switchyard"},"spec":{"type":"OpenAICompatible","baseURL":"https://api.openai.com/v1","maxConcurrency":0,"models":[{"name":"m"}]}}`},
+		{"provider breaker failures", `spec.circuitBreaker.failures: Invalid value: 0`,
+			`{"apiVersion":"switchyard.dev/v1alpha1","kind":"InferenceProvider","metadata":{"name":"zero-failures","namespace":"switchyard"},"spec":{"type":"OpenAICompatible","baseURL":"https://api.openai.com/v1","circuitBreaker":{"failures":0},"models":[{"name":"m"}]}}`},
+		{"provider breaker openFor", `openFor must be 1s to 1h`,
+			`{"apiVersion":"switchyard.dev/v1alpha1","kind":"InferenceProvider","metadata":{"name":"long-open","namespace":"switchyard"},"spec":{"type":"OpenAICompatible","baseURL":"https://api.openai.com/v1","circuitBreaker":{"openFor":"2h"},"models":[{"name":"m"}]}}`},
+		{"provider breaker openFor not a duration", `spec.circuitBreaker.openFor: Invalid value: "soon"`,
+			`{"apiVersion":"switchyard.dev/v1alpha1","kind":"InferenceProvider","metadata":{"name":"soon-open","namespace":"switchyard"},"spec":{"type":"OpenAICompatible","baseURL":"https://api.openai.com/v1","circuitBreaker":{"openFor":"soon"},"models":[{"name":"m"}]}}`},
 		// The namespace's Pod Security label is enforced: what the
 		// workloads' pods pass above, a pod without the settings fails.
 		{"pod without a restricted security context", `violates PodSecurity "restricted:latest"`,
@@ -225,6 +233,8 @@ func refused(t *testing.T, api *kubeapi.Server, admin dynamic.Interface) {
 		`{"apiVersion":"switchyard.dev/v1alpha1","kind":"InferenceProvider","metadata":{"name":"azure-ok","namespace":"switchyard"},"spec":{"type":"AzureOpenAI","baseURL":"https://contoso.openai.azure.com","azure":{"apiVersion":"2025-01-01-preview"},"credentials":{"secretRef":{"name":"azure"}},"models":[{"name":"m","servedName":"gpt-4o-prod"}]}}`,
 		`{"apiVersion":"switchyard.dev/v1alpha1","kind":"InferenceProvider","metadata":{"name":"databricks-oauth-ok","namespace":"switchyard"},"spec":{"type":"Databricks","baseURL":"https://adb-1.2.azuredatabricks.net/serving-endpoints","databricks":{"oauth":{"clientID":"sp","clientSecretRef":{"name":"sp","key":"clientSecret"}}},"models":[{"name":"m"}]}}`,
 		`{"apiVersion":"switchyard.dev/v1alpha1","kind":"InferenceProvider","metadata":{"name":"databricks-pat-ok","namespace":"switchyard"},"spec":{"type":"Databricks","baseURL":"https://adb-1.2.azuredatabricks.net/serving-endpoints","credentials":{"secretRef":{"name":"pat"}},"models":[{"name":"m"}]}}`,
+		`{"apiVersion":"switchyard.dev/v1alpha1","kind":"InferenceProvider","metadata":{"name":"limits-ok","namespace":"switchyard"},"spec":{"type":"OpenAICompatible","baseURL":"https://api.openai.com/v1","maxConcurrency":4,"circuitBreaker":{"failures":2,"openFor":"1m30s"},"models":[{"name":"m"}]}}`,
+		`{"apiVersion":"switchyard.dev/v1alpha1","kind":"InferenceProvider","metadata":{"name":"limits-bounds-ok","namespace":"switchyard"},"spec":{"type":"OpenAICompatible","baseURL":"https://api.openai.com/v1","maxConcurrency":1,"circuitBreaker":{"failures":1000,"openFor":"1h"},"models":[{"name":"m"}]}}`,
 	} {
 		u := &unstructured.Unstructured{}
 		if err := u.UnmarshalJSON([]byte(obj)); err != nil {
