@@ -20,7 +20,11 @@ type automaton struct {
 	nodes []node
 	edges []edge // each node's children: edges[node.first : node.first+node.n]
 	root  [256]int32
-	terms []term
+	// starts are the text bytes a term can start with: its first folded
+	// byte in both cases, and every byte of other scripts when a term
+	// starts with one (their case is found by decoding).
+	starts [256]bool
+	terms  []term
 }
 
 type node struct {
@@ -89,6 +93,16 @@ func (b *builder) build() *automaton {
 	}
 	for _, e := range a.children(0) {
 		a.root[e.c] = e.to
+		switch {
+		case e.c >= utf8.RuneSelf:
+			for c := utf8.RuneSelf; c < len(a.starts); c++ {
+				a.starts[c] = true
+			}
+		case e.c >= 'a' && e.c <= 'z':
+			a.starts[e.c], a.starts[e.c-'a'+'A'] = true, true
+		default:
+			a.starts[e.c] = true
+		}
 	}
 	// Breadth first: a node's fail link is shallower, so set already.
 	queue := make([]int32, 0, len(a.nodes))
@@ -156,41 +170,119 @@ func (a *automaton) step(n int32, c byte) int32 {
 	return a.child(n, c)
 }
 
-// scan marks the kinds of the terms found in folded text.
-func (a *automaton) scan(text []byte, hit []bool) {
+// ringSize bounds how far back scan can look for where a match started:
+// more than the longest folded term (MaxTermLen bytes fold to at most half
+// as many again).
+const ringSize = 512
+
+// scan marks the kinds of the terms found in text. It folds the text as
+// it goes, as fold does, without a copy: each ASCII byte through a table,
+// other runes lower-cased one by one. Where the automaton is at its root
+// it skips to the next byte that can start a term (starts), so prose
+// costs about a table lookup a byte. A ring keeps where in text each of
+// the last folded bytes came from, for the check before a match.
+func (a *automaton) scan(text string, hit []bool) {
+	var from [ringSize]int32
+	fed := 0 // folded bytes so far
 	state := int32(0)
-	for i := 0; i < len(text); i++ {
-		c := text[i]
-		for state != 0 {
-			if next := a.child(state, c); next >= 0 {
-				state = next
-				goto moved
-			}
-			state = a.nodes[state].fail
-		}
-		state = a.root[c]
+	lastSpace := false
+	for i := 0; i < len(text); {
 		if state == 0 {
-			continue // the common case: no term starts here
+			for i < len(text) && !a.starts[text[i]] {
+				i++
+			}
+			if i == len(text) {
+				return
+			}
+			lastSpace = false // a term starts with no space
 		}
-	moved:
-		n := state
-		if a.nodes[n].out < 0 {
-			n = a.nodes[n].link
-		}
-		for n != 0 {
-			for t := a.nodes[n].out; t >= 0; t = a.terms[t].next {
-				tm := &a.terms[t]
-				end := i + 1
-				start := end - int(tm.len)
-				if tm.leftWord && start > 0 && isWordByte(text[start-1]) ||
-					tm.rightWord && end < len(text) && isWordByte(text[end]) {
+		c := text[i]
+		if c < utf8.RuneSelf {
+			f := asciiFold[c]
+			if f == ' ' {
+				if lastSpace {
+					i++
 					continue
 				}
-				hit[tm.kind] = true
+				lastSpace = true
+			} else {
+				lastSpace = false
 			}
-			n = a.nodes[n].link
+			from[fed%ringSize] = int32(i)
+			fed++
+			i++
+			if state = a.advance(state, f); state != 0 && a.nodes[state].reports() {
+				nextWord := i < len(text) && text[i] < utf8.RuneSelf && isWordByte(asciiFold[text[i]])
+				a.report(state, text, &from, fed, nextWord, hit)
+			}
+			continue
 		}
+		r, size := utf8.DecodeRuneInString(text[i:])
+		var b [utf8.UTFMax]byte
+		var folded []byte
+		switch {
+		case r == utf8.RuneError && size == 1:
+			b[0], folded, lastSpace = c, b[:1], false
+		case unicode.IsSpace(r):
+			if lastSpace {
+				i += size
+				continue
+			}
+			b[0], folded, lastSpace = ' ', b[:1], true
+		default:
+			folded, lastSpace = utf8.AppendRune(b[:0], unicode.ToLower(r)), false
+		}
+		for _, f := range folded {
+			from[fed%ringSize] = int32(i)
+			fed++
+			if state = a.advance(state, f); state != 0 && a.nodes[state].reports() {
+				// A term ending inside a rune's bytes, or with a space,
+				// ends with no word byte: what follows does not matter.
+				a.report(state, text, &from, fed, false, hit)
+			}
+		}
+		i += size
 	}
+}
+
+// advance is the state after reading c in state.
+func (a *automaton) advance(state int32, c byte) int32 {
+	for state != 0 {
+		if next := a.child(state, c); next >= 0 {
+			return next
+		}
+		state = a.nodes[state].fail
+	}
+	return a.root[c]
+}
+
+// reports: a term ends at the node or on its fail chain.
+func (n *node) reports() bool { return n.out >= 0 || n.link != 0 }
+
+// report marks the terms ending at state that stand on their own: fed
+// folded bytes were read, from holds where in text the last came from;
+// nextWord is whether the next folded byte is a word byte.
+func (a *automaton) report(state int32, text string, from *[ringSize]int32, fed int, nextWord bool, hit []bool) {
+	n := state
+	if a.nodes[n].out < 0 {
+		n = a.nodes[n].link
+	}
+	for n != 0 {
+		for t := a.nodes[n].out; t >= 0; t = a.terms[t].next {
+			tm := &a.terms[t]
+			if tm.leftWord && gluedBefore(text, int(from[(fed-int(tm.len))%ringSize])) || tm.rightWord && nextWord {
+				continue
+			}
+			hit[tm.kind] = true
+		}
+		n = a.nodes[n].link
+	}
+}
+
+// gluedBefore: the byte before text[start] is a word byte, folded (bytes of
+// other scripts are not).
+func gluedBefore(text string, start int) bool {
+	return start > 0 && text[start-1] < utf8.RuneSelf && isWordByte(asciiFold[text[start-1]])
 }
 
 // isWordByte: a folded ASCII letter or digit.

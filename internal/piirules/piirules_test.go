@@ -281,6 +281,7 @@ func BenchmarkScan(b *testing.B) {
 		name string
 		spec Spec
 	}{
+		{"example", Spec{Patterns: spec.Patterns[:1], Dictionaries: []Dictionary{{Kind: "codename", Terms: []string{"Project Falcon", "Bluebird"}}}}},
 		{"3 patterns", Spec{Patterns: spec.Patterns}},
 		{"1000 terms", Spec{Dictionaries: []Dictionary{{Kind: "d", Terms: terms}}}},
 		{"both", Spec{Patterns: spec.Patterns, Dictionaries: append([]Dictionary{{Kind: "d", Terms: terms}}, spec.Dictionaries...)}},

@@ -15,11 +15,15 @@ import (
 // pii-stays-local guard reads pii-detected and smart-semantic-routing
 // complexity-low: with the content classifiers on, both read the prompt
 // on every request; "tags-only" runs the header and tenant tags alone.
-// The difference is what classification adds to Route.
+// The difference is what classification adds to Route. The last adds
+// pii-rules over the example GatewayBackend's own kinds (spec.pii).
 func BenchmarkRoute8kClassifiers(b *testing.B) {
 	for _, c := range []struct{ name, classifiers string }{
 		{"tags-only", "header-tags,tenant-tags"},
 		{"builtins", "header-tags,tenant-tags,pii,complexity,external"},
+		// The default: the example backend's spec.pii (a pattern, two
+		// terms) scanned too.
+		{"builtins+pii-rules", "header-tags,tenant-tags,pii,pii-rules,complexity,external"},
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			q0, q1, g0 := newFakeWorker(b, "qwen-3.6-27b"), newFakeWorker(b, "qwen-3.6-27b"), newFakeWorker(b, "glm-5.3")
