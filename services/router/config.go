@@ -236,9 +236,9 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.Float64Var(&c.KVPressureWeight, "kv-pressure-weight", d.KVPressureWeight,
 		"weight of the charge for the cached context a request would push out of a worker's KV cache (scraped vllm:kv_cache_usage_perc and num_gpu_blocks), added to the predicted TTFT (0: occupancy ignored)")
 	fs.IntVar(&c.BreakerFailures, "breaker-failures", d.BreakerFailures,
-		"failed requests in a row (no connection, timeout, 429, 5xx, as the gateways report them) that open a provider's circuit: it is not chosen until a probe succeeds (0: never); the default for providers without spec.circuitBreaker.failures")
+		"failed requests in a row (no connection, timeout, 429, 5xx, as the gateways report them) that open a provider's circuit: it is not chosen until a probe succeeds (0: never); a provider's spec.circuitBreaker.failures overrides it")
 	fs.DurationVar(&c.BreakerOpenFor, "breaker-open-for", d.BreakerOpenFor,
-		"how long an open provider circuit waits before one request probes it; the default for providers without spec.circuitBreaker.openFor")
+		"how long an open provider circuit waits before one request probes it; a provider's spec.circuitBreaker.openFor overrides it")
 	fs.IntVar(&c.GCPercent, "gc-percent", d.GCPercent,
 		"Go GC target (GOGC) of the router process: each request's garbage dies with it, and the requests that overlap a collection make Route's tail; higher means fewer collections for more heap (up to 1+N/100 times the live heap); 0 keeps Go's 100; a GOGC environment variable wins")
 	fs.BoolVar(&c.Pprof, "pprof", false, "serve Go's CPU, heap and goroutine profiles under /debug/pprof/ on the HTTP port (go tool pprof http://HOST/debug/pprof/profile)")
