@@ -78,7 +78,7 @@ func TestConfigValidate(t *testing.T) {
 		{name: "no classifiers", edit: func(c *router.Config) { c.Classifiers = "" }},
 		{name: "unknown classifier", edit: func(c *router.Config) { c.Classifiers = "header-tags,ner" },
 			// (this test binary registers a test classifier too: see cancel_test.go)
-			wantErr: []string{`classifiers: unknown classifier "ner": want one of `, `complexity, `, `header-tags, pii, tenant-tags`}},
+			wantErr: []string{`classifiers: unknown classifier "ner": want one of `, `complexity, `, `header-tags, pii, pii-rules, tenant-tags`}},
 		{name: "limits off", edit: func(c *router.Config) { c.MaxMessages, c.MaxPromptBytes, c.MaxTemplateBytes = 0, 0, 0 }},
 		{name: "negative limits", edit: func(c *router.Config) { c.MaxMessages, c.MaxPromptBytes, c.MaxTemplateBytes = -1, -1, -1 },
 			wantErr: []string{"max-messages: must not be negative", "max-prompt-bytes: must not be negative", "max-template-bytes: must not be negative"}},
