@@ -149,7 +149,7 @@ func describe(err error) string {
 		msg := where + ": "
 		switch {
 		case se.JSONKind != 0 && se.GoType != nil:
-			msg += fmt.Sprintf("unexpected JSON %s", kindName(se.JSONKind))
+			msg += fmt.Sprintf("unexpected JSON %s", KindName(se.JSONKind))
 		case se.Err != nil:
 			msg += se.Err.Error()
 		default:
@@ -160,7 +160,8 @@ func describe(err error) string {
 	return err.Error()
 }
 
-func kindName(k jsontext.Kind) string {
+// KindName names a JSON kind as error messages say it ("string", "object").
+func KindName(k jsontext.Kind) string {
 	switch k {
 	case 'n':
 		return "null"

@@ -218,7 +218,7 @@ func typeError(err error) *openaiapi.APIError {
 		where := strings.ReplaceAll(strings.TrimPrefix(string(se.JSONPointer), "/"), "/", ".")
 		msg := "invalid value"
 		if se.JSONKind != 0 && se.GoType != nil {
-			msg = fmt.Sprintf("invalid type: unexpected JSON %s", kindName(se.JSONKind))
+			msg = fmt.Sprintf("invalid type: unexpected JSON %s", anthropicapi.KindName(se.JSONKind))
 		}
 		if where == "" {
 			return invalid("", "invalid request body: "+msg)
@@ -226,24 +226,6 @@ func typeError(err error) *openaiapi.APIError {
 		return invalid(where, "invalid type for "+where+": "+msg)
 	}
 	return invalid("", "invalid JSON body")
-}
-
-func kindName(k jsontext.Kind) string {
-	switch k {
-	case 'n':
-		return "null"
-	case 'f', 't':
-		return "boolean"
-	case '"':
-		return "string"
-	case '0':
-		return "number"
-	case '{':
-		return "object"
-	case '[':
-		return "array"
-	}
-	return "value"
 }
 
 func present(v jsontext.Value) bool { return len(v) > 0 && v.Kind() != 'n' }

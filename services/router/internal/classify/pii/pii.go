@@ -61,6 +61,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/switchyard-dev/switchyard/internal/policy"
 	"github.com/switchyard-dev/switchyard/services/router/internal/classify"
 )
 
@@ -68,10 +69,10 @@ import (
 const Name = "pii"
 
 // Tag is the umbrella tag: the prompt holds personal data of some kind.
-const Tag = "pii-detected"
+const Tag = policy.TagPII
 
 // TagPrefix starts each kind's tag (pii:card).
-const TagPrefix = "pii:"
+const TagPrefix = policy.TagPIIPrefix
 
 var kindTags = func() (t [numKinds]string) {
 	for k := range numKinds {
