@@ -11,7 +11,6 @@ import (
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 	"github.com/openai/openai-go/v3/shared"
-	"github.com/rs/zerolog"
 
 	"github.com/switchyard-dev/switchyard/internal/bus"
 	"github.com/switchyard-dev/switchyard/internal/upstream/anthropic/anthropictest"
@@ -45,24 +44,8 @@ spec:
   credentials: {env: GATEWAY_TEST_ANTHROPIC_KEY}
   models:
   - {name: %[2]s, servedName: %[3]s}
----
-apiVersion: switchyard.dev/v1alpha1
-kind: GatewayBackend
-metadata: {name: dev, namespace: inference}
-spec:
-  models: [{name: %[2]s}]
 `, fake.URL, testModel, anthropicServed)
-	pdAddr := servePolicyd(t, writeCatalog(t, catalog))
-	logs := &capturedLog{}
-	e := newEnv(t, envOpts{cfg: func(c *Config) {
-		c.PolicydAddr = pdAddr
-		c.GatewayBackend = "dev"
-	}})
-	e.gw.log = zerolog.New(logs).Level(zerolog.DebugLevel)
-	e.eventually(t, "policy snapshot", func() bool {
-		_, err := e.gw.catalog.apiKey("claude")
-		return err == nil
-	})
+	e, logs := providerGateway(t, catalog, "")
 	e.router.setTargets(testModel, &routerv1.Target{Id: "provider/claude", Url: fake.URL,
 		Kind: routerv1.TargetKind_TARGET_KIND_PROVIDER, Provider: "claude", ServedModel: anthropicServed, Type: "Anthropic"})
 	ae := &anthropicEnv{env: e, fake: fake, logs: logs}

@@ -64,17 +64,8 @@ spec:
   credentials: {secretRef: {name: entra, key: token}}
   models:
   - {name: %[2]s, servedName: %[3]s}
----
-apiVersion: switchyard.dev/v1alpha1
-kind: GatewayBackend
-metadata: {name: dev, namespace: inference}
-spec:
-  models: [{name: %[2]s}]
-  tags:
-    header: x-team-tags
 `, fake.URL, testModel, azureDeployment, azuretest.APIVersion)
-	pdAddr := servePolicyd(t, writeCatalog(t, catalog))
-	e, logs := providerGateway(t, pdAddr, secrets)
+	e, logs := providerGateway(t, catalog, secrets)
 	client := openai.NewClient(option.WithBaseURL(e.url+"/v1"), option.WithAPIKey("client-key-not-for-azure"), option.WithMaxRetries(0))
 	route := func(provider string) {
 		e.router.setTargets(testModel, &routerv1.Target{Id: "provider/" + provider, Url: fake.URL,

@@ -69,17 +69,8 @@ spec:
   bedrock: {region: us-east-1}
   models:
   - {name: %[2]s, servedName: %[3]q}
----
-apiVersion: switchyard.dev/v1alpha1
-kind: GatewayBackend
-metadata: {name: dev, namespace: inference}
-spec:
-  models: [{name: %[2]s}]
-  tags:
-    header: x-team-tags
 `, fake.URL, testModel, bedrockServed)
-	pdAddr := servePolicyd(t, writeCatalog(t, catalog))
-	e, logs := providerGateway(t, pdAddr, secrets)
+	e, logs := providerGateway(t, catalog, secrets)
 	client := openai.NewClient(option.WithBaseURL(e.url+"/v1"), option.WithAPIKey("unused"), option.WithMaxRetries(0))
 	route := func(provider string) {
 		e.router.setTargets(testModel, &routerv1.Target{Id: "provider/" + provider, Url: fake.URL,

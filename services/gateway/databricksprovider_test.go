@@ -49,17 +49,8 @@ spec:
     oauth: {clientID: %[4]s, clientSecretRef: {name: dbx-sp, key: clientSecret}}
   models:
   - {name: %[2]s, servedName: %[3]s}
----
-apiVersion: switchyard.dev/v1alpha1
-kind: GatewayBackend
-metadata: {name: dev, namespace: inference}
-spec:
-  models: [{name: %[2]s}]
-  tags:
-    header: x-team-tags
 `, fake.BaseURL(), testModel, databricksEndpoint, databrickstest.ClientID)
-	pdAddr := servePolicyd(t, writeCatalog(t, catalog))
-	e, logs := providerGateway(t, pdAddr, secrets)
+	e, logs := providerGateway(t, catalog, secrets)
 	client := openai.NewClient(option.WithBaseURL(e.url+"/v1"), option.WithAPIKey("client-key-not-for-databricks"), option.WithMaxRetries(0))
 	route := func(provider string) {
 		e.router.setTargets(testModel, &routerv1.Target{Id: "provider/" + provider, Url: fake.BaseURL(),

@@ -59,12 +59,10 @@ func (p *providerUpstream) requests() []providerReq {
 	return slices.Clone(p.reqs)
 }
 
-// startPolicyd serves a catalog of two providers (one keyed by an
-// environment variable, one by a file) and a GatewayBackend naming its
-// own tags header.
-func startPolicyd(t *testing.T, baseURL, keyFile string) string {
-	t.Helper()
-	catalog := fmt.Sprintf(`apiVersion: switchyard.dev/v1alpha1
+// twoProviders is a catalog of two providers of testModel, one keyed by
+// an environment variable, one by a file.
+func twoProviders(baseURL, keyFile string) string {
+	return fmt.Sprintf(`apiVersion: switchyard.dev/v1alpha1
 kind: InferenceProvider
 metadata: {name: bedrock, namespace: inference}
 spec:
@@ -83,16 +81,7 @@ spec:
   credentials: {file: %[3]q}
   models:
   - {name: %[2]s}
----
-apiVersion: switchyard.dev/v1alpha1
-kind: GatewayBackend
-metadata: {name: dev, namespace: inference}
-spec:
-  models: [{name: %[2]s}]
-  tags:
-    header: x-team-tags
 `, baseURL, testModel, keyFile)
-	return servePolicyd(t, writeCatalog(t, catalog))
 }
 
 // writeCatalog writes yaml as a catalog directory of one file.
@@ -136,8 +125,7 @@ func TestForwardToProvider(t *testing.T) {
 		t.Fatal(err)
 	}
 	up := newProviderUpstream(t)
-	pdAddr := startPolicyd(t, up.srv.URL, keyFile)
-	e, logs := providerGateway(t, pdAddr, "")
+	e, logs := providerGateway(t, twoProviders(up.srv.URL, keyFile), "")
 
 	tests := []struct {
 		name, provider, served, wantAuth, path, apiPath string
@@ -203,12 +191,25 @@ func TestForwardToProvider(t *testing.T) {
 	}
 }
 
-// providerGateway is a gateway following policyd at pdAddr
-// (GatewayBackend dev, tags header x-team-tags), reading provider
-// Secrets under secretsDir ("" for the default), with its log captured
-// so a test can look for secrets in it.
-func providerGateway(t *testing.T, pdAddr, secretsDir string) (*env, *capturedLog) {
+// providerBackend is the GatewayBackend providerGateway serves: testModel,
+// tags header x-team-tags.
+var providerBackend = fmt.Sprintf(`---
+apiVersion: switchyard.dev/v1alpha1
+kind: GatewayBackend
+metadata: {name: dev, namespace: inference}
+spec:
+  models: [{name: %s}]
+  tags:
+    header: x-team-tags
+`, testModel)
+
+// providerGateway is a gateway following a real policyd that serves the
+// providers' catalog and providerBackend, reading provider Secrets under
+// secretsDir ("" for the default), with its log captured so a test can
+// look for secrets in it.
+func providerGateway(t *testing.T, providers, secretsDir string) (*env, *capturedLog) {
 	t.Helper()
+	pdAddr := servePolicyd(t, writeCatalog(t, providers+providerBackend))
 	e := newEnv(t, envOpts{cfg: func(c *Config) {
 		c.PolicydAddr = pdAddr
 		c.GatewayBackend = "dev"
