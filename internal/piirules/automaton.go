@@ -217,20 +217,16 @@ func (a *automaton) scan(text string, hit []bool) {
 			}
 			continue
 		}
-		r, size := utf8.DecodeRuneInString(text[i:])
 		var b [utf8.UTFMax]byte
-		var folded []byte
-		switch {
-		case r == utf8.RuneError && size == 1:
-			b[0], folded, lastSpace = c, b[:1], false
-		case unicode.IsSpace(r):
+		folded, size := foldRune(text[i:], &b)
+		if folded[0] == ' ' {
 			if lastSpace {
 				i += size
 				continue
 			}
-			b[0], folded, lastSpace = ' ', b[:1], true
-		default:
-			folded, lastSpace = utf8.AppendRune(b[:0], unicode.ToLower(r)), false
+			lastSpace = true
+		} else {
+			lastSpace = false
 		}
 		for _, f := range folded {
 			from[fed%ringSize] = int32(i)
@@ -289,48 +285,48 @@ func gluedBefore(text string, start int) bool {
 func isWordByte(c byte) bool { return c >= 'a' && c <= 'z' || c >= '0' && c <= '9' }
 
 // fold appends text to buf lower-cased, each run of whitespace one space,
-// so terms match whatever their case and line breaks. Invalid UTF-8 is
-// copied as it is.
+// so terms match whatever their case and line breaks: what scan reads, as
+// a copy (the terms are folded with it).
 func fold(text string, buf []byte) []byte {
-	buf = slices.Grow(buf, len(text)+1)
-	space := false
+	lastSpace := false
 	for i := 0; i < len(text); {
-		c := text[i]
-		if c < utf8.RuneSelf {
+		var b [utf8.UTFMax]byte
+		var folded []byte
+		if c := text[i]; c < utf8.RuneSelf {
+			b[0], folded = asciiFold[c], b[:1]
 			i++
-			f := asciiFold[c]
-			if f == ' ' {
-				space = true
+		} else {
+			var size int
+			folded, size = foldRune(text[i:], &b)
+			i += size
+		}
+		if folded[0] == ' ' {
+			if lastSpace {
 				continue
 			}
-			if space {
-				buf = append(buf, ' ')
-				space = false
-			}
-			buf = append(buf, f)
-			continue
+			lastSpace = true
+		} else {
+			lastSpace = false
 		}
-		r, size := utf8.DecodeRuneInString(text[i:])
-		if r == utf8.RuneError && size == 1 {
-			buf = append(buf, c)
-			i++
-			continue
-		}
-		i += size
-		if unicode.IsSpace(r) {
-			space = true
-			continue
-		}
-		if space {
-			buf = append(buf, ' ')
-			space = false
-		}
-		buf = utf8.AppendRune(buf, unicode.ToLower(r))
-	}
-	if space {
-		buf = append(buf, ' ')
+		buf = append(buf, folded...)
 	}
 	return buf
+}
+
+// foldRune folds the rune text starts with, outside ASCII, into b and
+// says how many bytes of text it took: a space for a space, else its
+// lower case; an invalid byte is kept as it is.
+func foldRune(text string, b *[utf8.UTFMax]byte) ([]byte, int) {
+	r, size := utf8.DecodeRuneInString(text)
+	switch {
+	case r == utf8.RuneError && size == 1:
+		b[0] = text[0]
+		return b[:1], 1
+	case unicode.IsSpace(r):
+		b[0] = ' '
+		return b[:1], size
+	}
+	return utf8.AppendRune(b[:0], unicode.ToLower(r)), size
 }
 
 // asciiFold lower-cases ASCII letters and turns every whitespace byte into
