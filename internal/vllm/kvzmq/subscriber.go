@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	stdlog "log"
+	"net"
 	"sync"
 	"sync/atomic"
 
@@ -182,7 +183,9 @@ func frameLen(frames [][]byte, i int) int {
 	return 0
 }
 
-// Close closes the socket; a blocked Recv returns ErrClosed.
+// Close closes the socket; a blocked Recv returns ErrClosed. Cancelling the
+// socket's context lets zmq4 close a peer connection on its own, racing the
+// Close below; a connection already closed that way is not an error.
 func (s *Subscriber) Close() error {
 	var err error
 	s.once.Do(func() {
@@ -191,7 +194,7 @@ func (s *Subscriber) Close() error {
 		err = s.sock.Close()
 		s.wg.Wait()
 	})
-	if err != nil {
+	if err != nil && !errors.Is(err, net.ErrClosed) {
 		return fmt.Errorf("close kv event subscriber: %w", err)
 	}
 	return nil
