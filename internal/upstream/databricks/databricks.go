@@ -19,8 +19,9 @@
 //     gateway from the Secret the settings name) are exchanged at
 //     https://<workspace>/oidc/v1/token (grant_type client_credentials,
 //     scope all-apis, HTTP basic auth) for an access token, which is
-//     cached until RefreshBefore before it expires and sent as a bearer
-//     token. A 401 from the serving endpoint drops the cached token and
+//     cached until RefreshBefore before it expires (package clientcred,
+//     which the Azure adapter's Entra ID tokens share) and sent as a
+//     bearer token. A 401 from the serving endpoint drops the cached token and
 //     the request is sent once more with a new one. A rotated secret
 //     (the gateway reads it on every request) gets a new token.
 //
@@ -33,19 +34,18 @@ package databricks
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"net/url"
-	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/switchyard-dev/switchyard/internal/openaiapi"
 	"github.com/switchyard-dev/switchyard/internal/upstream"
+	"github.com/switchyard-dev/switchyard/internal/upstream/clientcred"
 )
 
 const (
@@ -54,8 +54,8 @@ const (
 	// Scope is the scope asked for.
 	Scope = "all-apis"
 	// RefreshBefore is how long before it expires a token is replaced.
-	RefreshBefore = time.Minute
-	// maxErrorBytes bounds an error or token body read.
+	RefreshBefore = clientcred.RefreshBefore
+	// maxErrorBytes bounds an error body read.
 	maxErrorBytes = 64 << 10
 	// maxMessageLen bounds a provider's error message passed on.
 	maxMessageLen = 4096
@@ -63,18 +63,9 @@ const (
 
 // Adapter speaks Databricks Model Serving over a shared transport.
 type Adapter struct {
-	rt  http.RoundTripper
-	now func() time.Time
-
-	mu     sync.Mutex
-	tokens map[string]*tokenEntry // by token URL and client id
-}
-
-type tokenEntry struct {
-	mu      sync.Mutex // one fetch at a time
-	secret  [32]byte   // the digest of the secret the token was got with
-	token   string
-	expires time.Time
+	rt     http.RoundTripper
+	now    func() time.Time
+	tokens *clientcred.Cache // by workspace and client
 }
 
 var (
@@ -84,7 +75,9 @@ var (
 
 // New is the adapter's upstream.Factory.
 func New(rt http.RoundTripper) upstream.Adapter {
-	return &Adapter{rt: rt, now: time.Now, tokens: map[string]*tokenEntry{}}
+	a := &Adapter{rt: rt, now: time.Now}
+	a.tokens = clientcred.New(rt, func() time.Time { return a.now() })
+	return a
 }
 
 // RoundTrip sends one attempt, and with OAuth once more after a 401.
@@ -105,7 +98,7 @@ func (a *Adapter) RoundTrip(ctx context.Context, t upstream.Target, r upstream.R
 	if oauth {
 		var refused *http.Response
 		var err error
-		_, bearer, refused, err = a.token(ctx, t, "")
+		bearer, refused, err = a.token(ctx, t, "")
 		if err != nil || refused != nil {
 			return refused, err
 		}
@@ -120,7 +113,7 @@ func (a *Adapter) RoundTrip(ctx context.Context, t upstream.Target, r upstream.R
 		// with a new one.
 		resp.Body.Close()
 		var refused *http.Response
-		_, bearer, refused, err = a.token(ctx, t, bearer)
+		bearer, refused, err = a.token(ctx, t, bearer)
 		if err != nil || refused != nil {
 			return refused, err
 		}
@@ -159,93 +152,26 @@ func TokenURL(baseURL string) (string, error) {
 	return u.Scheme + "://" + u.Host + TokenPath, nil
 }
 
-// token returns a valid access token for the target, fetching one when
-// none is cached, the cached one is about to expire, or it is stale (the
-// one a 401 refused). A refusal by the token endpoint is returned as the
-// client's answer; a failure to reach it as an error.
-func (a *Adapter) token(ctx context.Context, t upstream.Target, stale string) (*tokenEntry, string, *http.Response, error) {
-	if t.ClientSecret == "" {
-		return nil, "", nil, fmt.Errorf("databricks: provider %s: no OAuth client secret", t.Provider)
-	}
+// token returns a valid access token for the target (see clientcred.Cache.Token
+// for when it is a new one). A refusal by the token endpoint is returned as
+// the client's answer; a failure to reach it as an error.
+func (a *Adapter) token(ctx context.Context, t upstream.Target, stale string) (string, *http.Response, error) {
 	tu, err := TokenURL(t.BaseURL)
 	if err != nil {
-		return nil, "", nil, err
+		return "", nil, err
 	}
-	sum := sha256.Sum256([]byte(t.ClientSecret))
-	key := tu + "\x00" + t.Settings.DatabricksOAuthClientID
-	a.mu.Lock()
-	e := a.tokens[key]
-	if e == nil {
-		e = &tokenEntry{}
-		a.tokens[key] = e
+	tok, err := a.tokens.Token(ctx, clientcred.Client{TokenURL: tu, ID: t.Settings.DatabricksOAuthClientID, Secret: t.ClientSecret,
+		Scope: Scope, BasicAuth: true}, stale)
+	var refused *clientcred.Refused
+	if errors.As(err, &refused) {
+		// The endpoint's description is not passed on: it can name the client.
+		return "", upstream.ErrorResponse(&openaiapi.APIError{Status: http.StatusUnauthorized, Type: openaiapi.ErrTypeAuthentication, Code: "provider_credentials",
+			Message: fmt.Sprintf("Databricks refused the provider's OAuth client credentials (token endpoint: %d %s)", refused.Status, refused.Code)}), nil
 	}
-	a.mu.Unlock()
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.secret != sum {
-		// A rotated secret: the token got with the old one is not used.
-		e.secret, e.token = sum, ""
-	}
-	if e.token != "" && e.token != stale && a.now().Before(e.expires) {
-		return e, e.token, nil, nil
-	}
-	tok, ttl, refused, err := a.fetch(ctx, tu, t)
-	if err != nil || refused != nil {
-		e.token = ""
-		return e, "", refused, err
-	}
-	margin := RefreshBefore
-	if ttl < 2*margin {
-		margin = ttl / 2
-	}
-	e.token, e.expires = tok, a.now().Add(ttl-margin)
-	return e, tok, nil, nil
-}
-
-// fetch gets a token from the workspace's token endpoint.
-func (a *Adapter) fetch(ctx context.Context, tokenURL string, t upstream.Target) (string, time.Duration, *http.Response, error) {
-	form := url.Values{"grant_type": {"client_credentials"}, "scope": {Scope}}.Encode()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, tokenURL, strings.NewReader(form))
 	if err != nil {
-		return "", 0, nil, fmt.Errorf("databricks: build token request: %w", err)
+		return "", nil, fmt.Errorf("databricks: provider %s: %w", t.Provider, err)
 	}
-	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	req.Header.Set("Accept", "application/json")
-	req.SetBasicAuth(t.Settings.DatabricksOAuthClientID, t.ClientSecret)
-	resp, err := a.rt.RoundTrip(req)
-	if err != nil {
-		return "", 0, nil, fmt.Errorf("databricks: provider %s: token endpoint: %w", t.Provider, err)
-	}
-	defer resp.Body.Close()
-	raw, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBytes))
-	var body struct {
-		AccessToken string          `json:"access_token"`
-		TokenType   string          `json:"token_type"`
-		ExpiresIn   json.Number     `json:"expires_in"`
-		Error       string          `json:"error"`
-		Description json.RawMessage `json:"error_description"`
-	}
-	_ = json.Unmarshal(raw, &body)
-	if resp.StatusCode >= 500 {
-		return "", 0, nil, fmt.Errorf("databricks: provider %s: token endpoint answered %d", t.Provider, resp.StatusCode)
-	}
-	if resp.StatusCode != http.StatusOK {
-		code := body.Error
-		if code == "" {
-			code = strconv.Itoa(resp.StatusCode)
-		}
-		// The description is not passed on: it can name the client.
-		return "", 0, upstream.ErrorResponse(&openaiapi.APIError{Status: http.StatusUnauthorized, Type: openaiapi.ErrTypeAuthentication, Code: "provider_credentials",
-			Message: fmt.Sprintf("Databricks refused the provider's OAuth client credentials (token endpoint: %d %s)", resp.StatusCode, code)}), nil
-	}
-	secs, err := body.ExpiresIn.Float64()
-	if body.AccessToken == "" || err != nil || secs <= 0 {
-		return "", 0, nil, fmt.Errorf("databricks: provider %s: the token endpoint's answer has no access_token or expires_in", t.Provider)
-	}
-	if body.TokenType != "" && !strings.EqualFold(body.TokenType, "bearer") {
-		return "", 0, nil, fmt.Errorf("databricks: provider %s: the token endpoint gave a token of type %q, not Bearer", t.Provider, body.TokenType)
-	}
-	return body.AccessToken, time.Duration(secs * float64(time.Second)), nil, nil
+	return tok, nil, nil
 }
 
 // translateError turns Databricks' error answer into OpenAI's shape.
