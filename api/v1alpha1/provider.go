@@ -16,8 +16,10 @@ const (
 	// SigV4; its settings are in spec.bedrock.
 	ProviderBedrock ProviderType = "Bedrock"
 	// ProviderAzureOpenAI is Azure OpenAI Service: OpenAI's API on a
-	// deployment's path, with an api-version query and an api-key header;
-	// its settings are in spec.azure.
+	// deployment's path, with an api-version query, authenticated with the
+	// resource's API key (the api-key header) or a Microsoft Entra ID
+	// application's tokens (spec.azure.entra; a bearer token); its settings
+	// are in spec.azure.
 	ProviderAzureOpenAI ProviderType = "AzureOpenAI"
 	// ProviderDatabricks is Databricks Model Serving's OpenAI-compatible
 	// API, authenticated with a personal access token or OAuth
@@ -30,7 +32,7 @@ const (
 // (spec.bedrock, spec.azure, spec.databricks), set only for that type.
 // +kubebuilder:validation:XValidation:rule="self.type == 'Bedrock' ? has(self.bedrock) : !has(self.bedrock)",message="spec.bedrock is required for type Bedrock, and only for type Bedrock"
 // +kubebuilder:validation:XValidation:rule="self.type == 'AzureOpenAI' ? has(self.azure) : !has(self.azure)",message="spec.azure is required for type AzureOpenAI, and only for type AzureOpenAI"
-// +kubebuilder:validation:XValidation:rule="self.type == 'AzureOpenAI' ? has(self.credentials) : true",message="type AzureOpenAI needs spec.credentials (the resource's API key): Microsoft Entra ID tokens and managed identities are not supported"
+// +kubebuilder:validation:XValidation:rule="self.type != 'AzureOpenAI' || has(self.credentials) != (has(self.azure) && has(self.azure.entra))",message="type AzureOpenAI needs exactly one of spec.credentials (the resource's API key) or spec.azure.entra (a Microsoft Entra ID application)"
 // +kubebuilder:validation:XValidation:rule="self.type == 'Databricks' || !has(self.databricks)",message="spec.databricks is only for type Databricks"
 // +kubebuilder:validation:XValidation:rule="!has(self.databricks) || !has(self.databricks.oauth) || !has(self.credentials)",message="a Databricks provider authenticates with spec.credentials (a personal access token) or spec.databricks.oauth, not both"
 // +kubebuilder:validation:XValidation:rule="self.type != 'Databricks' || has(self.credentials) || (has(self.databricks) && has(self.databricks.oauth))",message="type Databricks needs spec.credentials (a personal access token) or spec.databricks.oauth"
@@ -54,8 +56,9 @@ type InferenceProviderSpec struct {
 	// token file as IRSA mounts it, the shared config files), or name a
 	// Secret (secretRef; its key is not used) or a directory (file) holding
 	// the files accessKeyId, secretAccessKey and optionally sessionToken.
-	// For AzureOpenAI it is required: the resource's API key, sent as the
-	// api-key header (Microsoft Entra ID tokens are not supported). For
+	// For AzureOpenAI it is the resource's API key, sent as the api-key
+	// header; omit it when spec.azure.entra is set (exactly one of the two).
+	// For
 	// Databricks it is a personal access token, sent as a bearer token;
 	// omit it when spec.databricks.oauth is set.
 	// +optional
@@ -139,6 +142,47 @@ type AzureOpenAIProvider struct {
 	// +kubebuilder:validation:Pattern=`^[0-9]{4}-[0-9]{2}-[0-9]{2}(-preview)?$`
 	// +kubebuilder:validation:MaxLength=32
 	APIVersion string `json:"apiVersion"`
+	// Entra makes the gateway authenticate as a Microsoft Entra ID
+	// application (a service principal with the Cognitive Services OpenAI
+	// User role on the resource) instead of with the API key in
+	// spec.credentials.
+	// +optional
+	Entra *AzureEntraAuth `json:"entra,omitempty"`
+}
+
+// AzureEntraAuth is a Microsoft Entra ID application's client credentials.
+// The gateway gets an access token from
+// {authorityHost}/{tenantID}/oauth2/v2.0/token (the OAuth 2.0 client
+// credentials grant, scope https://cognitiveservices.azure.com/.default),
+// caches it until shortly before it expires, and sends it as
+// Authorization: Bearer instead of api-key. A static token in
+// spec.credentials would expire within hours; this is how a token keeps
+// being valid.
+type AzureEntraAuth struct {
+	// TenantID is the directory (tenant) the application is registered
+	// in: its id (a GUID) or a verified domain name
+	// (contoso.onmicrosoft.com).
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^([0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}|[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)+)$`
+	TenantID string `json:"tenantID"`
+	// ClientID is the application (client) id.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=256
+	ClientID string `json:"clientID"`
+	// ClientSecretRef is the key of a Secret in the provider's namespace
+	// holding the application's client secret (its value, not its id),
+	// read by the gateway as it reads API keys.
+	ClientSecretRef SecretKeyRef `json:"clientSecretRef"`
+	// AuthorityHost is the Entra ID endpoint tokens come from, scheme and
+	// host only: https://login.microsoftonline.com (the default, the
+	// global cloud), https://login.microsoftonline.us (Azure Government),
+	// https://login.chinacloudapi.cn (Azure operated by 21Vianet). http://
+	// is admitted for a local test endpoint only: over it the client
+	// secret travels in the clear.
+	// +kubebuilder:validation:MaxLength=256
+	// +kubebuilder:validation:Pattern=`^https?://[^/?#@]+/?$`
+	// +optional
+	AuthorityHost string `json:"authorityHost,omitempty"`
 }
 
 // DatabricksProvider is the settings of a Databricks Model Serving

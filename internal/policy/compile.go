@@ -145,6 +145,11 @@ func compile(cat *catalog) *Snapshot {
 		}
 		if a := p.Azure; a != nil {
 			prov.Settings.AzureAPIVersion = a.APIVersion
+			if e := a.Entra; e != nil {
+				prov.Settings.AzureEntra = &AzureEntra{TenantID: e.TenantID, ClientID: e.ClientID,
+					AuthorityHost: strings.TrimRight(cmp.Or(e.AuthorityHost, DefaultEntraAuthorityHost), "/"),
+					SecretName:    e.ClientSecretRef.Name, SecretKey: cmp.Or(e.ClientSecretRef.Key, "apiKey")}
+			}
 		}
 		if d := p.Databricks; d != nil && d.OAuth != nil {
 			prov.Settings.DatabricksOAuth = &DatabricksOAuth{ClientID: d.OAuth.ClientID,

@@ -438,6 +438,9 @@ type ProviderSettings struct {
 	BedrockRegion string
 	// AzureAPIVersion is an AzureOpenAI provider's spec.azure.apiVersion.
 	AzureAPIVersion string
+	// AzureEntra is an AzureOpenAI provider's spec.azure.entra; nil: the
+	// resource's API key in Credentials.
+	AzureEntra *AzureEntra
 	// DatabricksOAuth is a Databricks provider's spec.databricks.oauth;
 	// nil: a personal access token in Credentials.
 	DatabricksOAuth *DatabricksOAuth
@@ -449,6 +452,19 @@ type DatabricksOAuth struct {
 	ClientID              string
 	SecretName, SecretKey string
 }
+
+// AzureEntra is a Microsoft Entra ID application's client credentials:
+// its tenant, id and authority host (defaulted, no trailing slash), and
+// the Secret key holding its secret (never the secret).
+type AzureEntra struct {
+	TenantID, ClientID    string
+	AuthorityHost         string
+	SecretName, SecretKey string
+}
+
+// DefaultEntraAuthorityHost is the authority host of Entra ID's global
+// cloud, spec.azure.entra.authorityHost's default.
+const DefaultEntraAuthorityHost = "https://login.microsoftonline.com"
 
 // ProviderModel maps a public model name to the provider's.
 type ProviderModel struct{ Name, ServedName string }

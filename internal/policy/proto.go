@@ -44,8 +44,12 @@ func ToProto(s *Snapshot, revision int64) *policyv1.Snapshot {
 		if p.Settings.BedrockRegion != "" {
 			pp.Bedrock = &policyv1.BedrockSettings{Region: p.Settings.BedrockRegion}
 		}
-		if p.Settings.AzureAPIVersion != "" {
+		if p.Settings.AzureAPIVersion != "" || p.Settings.AzureEntra != nil {
 			pp.Azure = &policyv1.AzureOpenAISettings{ApiVersion: p.Settings.AzureAPIVersion}
+			if e := p.Settings.AzureEntra; e != nil {
+				pp.Azure.Entra = &policyv1.AzureEntra{TenantId: e.TenantID, ClientId: e.ClientID, AuthorityHost: e.AuthorityHost,
+					ClientSecretName: e.SecretName, ClientSecretKey: e.SecretKey}
+			}
 		}
 		if o := p.Settings.DatabricksOAuth; o != nil {
 			pp.Databricks = &policyv1.DatabricksSettings{Oauth: &policyv1.DatabricksOAuth{ClientId: o.ClientID, ClientSecretName: o.SecretName, ClientSecretKey: o.SecretKey}}
@@ -157,6 +161,10 @@ func FromProto(p *policyv1.Snapshot) (*Snapshot, error) {
 			Credentials: Credentials{SecretName: c.GetSecretName(), SecretKey: c.GetSecretKey(), Env: c.GetEnv(), File: c.GetFile()},
 			InputPrice:  pp.GetInputPricePerMillion(), OutputPrice: pp.GetOutputPricePerMillion(), Currency: pp.GetCurrency(),
 			Settings: ProviderSettings{BedrockRegion: pp.GetBedrock().GetRegion(), AzureAPIVersion: pp.GetAzure().GetApiVersion()}}
+		if e := pp.GetAzure().GetEntra(); e != nil {
+			prov.Settings.AzureEntra = &AzureEntra{TenantID: e.GetTenantId(), ClientID: e.GetClientId(), AuthorityHost: e.GetAuthorityHost(),
+				SecretName: e.GetClientSecretName(), SecretKey: e.GetClientSecretKey()}
+		}
 		if o := pp.GetDatabricks().GetOauth(); o != nil {
 			prov.Settings.DatabricksOAuth = &DatabricksOAuth{ClientID: o.GetClientId(), SecretName: o.GetClientSecretName(), SecretKey: o.GetClientSecretKey()}
 		}

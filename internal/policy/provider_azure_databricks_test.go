@@ -16,13 +16,18 @@ spec:
 }
 
 // TestAzureDatabricksSettings: spec.azure is required by type AzureOpenAI
-// (with an api-version and a key: no Entra ID) and refused elsewhere;
+// (with an api-version, and a key or a Microsoft Entra ID application,
+// exactly one) and refused elsewhere;
 // spec.databricks is only for type Databricks, whose OAuth client excludes
 // spec.credentials; the base URLs have the shape the adapters append to.
 func TestAzureDatabricksSettings(t *testing.T) {
 	const azure, dbx = "https://contoso.openai.azure.com", "https://adb-1234.5.azuredatabricks.net/serving-endpoints"
 	key := "  credentials: {secretRef: {name: k}}\n"
 	oauth := "  databricks: {oauth: {clientID: sp-1, clientSecretRef: {name: sp, key: clientSecret}}}\n"
+	entra := func(fields string) string {
+		return "  type: AzureOpenAI\n  azure:\n    apiVersion: \"2024-10-21\"\n    entra: {" + fields + "}\n"
+	}
+	const app = "clientID: 0d6f7c1a-1111-4222-8333-944445555666, clientSecretRef: {name: app, key: clientSecret}"
 	for _, tc := range []struct {
 		name, url, spec, path, msg string
 	}{
@@ -31,7 +36,16 @@ func TestAzureDatabricksSettings(t *testing.T) {
 		{"azure without settings", azure, "  type: AzureOpenAI\n" + key, "spec.azure", "required by type AzureOpenAI"},
 		{"azure without version", azure, "  type: AzureOpenAI\n  azure: {}\n" + key, "spec.azure.apiVersion", "required"},
 		{"azure bad version", azure, "  type: AzureOpenAI\n  azure: {apiVersion: v1}\n" + key, "spec.azure.apiVersion", "not an Azure OpenAI api-version"},
-		{"azure without key: Entra", azure, "  type: AzureOpenAI\n  azure: {apiVersion: \"2024-10-21\"}\n", "spec.credentials", "Microsoft Entra ID tokens and managed identities are not supported"},
+		{"azure neither key nor Entra", azure, "  type: AzureOpenAI\n  azure: {apiVersion: \"2024-10-21\"}\n", "spec.credentials", "or set spec.azure.entra"},
+		{"azure Entra ok", azure, entra("tenantID: 72f988bf-86f1-41af-91ab-2d7cd011db47, " + app), "", ""},
+		{"azure Entra domain and authority ok", azure, entra("tenantID: contoso.onmicrosoft.com, authorityHost: 'https://login.microsoftonline.us/', " + app), "", ""},
+		{"azure Entra and a key", azure, entra("tenantID: contoso.onmicrosoft.com, "+app) + key, "spec.credentials", "not both"},
+		{"azure Entra no tenant", azure, entra(app), "spec.azure.entra.tenantID", "required"},
+		{"azure Entra bad tenant", azure, entra("tenantID: 'common/x', " + app), "spec.azure.entra.tenantID", "not a tenant id"},
+		{"azure Entra no client id", azure, entra("tenantID: contoso.onmicrosoft.com, clientSecretRef: {name: app}"), "spec.azure.entra.clientID", "required"},
+		{"azure Entra no secret", azure, entra("tenantID: contoso.onmicrosoft.com, clientID: c, clientSecretRef: {name: ''}"), "spec.azure.entra.clientSecretRef.name", "required"},
+		{"azure Entra authority with a path", azure, entra("tenantID: contoso.onmicrosoft.com, authorityHost: 'https://login.microsoftonline.com/contoso', " + app), "spec.azure.entra.authorityHost", "scheme and host only"},
+		{"azure Entra authority not a URL", azure, entra("tenantID: contoso.onmicrosoft.com, authorityHost: login.microsoftonline.com, " + app), "spec.azure.entra.authorityHost", "scheme and host only"},
 		{"azure URL with /openai", azure + "/openai/deployments/x", "  type: AzureOpenAI\n  azure: {apiVersion: \"2024-10-21\"}\n" + key, "spec.baseURL", "resource's endpoint only"},
 		{"azure on another type", "https://api.openai.com/v1", "  type: OpenAICompatible\n  azure: {apiVersion: \"2024-10-21\"}\n", "spec.azure", "only for type AzureOpenAI"},
 		{"databricks PAT ok", dbx, "  type: Databricks\n" + key, "", ""},
@@ -62,8 +76,9 @@ func TestAzureDatabricksSettings(t *testing.T) {
 	}
 }
 
-// TestAzureDatabricksSettingsFlow: the api-version and the OAuth client
-// reach the compiled provider and survive the snapshot's proto; the proto
+// TestAzureDatabricksSettingsFlow: the api-version, the Entra ID
+// application (its authority host defaulted) and the OAuth client reach
+// the compiled provider and survive the snapshot's proto; the proto
 // holds where the secret is, not a secret.
 func TestAzureDatabricksSettingsFlow(t *testing.T) {
 	src := typedProviderYAML("https://contoso.openai.azure.com", "  type: AzureOpenAI\n  azure: {apiVersion: \"2024-10-21\"}\n  credentials: {secretRef: {name: k}}\n") + `---
@@ -74,6 +89,17 @@ spec:
   type: Databricks
   baseURL: https://adb-1.2.azuredatabricks.net/serving-endpoints
   databricks: {oauth: {clientID: sp-1, clientSecretRef: {name: sp}}}
+  models: [{name: m}]
+---
+apiVersion: switchyard.dev/v1alpha1
+kind: InferenceProvider
+metadata: {name: entra, namespace: inference}
+spec:
+  type: AzureOpenAI
+  baseURL: https://contoso.openai.azure.com
+  azure:
+    apiVersion: "2024-10-21"
+    entra: {tenantID: contoso.onmicrosoft.com, clientID: app-1, clientSecretRef: {name: app, key: clientSecret}}
   models: [{name: m}]
 `
 	objs, diags := ParseYAML("p.yaml", []byte(src))
@@ -88,6 +114,13 @@ spec:
 		o := s.Provider("dbx").Settings.DatabricksOAuth
 		if o == nil || *o != (DatabricksOAuth{ClientID: "sp-1", SecretName: "sp", SecretKey: "apiKey"}) {
 			t.Fatalf("%s: oauth %+v", where, o)
+		}
+		e := s.Provider("entra").Settings.AzureEntra
+		if e == nil || *e != (AzureEntra{TenantID: "contoso.onmicrosoft.com", ClientID: "app-1", AuthorityHost: DefaultEntraAuthorityHost, SecretName: "app", SecretKey: "clientSecret"}) {
+			t.Fatalf("%s: entra %+v", where, e)
+		}
+		if s.Provider("p").Settings.AzureEntra != nil || s.Provider("entra").Settings.AzureAPIVersion != "2024-10-21" {
+			t.Fatalf("%s: entra on the key provider, or no api-version with it", where)
 		}
 		if s.Provider("p").Settings.DatabricksOAuth != nil || s.Provider("dbx").Settings.AzureAPIVersion != "" {
 			t.Fatalf("%s: settings on the other type", where)

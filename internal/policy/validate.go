@@ -60,6 +60,12 @@ var (
 	// azureAPIVersion is the shape of an Azure OpenAI api-version
 	// (2024-10-21, 2025-01-01-preview), as the CRD's pattern.
 	azureAPIVersion = regexp.MustCompile(`^[0-9]{4}-[0-9]{2}-[0-9]{2}(-preview)?$`)
+	// entraTenant is a Microsoft Entra ID tenant: its id (a GUID) or a
+	// domain name (contoso.onmicrosoft.com), as the CRD's pattern.
+	entraTenant = regexp.MustCompile(`^([0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}|[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)+)$`)
+	// entraAuthority is an Entra ID authority host, scheme and host only,
+	// as the CRD's pattern.
+	entraAuthority = regexp.MustCompile(`^https?://[^/?#@]+/?$`)
 
 	modeNames = []string{string(v1alpha1.PolicyModeRoute), string(v1alpha1.PolicyModeGuard)}
 	authModes = []string{string(v1alpha1.AuthNone), string(v1alpha1.AuthAPIKey), string(v1alpha1.AuthJWT)}
@@ -261,7 +267,8 @@ func (c *checker) validateProviderSettings(o *Object, s *v1alpha1.InferenceProvi
 }
 
 // validateAzure checks an AzureOpenAI provider's spec.azure and
-// credentials: an API key only (Microsoft Entra ID is not supported).
+// credentials: the resource's API key (spec.credentials) or a Microsoft
+// Entra ID application (spec.azure.entra), exactly one.
 func (c *checker) validateAzure(o *Object, s *v1alpha1.InferenceProviderSpec) {
 	azure := s.Type == v1alpha1.ProviderAzureOpenAI
 	switch a := s.Azure; {
@@ -277,14 +284,46 @@ func (c *checker) validateAzure(o *Object, s *v1alpha1.InferenceProviderSpec) {
 	if !azure {
 		return
 	}
-	if s.Credentials == nil {
-		c.err(o, "spec.credentials", "required by type AzureOpenAI: the resource's API key (sent as api-key); Microsoft Entra ID tokens and managed identities are not supported")
+	var entra *v1alpha1.AzureEntraAuth
+	if s.Azure != nil {
+		entra = s.Azure.Entra
+	}
+	switch {
+	case s.Credentials == nil && entra == nil:
+		c.err(o, "spec.credentials", "required by type AzureOpenAI: the resource's API key (sent as api-key), or set spec.azure.entra for a Microsoft Entra ID application")
+	case s.Credentials != nil && entra != nil:
+		c.err(o, "spec.credentials", "not with spec.azure.entra: an AzureOpenAI provider authenticates with the resource's API key (spec.credentials) or as a Microsoft Entra ID application (spec.azure.entra), not both")
+	}
+	if entra != nil {
+		c.validateEntra(o, entra)
 	}
 	if u, err := url.Parse(s.BaseURL); err == nil {
 		p := strings.TrimRight(u.Path, "/")
 		if strings.HasSuffix(p, "/openai") || strings.Contains(p, "/openai/") || u.RawQuery != "" {
 			c.err(o, "spec.baseURL", "for type AzureOpenAI the resource's endpoint only, e.g. https://<resource>.openai.azure.com: the gateway appends /openai/deployments/<servedName>/... and ?api-version=")
 		}
+	}
+}
+
+// validateEntra checks spec.azure.entra as the CRD's markers do, for
+// providers read from files, which no API server checked.
+func (c *checker) validateEntra(o *Object, e *v1alpha1.AzureEntraAuth) {
+	switch {
+	case e.TenantID == "":
+		c.err(o, "spec.azure.entra.tenantID", "required: the directory (tenant) id, a GUID, or its domain name")
+	case len(e.TenantID) > 253 || !entraTenant.MatchString(e.TenantID):
+		c.err(o, "spec.azure.entra.tenantID", "%q is not a tenant id (a GUID) or domain name (contoso.onmicrosoft.com)", e.TenantID)
+	}
+	if strings.TrimSpace(e.ClientID) == "" {
+		c.err(o, "spec.azure.entra.clientID", "required: the application (client) id")
+	} else if len(e.ClientID) > 256 {
+		c.err(o, "spec.azure.entra.clientID", "longer than 256 characters")
+	}
+	if e.ClientSecretRef.Name == "" {
+		c.err(o, "spec.azure.entra.clientSecretRef.name", "required: the Secret holding the application's client secret")
+	}
+	if h := e.AuthorityHost; h != "" && (len(h) > 256 || !entraAuthority.MatchString(h)) {
+		c.err(o, "spec.azure.entra.authorityHost", "%q is not an authority host: scheme and host only, e.g. https://login.microsoftonline.com", h)
 	}
 }
 

@@ -1479,7 +1479,10 @@ func (x *CircuitBreaker) GetOpenFor() *durationpb.Duration {
 type AzureOpenAISettings struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The api-version query parameter, e.g. 2024-10-21.
-	ApiVersion    string `protobuf:"bytes,1,opt,name=api_version,json=apiVersion,proto3" json:"api_version,omitempty"`
+	ApiVersion string `protobuf:"bytes,1,opt,name=api_version,json=apiVersion,proto3" json:"api_version,omitempty"`
+	// A Microsoft Entra ID application's client credentials; unset: the
+	// resource's API key in the provider's credentials.
+	Entra         *AzureEntra `protobuf:"bytes,2,opt,name=entra,proto3" json:"entra,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1521,6 +1524,95 @@ func (x *AzureOpenAISettings) GetApiVersion() string {
 	return ""
 }
 
+func (x *AzureOpenAISettings) GetEntra() *AzureEntra {
+	if x != nil {
+		return x.Entra
+	}
+	return nil
+}
+
+// AzureEntra is a Microsoft Entra ID application (spec.azure.entra). The
+// snapshot carries where the secret is, never the secret.
+type AzureEntra struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	TenantId string                 `protobuf:"bytes,1,opt,name=tenant_id,json=tenantId,proto3" json:"tenant_id,omitempty"`
+	ClientId string                 `protobuf:"bytes,2,opt,name=client_id,json=clientId,proto3" json:"client_id,omitempty"`
+	// The Secret (in the provider's namespace) and key holding the client
+	// secret.
+	ClientSecretName string `protobuf:"bytes,3,opt,name=client_secret_name,json=clientSecretName,proto3" json:"client_secret_name,omitempty"`
+	ClientSecretKey  string `protobuf:"bytes,4,opt,name=client_secret_key,json=clientSecretKey,proto3" json:"client_secret_key,omitempty"`
+	// The token endpoint's scheme and host, defaulted by policyd
+	// (https://login.microsoftonline.com), without a trailing slash.
+	AuthorityHost string `protobuf:"bytes,5,opt,name=authority_host,json=authorityHost,proto3" json:"authority_host,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AzureEntra) Reset() {
+	*x = AzureEntra{}
+	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AzureEntra) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AzureEntra) ProtoMessage() {}
+
+func (x *AzureEntra) ProtoReflect() protoreflect.Message {
+	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AzureEntra.ProtoReflect.Descriptor instead.
+func (*AzureEntra) Descriptor() ([]byte, []int) {
+	return file_switchyard_policy_v1_policy_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *AzureEntra) GetTenantId() string {
+	if x != nil {
+		return x.TenantId
+	}
+	return ""
+}
+
+func (x *AzureEntra) GetClientId() string {
+	if x != nil {
+		return x.ClientId
+	}
+	return ""
+}
+
+func (x *AzureEntra) GetClientSecretName() string {
+	if x != nil {
+		return x.ClientSecretName
+	}
+	return ""
+}
+
+func (x *AzureEntra) GetClientSecretKey() string {
+	if x != nil {
+		return x.ClientSecretKey
+	}
+	return ""
+}
+
+func (x *AzureEntra) GetAuthorityHost() string {
+	if x != nil {
+		return x.AuthorityHost
+	}
+	return ""
+}
+
 // DatabricksSettings is a Databricks provider's spec.databricks.
 type DatabricksSettings struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1533,7 +1625,7 @@ type DatabricksSettings struct {
 
 func (x *DatabricksSettings) Reset() {
 	*x = DatabricksSettings{}
-	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[15]
+	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1545,7 +1637,7 @@ func (x *DatabricksSettings) String() string {
 func (*DatabricksSettings) ProtoMessage() {}
 
 func (x *DatabricksSettings) ProtoReflect() protoreflect.Message {
-	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[15]
+	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1558,7 +1650,7 @@ func (x *DatabricksSettings) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DatabricksSettings.ProtoReflect.Descriptor instead.
 func (*DatabricksSettings) Descriptor() ([]byte, []int) {
-	return file_switchyard_policy_v1_policy_proto_rawDescGZIP(), []int{15}
+	return file_switchyard_policy_v1_policy_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *DatabricksSettings) GetOauth() *DatabricksOAuth {
@@ -1583,7 +1675,7 @@ type DatabricksOAuth struct {
 
 func (x *DatabricksOAuth) Reset() {
 	*x = DatabricksOAuth{}
-	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[16]
+	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1595,7 +1687,7 @@ func (x *DatabricksOAuth) String() string {
 func (*DatabricksOAuth) ProtoMessage() {}
 
 func (x *DatabricksOAuth) ProtoReflect() protoreflect.Message {
-	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[16]
+	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1608,7 +1700,7 @@ func (x *DatabricksOAuth) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DatabricksOAuth.ProtoReflect.Descriptor instead.
 func (*DatabricksOAuth) Descriptor() ([]byte, []int) {
-	return file_switchyard_policy_v1_policy_proto_rawDescGZIP(), []int{16}
+	return file_switchyard_policy_v1_policy_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *DatabricksOAuth) GetClientId() string {
@@ -1643,7 +1735,7 @@ type BedrockSettings struct {
 
 func (x *BedrockSettings) Reset() {
 	*x = BedrockSettings{}
-	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[17]
+	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1655,7 +1747,7 @@ func (x *BedrockSettings) String() string {
 func (*BedrockSettings) ProtoMessage() {}
 
 func (x *BedrockSettings) ProtoReflect() protoreflect.Message {
-	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[17]
+	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1668,7 +1760,7 @@ func (x *BedrockSettings) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BedrockSettings.ProtoReflect.Descriptor instead.
 func (*BedrockSettings) Descriptor() ([]byte, []int) {
-	return file_switchyard_policy_v1_policy_proto_rawDescGZIP(), []int{17}
+	return file_switchyard_policy_v1_policy_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *BedrockSettings) GetRegion() string {
@@ -1688,7 +1780,7 @@ type ProviderModel struct {
 
 func (x *ProviderModel) Reset() {
 	*x = ProviderModel{}
-	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[18]
+	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1700,7 +1792,7 @@ func (x *ProviderModel) String() string {
 func (*ProviderModel) ProtoMessage() {}
 
 func (x *ProviderModel) ProtoReflect() protoreflect.Message {
-	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[18]
+	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1713,7 +1805,7 @@ func (x *ProviderModel) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProviderModel.ProtoReflect.Descriptor instead.
 func (*ProviderModel) Descriptor() ([]byte, []int) {
-	return file_switchyard_policy_v1_policy_proto_rawDescGZIP(), []int{18}
+	return file_switchyard_policy_v1_policy_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ProviderModel) GetName() string {
@@ -1742,7 +1834,7 @@ type Credentials struct {
 
 func (x *Credentials) Reset() {
 	*x = Credentials{}
-	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[19]
+	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1754,7 +1846,7 @@ func (x *Credentials) String() string {
 func (*Credentials) ProtoMessage() {}
 
 func (x *Credentials) ProtoReflect() protoreflect.Message {
-	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[19]
+	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1767,7 +1859,7 @@ func (x *Credentials) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Credentials.ProtoReflect.Descriptor instead.
 func (*Credentials) Descriptor() ([]byte, []int) {
-	return file_switchyard_policy_v1_policy_proto_rawDescGZIP(), []int{19}
+	return file_switchyard_policy_v1_policy_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *Credentials) GetSecretName() string {
@@ -1809,7 +1901,7 @@ type Policy struct {
 
 func (x *Policy) Reset() {
 	*x = Policy{}
-	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[20]
+	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1821,7 +1913,7 @@ func (x *Policy) String() string {
 func (*Policy) ProtoMessage() {}
 
 func (x *Policy) ProtoReflect() protoreflect.Message {
-	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[20]
+	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1834,7 +1926,7 @@ func (x *Policy) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Policy.ProtoReflect.Descriptor instead.
 func (*Policy) Descriptor() ([]byte, []int) {
-	return file_switchyard_policy_v1_policy_proto_rawDescGZIP(), []int{20}
+	return file_switchyard_policy_v1_policy_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *Policy) GetNamespace() string {
@@ -1874,7 +1966,7 @@ type Rule struct {
 
 func (x *Rule) Reset() {
 	*x = Rule{}
-	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[21]
+	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1886,7 +1978,7 @@ func (x *Rule) String() string {
 func (*Rule) ProtoMessage() {}
 
 func (x *Rule) ProtoReflect() protoreflect.Message {
-	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[21]
+	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1899,7 +1991,7 @@ func (x *Rule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Rule.ProtoReflect.Descriptor instead.
 func (*Rule) Descriptor() ([]byte, []int) {
-	return file_switchyard_policy_v1_policy_proto_rawDescGZIP(), []int{21}
+	return file_switchyard_policy_v1_policy_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *Rule) GetName() string {
@@ -1955,7 +2047,7 @@ type Match struct {
 
 func (x *Match) Reset() {
 	*x = Match{}
-	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[22]
+	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1967,7 +2059,7 @@ func (x *Match) String() string {
 func (*Match) ProtoMessage() {}
 
 func (x *Match) ProtoReflect() protoreflect.Message {
-	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[22]
+	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1980,7 +2072,7 @@ func (x *Match) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Match.ProtoReflect.Descriptor instead.
 func (*Match) Descriptor() ([]byte, []int) {
-	return file_switchyard_policy_v1_policy_proto_rawDescGZIP(), []int{22}
+	return file_switchyard_policy_v1_policy_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *Match) GetModel() string {
@@ -2020,7 +2112,7 @@ type Filter struct {
 
 func (x *Filter) Reset() {
 	*x = Filter{}
-	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[23]
+	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2032,7 +2124,7 @@ func (x *Filter) String() string {
 func (*Filter) ProtoMessage() {}
 
 func (x *Filter) ProtoReflect() protoreflect.Message {
-	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[23]
+	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2045,7 +2137,7 @@ func (x *Filter) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Filter.ProtoReflect.Descriptor instead.
 func (*Filter) Descriptor() ([]byte, []int) {
-	return file_switchyard_policy_v1_policy_proto_rawDescGZIP(), []int{23}
+	return file_switchyard_policy_v1_policy_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *Filter) GetName() string {
@@ -2108,7 +2200,7 @@ type Predicate struct {
 
 func (x *Predicate) Reset() {
 	*x = Predicate{}
-	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[24]
+	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2120,7 +2212,7 @@ func (x *Predicate) String() string {
 func (*Predicate) ProtoMessage() {}
 
 func (x *Predicate) ProtoReflect() protoreflect.Message {
-	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[24]
+	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2133,7 +2225,7 @@ func (x *Predicate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Predicate.ProtoReflect.Descriptor instead.
 func (*Predicate) Descriptor() ([]byte, []int) {
-	return file_switchyard_policy_v1_policy_proto_rawDescGZIP(), []int{24}
+	return file_switchyard_policy_v1_policy_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *Predicate) GetMetric() Metric {
@@ -2168,7 +2260,7 @@ type Tier struct {
 
 func (x *Tier) Reset() {
 	*x = Tier{}
-	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[25]
+	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2180,7 +2272,7 @@ func (x *Tier) String() string {
 func (*Tier) ProtoMessage() {}
 
 func (x *Tier) ProtoReflect() protoreflect.Message {
-	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[25]
+	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2193,7 +2285,7 @@ func (x *Tier) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Tier.ProtoReflect.Descriptor instead.
 func (*Tier) Descriptor() ([]byte, []int) {
-	return file_switchyard_policy_v1_policy_proto_rawDescGZIP(), []int{25}
+	return file_switchyard_policy_v1_policy_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *Tier) GetType() BackendType {
@@ -2247,7 +2339,7 @@ type Program struct {
 
 func (x *Program) Reset() {
 	*x = Program{}
-	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[26]
+	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2259,7 +2351,7 @@ func (x *Program) String() string {
 func (*Program) ProtoMessage() {}
 
 func (x *Program) ProtoReflect() protoreflect.Message {
-	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[26]
+	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2272,7 +2364,7 @@ func (x *Program) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Program.ProtoReflect.Descriptor instead.
 func (*Program) Descriptor() ([]byte, []int) {
-	return file_switchyard_policy_v1_policy_proto_rawDescGZIP(), []int{26}
+	return file_switchyard_policy_v1_policy_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *Program) GetNamespace() string {
@@ -2371,7 +2463,7 @@ type PIIRules struct {
 
 func (x *PIIRules) Reset() {
 	*x = PIIRules{}
-	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[27]
+	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2383,7 +2475,7 @@ func (x *PIIRules) String() string {
 func (*PIIRules) ProtoMessage() {}
 
 func (x *PIIRules) ProtoReflect() protoreflect.Message {
-	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[27]
+	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2396,7 +2488,7 @@ func (x *PIIRules) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PIIRules.ProtoReflect.Descriptor instead.
 func (*PIIRules) Descriptor() ([]byte, []int) {
-	return file_switchyard_policy_v1_policy_proto_rawDescGZIP(), []int{27}
+	return file_switchyard_policy_v1_policy_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *PIIRules) GetPatterns() []*PIIPattern {
@@ -2423,7 +2515,7 @@ type PIIPattern struct {
 
 func (x *PIIPattern) Reset() {
 	*x = PIIPattern{}
-	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[28]
+	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2435,7 +2527,7 @@ func (x *PIIPattern) String() string {
 func (*PIIPattern) ProtoMessage() {}
 
 func (x *PIIPattern) ProtoReflect() protoreflect.Message {
-	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[28]
+	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2448,7 +2540,7 @@ func (x *PIIPattern) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PIIPattern.ProtoReflect.Descriptor instead.
 func (*PIIPattern) Descriptor() ([]byte, []int) {
-	return file_switchyard_policy_v1_policy_proto_rawDescGZIP(), []int{28}
+	return file_switchyard_policy_v1_policy_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *PIIPattern) GetKind() string {
@@ -2475,7 +2567,7 @@ type PIIDictionary struct {
 
 func (x *PIIDictionary) Reset() {
 	*x = PIIDictionary{}
-	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[29]
+	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2487,7 +2579,7 @@ func (x *PIIDictionary) String() string {
 func (*PIIDictionary) ProtoMessage() {}
 
 func (x *PIIDictionary) ProtoReflect() protoreflect.Message {
-	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[29]
+	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2500,7 +2592,7 @@ func (x *PIIDictionary) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PIIDictionary.ProtoReflect.Descriptor instead.
 func (*PIIDictionary) Descriptor() ([]byte, []int) {
-	return file_switchyard_policy_v1_policy_proto_rawDescGZIP(), []int{29}
+	return file_switchyard_policy_v1_policy_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *PIIDictionary) GetKind() string {
@@ -2533,7 +2625,7 @@ type ExternalClassifier struct {
 
 func (x *ExternalClassifier) Reset() {
 	*x = ExternalClassifier{}
-	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[30]
+	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2545,7 +2637,7 @@ func (x *ExternalClassifier) String() string {
 func (*ExternalClassifier) ProtoMessage() {}
 
 func (x *ExternalClassifier) ProtoReflect() protoreflect.Message {
-	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[30]
+	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2558,7 +2650,7 @@ func (x *ExternalClassifier) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExternalClassifier.ProtoReflect.Descriptor instead.
 func (*ExternalClassifier) Descriptor() ([]byte, []int) {
-	return file_switchyard_policy_v1_policy_proto_rawDescGZIP(), []int{30}
+	return file_switchyard_policy_v1_policy_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *ExternalClassifier) GetName() string {
@@ -2628,7 +2720,7 @@ type AuthTenant struct {
 
 func (x *AuthTenant) Reset() {
 	*x = AuthTenant{}
-	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[31]
+	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2640,7 +2732,7 @@ func (x *AuthTenant) String() string {
 func (*AuthTenant) ProtoMessage() {}
 
 func (x *AuthTenant) ProtoReflect() protoreflect.Message {
-	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[31]
+	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2653,7 +2745,7 @@ func (x *AuthTenant) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuthTenant.ProtoReflect.Descriptor instead.
 func (*AuthTenant) Descriptor() ([]byte, []int) {
-	return file_switchyard_policy_v1_policy_proto_rawDescGZIP(), []int{31}
+	return file_switchyard_policy_v1_policy_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *AuthTenant) GetName() string {
@@ -2727,7 +2819,7 @@ type RateLimits struct {
 
 func (x *RateLimits) Reset() {
 	*x = RateLimits{}
-	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[32]
+	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2739,7 +2831,7 @@ func (x *RateLimits) String() string {
 func (*RateLimits) ProtoMessage() {}
 
 func (x *RateLimits) ProtoReflect() protoreflect.Message {
-	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[32]
+	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2752,7 +2844,7 @@ func (x *RateLimits) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RateLimits.ProtoReflect.Descriptor instead.
 func (*RateLimits) Descriptor() ([]byte, []int) {
-	return file_switchyard_policy_v1_policy_proto_rawDescGZIP(), []int{32}
+	return file_switchyard_policy_v1_policy_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *RateLimits) GetRequestsPerMinute() int64 {
@@ -2801,7 +2893,7 @@ type ModelRateLimits struct {
 
 func (x *ModelRateLimits) Reset() {
 	*x = ModelRateLimits{}
-	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[33]
+	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2813,7 +2905,7 @@ func (x *ModelRateLimits) String() string {
 func (*ModelRateLimits) ProtoMessage() {}
 
 func (x *ModelRateLimits) ProtoReflect() protoreflect.Message {
-	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[33]
+	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2826,7 +2918,7 @@ func (x *ModelRateLimits) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ModelRateLimits.ProtoReflect.Descriptor instead.
 func (*ModelRateLimits) Descriptor() ([]byte, []int) {
-	return file_switchyard_policy_v1_policy_proto_rawDescGZIP(), []int{33}
+	return file_switchyard_policy_v1_policy_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ModelRateLimits) GetModel() string {
@@ -2853,7 +2945,7 @@ type PolicyRef struct {
 
 func (x *PolicyRef) Reset() {
 	*x = PolicyRef{}
-	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[34]
+	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2865,7 +2957,7 @@ func (x *PolicyRef) String() string {
 func (*PolicyRef) ProtoMessage() {}
 
 func (x *PolicyRef) ProtoReflect() protoreflect.Message {
-	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[34]
+	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2878,7 +2970,7 @@ func (x *PolicyRef) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PolicyRef.ProtoReflect.Descriptor instead.
 func (*PolicyRef) Descriptor() ([]byte, []int) {
-	return file_switchyard_policy_v1_policy_proto_rawDescGZIP(), []int{34}
+	return file_switchyard_policy_v1_policy_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *PolicyRef) GetName() string {
@@ -2905,7 +2997,7 @@ type TenantTags struct {
 
 func (x *TenantTags) Reset() {
 	*x = TenantTags{}
-	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[35]
+	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2917,7 +3009,7 @@ func (x *TenantTags) String() string {
 func (*TenantTags) ProtoMessage() {}
 
 func (x *TenantTags) ProtoReflect() protoreflect.Message {
-	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[35]
+	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2930,7 +3022,7 @@ func (x *TenantTags) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TenantTags.ProtoReflect.Descriptor instead.
 func (*TenantTags) Descriptor() ([]byte, []int) {
-	return file_switchyard_policy_v1_policy_proto_rawDescGZIP(), []int{35}
+	return file_switchyard_policy_v1_policy_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *TenantTags) GetTenant() string {
@@ -2969,7 +3061,7 @@ type JWTAuth struct {
 
 func (x *JWTAuth) Reset() {
 	*x = JWTAuth{}
-	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[36]
+	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2981,7 +3073,7 @@ func (x *JWTAuth) String() string {
 func (*JWTAuth) ProtoMessage() {}
 
 func (x *JWTAuth) ProtoReflect() protoreflect.Message {
-	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[36]
+	mi := &file_switchyard_policy_v1_policy_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2994,7 +3086,7 @@ func (x *JWTAuth) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JWTAuth.ProtoReflect.Descriptor instead.
 func (*JWTAuth) Descriptor() ([]byte, []int) {
-	return file_switchyard_policy_v1_policy_proto_rawDescGZIP(), []int{36}
+	return file_switchyard_policy_v1_policy_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *JWTAuth) GetIssuer() string {
@@ -3135,10 +3227,18 @@ const file_switchyard_policy_v1_policy_proto_rawDesc = "" +
 	"\x0fcircuit_breaker\x18\x0e \x01(\v2$.switchyard.policy.v1.CircuitBreakerR\x0ecircuitBreaker\"b\n" +
 	"\x0eCircuitBreaker\x12\x1a\n" +
 	"\bfailures\x18\x01 \x01(\x05R\bfailures\x124\n" +
-	"\bopen_for\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\aopenFor\"6\n" +
+	"\bopen_for\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\aopenFor\"n\n" +
 	"\x13AzureOpenAISettings\x12\x1f\n" +
 	"\vapi_version\x18\x01 \x01(\tR\n" +
-	"apiVersion\"Q\n" +
+	"apiVersion\x126\n" +
+	"\x05entra\x18\x02 \x01(\v2 .switchyard.policy.v1.AzureEntraR\x05entra\"\xc7\x01\n" +
+	"\n" +
+	"AzureEntra\x12\x1b\n" +
+	"\ttenant_id\x18\x01 \x01(\tR\btenantId\x12\x1b\n" +
+	"\tclient_id\x18\x02 \x01(\tR\bclientId\x12,\n" +
+	"\x12client_secret_name\x18\x03 \x01(\tR\x10clientSecretName\x12*\n" +
+	"\x11client_secret_key\x18\x04 \x01(\tR\x0fclientSecretKey\x12%\n" +
+	"\x0eauthority_host\x18\x05 \x01(\tR\rauthorityHost\"Q\n" +
 	"\x12DatabricksSettings\x12;\n" +
 	"\x05oauth\x18\x01 \x01(\v2%.switchyard.policy.v1.DatabricksOAuthR\x05oauth\"\x88\x01\n" +
 	"\x0fDatabricksOAuth\x12\x1b\n" +
@@ -3316,7 +3416,7 @@ func file_switchyard_policy_v1_policy_proto_rawDescGZIP() []byte {
 }
 
 var file_switchyard_policy_v1_policy_proto_enumTypes = make([]protoimpl.EnumInfo, 7)
-var file_switchyard_policy_v1_policy_proto_msgTypes = make([]protoimpl.MessageInfo, 37)
+var file_switchyard_policy_v1_policy_proto_msgTypes = make([]protoimpl.MessageInfo, 38)
 var file_switchyard_policy_v1_policy_proto_goTypes = []any{
 	(Severity)(0),                 // 0: switchyard.policy.v1.Severity
 	(BackendType)(0),              // 1: switchyard.policy.v1.BackendType
@@ -3340,94 +3440,96 @@ var file_switchyard_policy_v1_policy_proto_goTypes = []any{
 	(*Provider)(nil),              // 19: switchyard.policy.v1.Provider
 	(*CircuitBreaker)(nil),        // 20: switchyard.policy.v1.CircuitBreaker
 	(*AzureOpenAISettings)(nil),   // 21: switchyard.policy.v1.AzureOpenAISettings
-	(*DatabricksSettings)(nil),    // 22: switchyard.policy.v1.DatabricksSettings
-	(*DatabricksOAuth)(nil),       // 23: switchyard.policy.v1.DatabricksOAuth
-	(*BedrockSettings)(nil),       // 24: switchyard.policy.v1.BedrockSettings
-	(*ProviderModel)(nil),         // 25: switchyard.policy.v1.ProviderModel
-	(*Credentials)(nil),           // 26: switchyard.policy.v1.Credentials
-	(*Policy)(nil),                // 27: switchyard.policy.v1.Policy
-	(*Rule)(nil),                  // 28: switchyard.policy.v1.Rule
-	(*Match)(nil),                 // 29: switchyard.policy.v1.Match
-	(*Filter)(nil),                // 30: switchyard.policy.v1.Filter
-	(*Predicate)(nil),             // 31: switchyard.policy.v1.Predicate
-	(*Tier)(nil),                  // 32: switchyard.policy.v1.Tier
-	(*Program)(nil),               // 33: switchyard.policy.v1.Program
-	(*PIIRules)(nil),              // 34: switchyard.policy.v1.PIIRules
-	(*PIIPattern)(nil),            // 35: switchyard.policy.v1.PIIPattern
-	(*PIIDictionary)(nil),         // 36: switchyard.policy.v1.PIIDictionary
-	(*ExternalClassifier)(nil),    // 37: switchyard.policy.v1.ExternalClassifier
-	(*AuthTenant)(nil),            // 38: switchyard.policy.v1.AuthTenant
-	(*RateLimits)(nil),            // 39: switchyard.policy.v1.RateLimits
-	(*ModelRateLimits)(nil),       // 40: switchyard.policy.v1.ModelRateLimits
-	(*PolicyRef)(nil),             // 41: switchyard.policy.v1.PolicyRef
-	(*TenantTags)(nil),            // 42: switchyard.policy.v1.TenantTags
-	(*JWTAuth)(nil),               // 43: switchyard.policy.v1.JWTAuth
-	(*timestamppb.Timestamp)(nil), // 44: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),   // 45: google.protobuf.Duration
+	(*AzureEntra)(nil),            // 22: switchyard.policy.v1.AzureEntra
+	(*DatabricksSettings)(nil),    // 23: switchyard.policy.v1.DatabricksSettings
+	(*DatabricksOAuth)(nil),       // 24: switchyard.policy.v1.DatabricksOAuth
+	(*BedrockSettings)(nil),       // 25: switchyard.policy.v1.BedrockSettings
+	(*ProviderModel)(nil),         // 26: switchyard.policy.v1.ProviderModel
+	(*Credentials)(nil),           // 27: switchyard.policy.v1.Credentials
+	(*Policy)(nil),                // 28: switchyard.policy.v1.Policy
+	(*Rule)(nil),                  // 29: switchyard.policy.v1.Rule
+	(*Match)(nil),                 // 30: switchyard.policy.v1.Match
+	(*Filter)(nil),                // 31: switchyard.policy.v1.Filter
+	(*Predicate)(nil),             // 32: switchyard.policy.v1.Predicate
+	(*Tier)(nil),                  // 33: switchyard.policy.v1.Tier
+	(*Program)(nil),               // 34: switchyard.policy.v1.Program
+	(*PIIRules)(nil),              // 35: switchyard.policy.v1.PIIRules
+	(*PIIPattern)(nil),            // 36: switchyard.policy.v1.PIIPattern
+	(*PIIDictionary)(nil),         // 37: switchyard.policy.v1.PIIDictionary
+	(*ExternalClassifier)(nil),    // 38: switchyard.policy.v1.ExternalClassifier
+	(*AuthTenant)(nil),            // 39: switchyard.policy.v1.AuthTenant
+	(*RateLimits)(nil),            // 40: switchyard.policy.v1.RateLimits
+	(*ModelRateLimits)(nil),       // 41: switchyard.policy.v1.ModelRateLimits
+	(*PolicyRef)(nil),             // 42: switchyard.policy.v1.PolicyRef
+	(*TenantTags)(nil),            // 43: switchyard.policy.v1.TenantTags
+	(*JWTAuth)(nil),               // 44: switchyard.policy.v1.JWTAuth
+	(*timestamppb.Timestamp)(nil), // 45: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),   // 46: google.protobuf.Duration
 }
 var file_switchyard_policy_v1_policy_proto_depIdxs = []int32{
 	15, // 0: switchyard.policy.v1.WatchResponse.snapshot:type_name -> switchyard.policy.v1.Snapshot
 	15, // 1: switchyard.policy.v1.GetSnapshotResponse.snapshot:type_name -> switchyard.policy.v1.Snapshot
 	14, // 2: switchyard.policy.v1.GetSnapshotResponse.diagnostics:type_name -> switchyard.policy.v1.Diagnostic
-	44, // 3: switchyard.policy.v1.GetSnapshotResponse.checked_at:type_name -> google.protobuf.Timestamp
+	45, // 3: switchyard.policy.v1.GetSnapshotResponse.checked_at:type_name -> google.protobuf.Timestamp
 	12, // 4: switchyard.policy.v1.ValidateRequest.files:type_name -> switchyard.policy.v1.File
 	14, // 5: switchyard.policy.v1.ValidateResponse.diagnostics:type_name -> switchyard.policy.v1.Diagnostic
 	0,  // 6: switchyard.policy.v1.Diagnostic.severity:type_name -> switchyard.policy.v1.Severity
-	44, // 7: switchyard.policy.v1.Snapshot.created_at:type_name -> google.protobuf.Timestamp
+	45, // 7: switchyard.policy.v1.Snapshot.created_at:type_name -> google.protobuf.Timestamp
 	16, // 8: switchyard.policy.v1.Snapshot.worker_sets:type_name -> switchyard.policy.v1.WorkerSet
 	18, // 9: switchyard.policy.v1.Snapshot.pools:type_name -> switchyard.policy.v1.Pool
 	19, // 10: switchyard.policy.v1.Snapshot.providers:type_name -> switchyard.policy.v1.Provider
-	27, // 11: switchyard.policy.v1.Snapshot.policies:type_name -> switchyard.policy.v1.Policy
-	33, // 12: switchyard.policy.v1.Snapshot.programs:type_name -> switchyard.policy.v1.Program
+	28, // 11: switchyard.policy.v1.Snapshot.policies:type_name -> switchyard.policy.v1.Policy
+	34, // 12: switchyard.policy.v1.Snapshot.programs:type_name -> switchyard.policy.v1.Program
 	14, // 13: switchyard.policy.v1.Snapshot.warnings:type_name -> switchyard.policy.v1.Diagnostic
 	17, // 14: switchyard.policy.v1.WorkerSet.static_workers:type_name -> switchyard.policy.v1.StaticWorker
-	45, // 15: switchyard.policy.v1.Pool.scrape_interval:type_name -> google.protobuf.Duration
-	25, // 16: switchyard.policy.v1.Provider.models:type_name -> switchyard.policy.v1.ProviderModel
-	26, // 17: switchyard.policy.v1.Provider.credentials:type_name -> switchyard.policy.v1.Credentials
-	24, // 18: switchyard.policy.v1.Provider.bedrock:type_name -> switchyard.policy.v1.BedrockSettings
+	46, // 15: switchyard.policy.v1.Pool.scrape_interval:type_name -> google.protobuf.Duration
+	26, // 16: switchyard.policy.v1.Provider.models:type_name -> switchyard.policy.v1.ProviderModel
+	27, // 17: switchyard.policy.v1.Provider.credentials:type_name -> switchyard.policy.v1.Credentials
+	25, // 18: switchyard.policy.v1.Provider.bedrock:type_name -> switchyard.policy.v1.BedrockSettings
 	21, // 19: switchyard.policy.v1.Provider.azure:type_name -> switchyard.policy.v1.AzureOpenAISettings
-	22, // 20: switchyard.policy.v1.Provider.databricks:type_name -> switchyard.policy.v1.DatabricksSettings
+	23, // 20: switchyard.policy.v1.Provider.databricks:type_name -> switchyard.policy.v1.DatabricksSettings
 	20, // 21: switchyard.policy.v1.Provider.circuit_breaker:type_name -> switchyard.policy.v1.CircuitBreaker
-	45, // 22: switchyard.policy.v1.CircuitBreaker.open_for:type_name -> google.protobuf.Duration
-	23, // 23: switchyard.policy.v1.DatabricksSettings.oauth:type_name -> switchyard.policy.v1.DatabricksOAuth
-	28, // 24: switchyard.policy.v1.Policy.rules:type_name -> switchyard.policy.v1.Rule
-	29, // 25: switchyard.policy.v1.Rule.matches:type_name -> switchyard.policy.v1.Match
-	30, // 26: switchyard.policy.v1.Rule.filters:type_name -> switchyard.policy.v1.Filter
-	32, // 27: switchyard.policy.v1.Rule.tiers:type_name -> switchyard.policy.v1.Tier
-	5,  // 28: switchyard.policy.v1.Rule.on_empty:type_name -> switchyard.policy.v1.OnEmpty
-	29, // 29: switchyard.policy.v1.Filter.condition:type_name -> switchyard.policy.v1.Match
-	1,  // 30: switchyard.policy.v1.Filter.type:type_name -> switchyard.policy.v1.BackendType
-	31, // 31: switchyard.policy.v1.Filter.predicates:type_name -> switchyard.policy.v1.Predicate
-	3,  // 32: switchyard.policy.v1.Predicate.metric:type_name -> switchyard.policy.v1.Metric
-	4,  // 33: switchyard.policy.v1.Predicate.op:type_name -> switchyard.policy.v1.Op
-	1,  // 34: switchyard.policy.v1.Tier.type:type_name -> switchyard.policy.v1.BackendType
-	2,  // 35: switchyard.policy.v1.Tier.minimize:type_name -> switchyard.policy.v1.Objective
-	41, // 36: switchyard.policy.v1.Program.policies:type_name -> switchyard.policy.v1.PolicyRef
-	42, // 37: switchyard.policy.v1.Program.tenants:type_name -> switchyard.policy.v1.TenantTags
-	38, // 38: switchyard.policy.v1.Program.auth_tenants:type_name -> switchyard.policy.v1.AuthTenant
-	43, // 39: switchyard.policy.v1.Program.jwt:type_name -> switchyard.policy.v1.JWTAuth
-	37, // 40: switchyard.policy.v1.Program.classifiers:type_name -> switchyard.policy.v1.ExternalClassifier
-	34, // 41: switchyard.policy.v1.Program.pii:type_name -> switchyard.policy.v1.PIIRules
-	35, // 42: switchyard.policy.v1.PIIRules.patterns:type_name -> switchyard.policy.v1.PIIPattern
-	36, // 43: switchyard.policy.v1.PIIRules.dictionaries:type_name -> switchyard.policy.v1.PIIDictionary
-	45, // 44: switchyard.policy.v1.ExternalClassifier.timeout:type_name -> google.protobuf.Duration
-	39, // 45: switchyard.policy.v1.AuthTenant.limits:type_name -> switchyard.policy.v1.RateLimits
-	40, // 46: switchyard.policy.v1.AuthTenant.model_limits:type_name -> switchyard.policy.v1.ModelRateLimits
-	39, // 47: switchyard.policy.v1.ModelRateLimits.limits:type_name -> switchyard.policy.v1.RateLimits
-	6,  // 48: switchyard.policy.v1.PolicyRef.mode:type_name -> switchyard.policy.v1.PolicyMode
-	45, // 49: switchyard.policy.v1.JWTAuth.clock_skew:type_name -> google.protobuf.Duration
-	45, // 50: switchyard.policy.v1.JWTAuth.refresh_interval:type_name -> google.protobuf.Duration
-	7,  // 51: switchyard.policy.v1.PolicyService.Watch:input_type -> switchyard.policy.v1.WatchRequest
-	9,  // 52: switchyard.policy.v1.PolicyService.GetSnapshot:input_type -> switchyard.policy.v1.GetSnapshotRequest
-	11, // 53: switchyard.policy.v1.PolicyService.Validate:input_type -> switchyard.policy.v1.ValidateRequest
-	8,  // 54: switchyard.policy.v1.PolicyService.Watch:output_type -> switchyard.policy.v1.WatchResponse
-	10, // 55: switchyard.policy.v1.PolicyService.GetSnapshot:output_type -> switchyard.policy.v1.GetSnapshotResponse
-	13, // 56: switchyard.policy.v1.PolicyService.Validate:output_type -> switchyard.policy.v1.ValidateResponse
-	54, // [54:57] is the sub-list for method output_type
-	51, // [51:54] is the sub-list for method input_type
-	51, // [51:51] is the sub-list for extension type_name
-	51, // [51:51] is the sub-list for extension extendee
-	0,  // [0:51] is the sub-list for field type_name
+	46, // 22: switchyard.policy.v1.CircuitBreaker.open_for:type_name -> google.protobuf.Duration
+	22, // 23: switchyard.policy.v1.AzureOpenAISettings.entra:type_name -> switchyard.policy.v1.AzureEntra
+	24, // 24: switchyard.policy.v1.DatabricksSettings.oauth:type_name -> switchyard.policy.v1.DatabricksOAuth
+	29, // 25: switchyard.policy.v1.Policy.rules:type_name -> switchyard.policy.v1.Rule
+	30, // 26: switchyard.policy.v1.Rule.matches:type_name -> switchyard.policy.v1.Match
+	31, // 27: switchyard.policy.v1.Rule.filters:type_name -> switchyard.policy.v1.Filter
+	33, // 28: switchyard.policy.v1.Rule.tiers:type_name -> switchyard.policy.v1.Tier
+	5,  // 29: switchyard.policy.v1.Rule.on_empty:type_name -> switchyard.policy.v1.OnEmpty
+	30, // 30: switchyard.policy.v1.Filter.condition:type_name -> switchyard.policy.v1.Match
+	1,  // 31: switchyard.policy.v1.Filter.type:type_name -> switchyard.policy.v1.BackendType
+	32, // 32: switchyard.policy.v1.Filter.predicates:type_name -> switchyard.policy.v1.Predicate
+	3,  // 33: switchyard.policy.v1.Predicate.metric:type_name -> switchyard.policy.v1.Metric
+	4,  // 34: switchyard.policy.v1.Predicate.op:type_name -> switchyard.policy.v1.Op
+	1,  // 35: switchyard.policy.v1.Tier.type:type_name -> switchyard.policy.v1.BackendType
+	2,  // 36: switchyard.policy.v1.Tier.minimize:type_name -> switchyard.policy.v1.Objective
+	42, // 37: switchyard.policy.v1.Program.policies:type_name -> switchyard.policy.v1.PolicyRef
+	43, // 38: switchyard.policy.v1.Program.tenants:type_name -> switchyard.policy.v1.TenantTags
+	39, // 39: switchyard.policy.v1.Program.auth_tenants:type_name -> switchyard.policy.v1.AuthTenant
+	44, // 40: switchyard.policy.v1.Program.jwt:type_name -> switchyard.policy.v1.JWTAuth
+	38, // 41: switchyard.policy.v1.Program.classifiers:type_name -> switchyard.policy.v1.ExternalClassifier
+	35, // 42: switchyard.policy.v1.Program.pii:type_name -> switchyard.policy.v1.PIIRules
+	36, // 43: switchyard.policy.v1.PIIRules.patterns:type_name -> switchyard.policy.v1.PIIPattern
+	37, // 44: switchyard.policy.v1.PIIRules.dictionaries:type_name -> switchyard.policy.v1.PIIDictionary
+	46, // 45: switchyard.policy.v1.ExternalClassifier.timeout:type_name -> google.protobuf.Duration
+	40, // 46: switchyard.policy.v1.AuthTenant.limits:type_name -> switchyard.policy.v1.RateLimits
+	41, // 47: switchyard.policy.v1.AuthTenant.model_limits:type_name -> switchyard.policy.v1.ModelRateLimits
+	40, // 48: switchyard.policy.v1.ModelRateLimits.limits:type_name -> switchyard.policy.v1.RateLimits
+	6,  // 49: switchyard.policy.v1.PolicyRef.mode:type_name -> switchyard.policy.v1.PolicyMode
+	46, // 50: switchyard.policy.v1.JWTAuth.clock_skew:type_name -> google.protobuf.Duration
+	46, // 51: switchyard.policy.v1.JWTAuth.refresh_interval:type_name -> google.protobuf.Duration
+	7,  // 52: switchyard.policy.v1.PolicyService.Watch:input_type -> switchyard.policy.v1.WatchRequest
+	9,  // 53: switchyard.policy.v1.PolicyService.GetSnapshot:input_type -> switchyard.policy.v1.GetSnapshotRequest
+	11, // 54: switchyard.policy.v1.PolicyService.Validate:input_type -> switchyard.policy.v1.ValidateRequest
+	8,  // 55: switchyard.policy.v1.PolicyService.Watch:output_type -> switchyard.policy.v1.WatchResponse
+	10, // 56: switchyard.policy.v1.PolicyService.GetSnapshot:output_type -> switchyard.policy.v1.GetSnapshotResponse
+	13, // 57: switchyard.policy.v1.PolicyService.Validate:output_type -> switchyard.policy.v1.ValidateResponse
+	55, // [55:58] is the sub-list for method output_type
+	52, // [52:55] is the sub-list for method input_type
+	52, // [52:52] is the sub-list for extension type_name
+	52, // [52:52] is the sub-list for extension extendee
+	0,  // [0:52] is the sub-list for field type_name
 }
 
 func init() { file_switchyard_policy_v1_policy_proto_init() }
@@ -3441,7 +3543,7 @@ func file_switchyard_policy_v1_policy_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_switchyard_policy_v1_policy_proto_rawDesc), len(file_switchyard_policy_v1_policy_proto_rawDesc)),
 			NumEnums:      7,
-			NumMessages:   37,
+			NumMessages:   38,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
