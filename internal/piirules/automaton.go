@@ -24,8 +24,18 @@ type automaton struct {
 	// byte in both cases, and every byte of other scripts when a term
 	// starts with one (their case is found by decoding).
 	starts [256]bool
-	terms  []term
+	// seconds holds, for each folded ASCII byte a term starts with, the
+	// folded ASCII bytes its second can be (all of them after a term of
+	// one byte): see nextStart.
+	seconds [utf8.RuneSelf]byteSet
+	terms   []term
 }
+
+// byteSet is a set of ASCII bytes.
+type byteSet [2]uint64
+
+func (s *byteSet) add(c byte)      { s[c>>6] |= 1 << (c & 63) }
+func (s *byteSet) has(c byte) bool { return s[c>>6]&(1<<(c&63)) != 0 }
 
 type node struct {
 	first, n int32
@@ -102,6 +112,17 @@ func (b *builder) build() *automaton {
 			a.starts[e.c], a.starts[e.c-'a'+'A'] = true, true
 		default:
 			a.starts[e.c] = true
+		}
+		if e.c < utf8.RuneSelf {
+			sec := &a.seconds[e.c]
+			if a.nodes[e.to].out >= 0 {
+				*sec = byteSet{^uint64(0), ^uint64(0)}
+			}
+			for _, f := range a.children(e.to) {
+				if f.c < utf8.RuneSelf {
+					sec.add(f.c)
+				}
+			}
 		}
 	}
 	// Breadth first: a node's fail link is shallower, so set already.
@@ -188,10 +209,7 @@ func (a *automaton) scan(text string, hit []bool) {
 	lastSpace := false
 	for i := 0; i < len(text); {
 		if state == 0 {
-			for i < len(text) && !a.starts[text[i]] {
-				i++
-			}
-			if i == len(text) {
+			if i = a.nextStart(text, i); i == len(text) {
 				return
 			}
 			lastSpace = false // a term starts with no space
@@ -239,6 +257,35 @@ func (a *automaton) scan(text string, hit []bool) {
 		}
 		i += size
 	}
+}
+
+// nextStart is the first place at or after i where a term can start, or
+// len(text); the scan skips there from the root. A byte a term starts with
+// is passed over when no term can start there for what is around it, in
+// ASCII: glued to a word byte before it when it is a word byte itself
+// (the term must stand on its own), or followed by a byte no term starting
+// with it continues with (seconds). In prose most of the bytes terms start
+// with are inside words or start other words, so the automaton is rarely
+// entered at all.
+func (a *automaton) nextStart(text string, i int) int {
+	for ; i < len(text); i++ {
+		c := text[i]
+		if !a.starts[c] {
+			continue
+		}
+		if c >= utf8.RuneSelf {
+			return i
+		}
+		f := asciiFold[c]
+		if isWordByte(f) && gluedBefore(text, i) {
+			continue
+		}
+		if i+1 < len(text) && text[i+1] < utf8.RuneSelf && !a.seconds[f].has(asciiFold[text[i+1]]) {
+			continue
+		}
+		return i
+	}
+	return i
 }
 
 // advance is the state after reading c in state.

@@ -38,6 +38,8 @@ import (
 	"slices"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/switchyard-dev/switchyard/internal/bytescan"
 )
 
 // Limits on a Spec: they bound the work per prompt and the memory of the
@@ -86,7 +88,8 @@ type Set struct {
 	// firstAny: the bytes any pattern's match can start with (never
 	// whitespace: no pattern matches it).
 	firstAny [256]bool
-	dict     *automaton // nil without terms
+	first    bytescan.Set // firstAny, searched eight bytes at a time
+	dict     *automaton   // nil without terms
 }
 
 type pattern struct {
@@ -168,6 +171,7 @@ func Compile(s Spec) (*Set, []Error) {
 	if total > 0 {
 		set.dict = b.build()
 	}
+	set.first = bytescan.NewSet(&set.firstAny)
 	return set, nil
 }
 
@@ -239,10 +243,7 @@ var leadPunct, trailPunct = func() (lead, trail [256]bool) {
 // first such byte.
 func (s *Set) scanWords(text string, hit []bool) {
 	for i := 0; i < len(text); {
-		for i < len(text) && !s.firstAny[text[i]] {
-			i++
-		}
-		if i == len(text) {
+		if i = s.first.Next(text, i); i == len(text) {
 			return
 		}
 		class := byteClass[text[i]]

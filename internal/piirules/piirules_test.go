@@ -99,30 +99,68 @@ func TestOverlappingTerms(t *testing.T) {
 	}
 }
 
-// TestAgainstRegexp: the automaton finds exactly what one regular
-// expression per term finds in the folded text.
-func TestAgainstRegexp(t *testing.T) {
-	terms := []string{"ab", "abc", "bca", "c", "caab", "x y", "b"}
+// againstRegexp checks that the automaton finds exactly what one regular
+// expression per term finds in the folded text (ASCII).
+type againstRegexp struct {
+	terms []string
+	set   *Set
+	res   []*regexp.Regexp
+}
+
+func newAgainstRegexp(t testing.TB) *againstRegexp {
+	a := &againstRegexp{terms: []string{"ab", "abc", "bca", "c", "caab", "x y", "b", "b.a", "-x"}}
 	var dicts []Dictionary
-	for i, term := range terms {
+	for i, term := range a.terms {
 		dicts = append(dicts, Dictionary{Kind: fmt.Sprintf("k%d", i), Terms: []string{term}})
-	}
-	set := mustCompile(t, Spec{Dictionaries: dicts})
-	texts := []string{"abcaab", "x  y abc", "c a b", "bcabca", "ab-c", "aBc", "xx y", "cab caab."}
-	for _, text := range texts {
-		var want []string
-		folded := strings.Join(strings.Fields(strings.ToLower(text)), " ")
-		for i, term := range terms {
-			re := regexp.MustCompile(`(^|[^a-z0-9])` + regexp.QuoteMeta(term) + `([^a-z0-9]|$)`)
-			if re.MatchString(folded) {
-				want = append(want, fmt.Sprintf("k%d", i))
-			}
+		// A term is glued to a word byte only where its own end is one.
+		left, right := `(^|[^a-z0-9])`, `([^a-z0-9]|$)`
+		if !isWordByte(term[0]) {
+			left = ""
 		}
-		slices.Sort(want)
-		if got := found(set, text); !slices.Equal(got, want) {
-			t.Errorf("%q: found %v, regexp finds %v", text, got, want)
+		if !isWordByte(term[len(term)-1]) {
+			right = ""
+		}
+		a.res = append(a.res, regexp.MustCompile(left+regexp.QuoteMeta(term)+right))
+	}
+	a.set = mustCompile(t, Spec{Dictionaries: dicts})
+	return a
+}
+
+func (a *againstRegexp) check(t testing.TB, text string) {
+	var want []string
+	folded := strings.Join(strings.Fields(strings.ToLower(text)), " ")
+	for i, re := range a.res {
+		if re.MatchString(folded) {
+			want = append(want, fmt.Sprintf("k%d", i))
 		}
 	}
+	slices.Sort(want)
+	if got := found(a.set, text); !slices.Equal(got, want) {
+		t.Errorf("%q: found %v, regexp finds %v", text, got, want)
+	}
+}
+
+func TestAgainstRegexp(t *testing.T) {
+	a := newAgainstRegexp(t)
+	for _, text := range []string{"abcaab", "x  y abc", "c a b", "bcabca", "ab-c", "aBc", "xx y", "cab caab.", "B.A", "a-x", "zb", "zb.a"} {
+		a.check(t, text)
+	}
+}
+
+// FuzzAgainstRegexp is TestAgainstRegexp on any text of the terms'
+// letters, spaces and punctuation.
+func FuzzAgainstRegexp(f *testing.F) {
+	a := newAgainstRegexp(f)
+	f.Add([]byte("abcaab x  y"))
+	f.Add([]byte{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11})
+	const alphabet = "abcxyABC .-z\n\t"
+	f.Fuzz(func(t *testing.T, in []byte) {
+		text := make([]byte, len(in))
+		for i, c := range in {
+			text[i] = alphabet[int(c)%len(alphabet)]
+		}
+		a.check(t, string(text))
+	})
 }
 
 func TestCompileErrors(t *testing.T) {

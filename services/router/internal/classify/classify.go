@@ -76,12 +76,20 @@ type Request struct {
 	segsRead bool
 }
 
-// Text is the prompt's text segments (chattext.Segments of Body), read
-// once per decision however many classifiers ask. The segments are the
-// request's: read them, keep nothing.
+// Text is the prompt's text segments, read once per decision however
+// many classifiers ask: from the request the router parsed to read the
+// prompt, or from Body when it has none. The segments are the request's:
+// read them, keep nothing.
 func (r *Request) Text() ([]chattext.Segment, error) {
 	if !r.segsRead {
-		r.segs, r.segsErr = chattext.Segments(r.API, r.Body, r.segs[:0])
+		switch {
+		case r.Prompt.Chat != nil:
+			r.segs, r.segsErr = chattext.FromChat(r.Prompt.Chat, r.segs[:0]), nil
+		case r.Prompt.Completion != nil:
+			r.segs, r.segsErr = chattext.FromCompletion(r.Prompt.Completion, r.segs[:0])
+		default:
+			r.segs, r.segsErr = chattext.Segments(r.API, r.Body, r.segs[:0])
+		}
 		r.segsRead = true
 	}
 	return r.segs, r.segsErr

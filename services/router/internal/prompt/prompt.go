@@ -56,6 +56,12 @@ type Prompt struct {
 	Kind   Kind
 	Tokens []uint32
 	Text   string
+	// Chat or Completion is the body as parsed to read the prompt (the
+	// other nil), whatever the Kind, so that the classifiers read the
+	// request's text without parsing the body again; nil when the body
+	// could not be parsed.
+	Chat       *openaiapi.ChatCompletionRequest
+	Completion *openaiapi.CompletionRequest
 }
 
 // BytesPerToken is the rule of thumb behind Len for text prompts (English
@@ -168,17 +174,17 @@ func readChat(ctx context.Context, buf []uint32, body []byte, tok tokenizer.Toke
 		// such as a per-request template, is no matter here).
 		msgs, err := tokenizer.ChatMessages(req)
 		if err != nil {
-			return Prompt{}, fmt.Errorf("read chat messages: %w", err)
+			return Prompt{Chat: req}, fmt.Errorf("read chat messages: %w", err)
 		}
 		c := &tokenizer.Chat{Messages: msgs, Tools: req.Tools, Documents: req.Documents, Kwargs: req.ChatTemplateKwargs}
 		if n := chatBytes(c); lim.MaxPromptBytes > 0 && n > lim.MaxPromptBytes {
 			return Prompt{}, &LimitError{Limit: LimitPromptBytes, Max: lim.MaxPromptBytes, Got: n}
 		}
-		return Prompt{Kind: Text, Text: renderText(msgs)}, nil
+		return Prompt{Kind: Text, Text: renderText(msgs), Chat: req}, nil
 	}
 	c, err := tokenizer.ChatOf(req)
 	if err != nil {
-		return Prompt{}, fmt.Errorf("read chat messages: %w", err)
+		return Prompt{Chat: req}, fmt.Errorf("read chat messages: %w", err)
 	}
 	if n := chatBytes(c); lim.MaxPromptBytes > 0 && n > lim.MaxPromptBytes {
 		return Prompt{}, &LimitError{Limit: LimitPromptBytes, Max: lim.MaxPromptBytes, Got: n}
@@ -188,7 +194,7 @@ func readChat(ctx context.Context, buf []uint32, body []byte, tok tokenizer.Toke
 		return Prompt{}, &LimitError{Limit: LimitTemplateBytes, Max: lim.MaxTemplateBytes}
 	}
 	if err != nil {
-		return Prompt{}, fmt.Errorf("render chat: %w", err)
+		return Prompt{Chat: req}, fmt.Errorf("render chat: %w", err)
 	}
 	if buf != nil {
 		buf = buf[:0]
@@ -197,9 +203,9 @@ func readChat(ctx context.Context, buf []uint32, body []byte, tok tokenizer.Toke
 	}
 	ids, err := tok.AppendEncodeContext(ctx, buf, text)
 	if err != nil {
-		return Prompt{}, fmt.Errorf("tokenize chat: %w", err)
+		return Prompt{Chat: req}, fmt.Errorf("tokenize chat: %w", err)
 	}
-	return Prompt{Kind: Tokens, Tokens: ids}, nil
+	return Prompt{Kind: Tokens, Tokens: ids, Chat: req}, nil
 }
 
 // chatBytes is the prompt text a chat request carries (Limits.MaxPromptBytes).
@@ -248,17 +254,17 @@ func readCompletion(ctx context.Context, body []byte, tok tokenizer.Tokenizer, l
 	switch {
 	case len(req.Prompt.TokenIDs) > 0:
 		// Token ids are what the worker caches, tokenizer or not.
-		return Prompt{Kind: Tokens, Tokens: req.Prompt.TokenIDs[0]}, nil
+		return Prompt{Kind: Tokens, Tokens: req.Prompt.TokenIDs[0], Completion: req}, nil
 	case len(req.Prompt.Texts) == 0:
-		return Prompt{}, nil
+		return Prompt{Completion: req}, nil
 	case tok == nil:
-		return Prompt{Kind: Text, Text: req.Prompt.Texts[0]}, nil
+		return Prompt{Kind: Text, Text: req.Prompt.Texts[0], Completion: req}, nil
 	}
 	// The worker's own encoding (special tokens and all), of the first
 	// prompt only.
 	ids, err := tokenizer.CompletionPromptContext(ctx, tok, req.Prompt.Texts[0])
 	if err != nil {
-		return Prompt{}, fmt.Errorf("tokenize completions prompt: %w", err)
+		return Prompt{Completion: req}, fmt.Errorf("tokenize completions prompt: %w", err)
 	}
-	return Prompt{Kind: Tokens, Tokens: ids}, nil
+	return Prompt{Kind: Tokens, Tokens: ids, Completion: req}, nil
 }

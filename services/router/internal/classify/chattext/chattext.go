@@ -2,13 +2,13 @@
 // complexity) the text of a request's prompt: what the client wrote, as
 // the worker will read it, without the chat template's markup.
 //
-// The source is the body itself, parsed with internal/openaiapi (the fast
-// one-pass path the router's prompt reader uses; vLLM's key rule). The
-// router's prompt.Prompt is no substitute: with a tokenizer it holds token
-// ids, and without one only the messages' contents, not their tool calls,
-// reasoning or the request's documents. Parsing again costs one pass over
-// the body (about 25 µs for an 8k-token chat on the reference machine),
-// and the classifiers only pay it when a policy reads their tags.
+// The source is the body as internal/openaiapi parses it (the one-pass
+// path, vLLM's key rule): the request the router's prompt reader already
+// parsed (FromChat, FromCompletion), or the body parsed here (Segments)
+// when the reader could not. The prompt reader's own result is no
+// substitute: with a tokenizer it holds token ids, and without one only
+// the messages' contents, not their tool calls, reasoning or the
+// request's documents.
 //
 // Anthropic requests reach the router already translated to chat
 // completions by the gateway, so chat and completions are all there is.
@@ -65,44 +65,57 @@ func Segments(api routerv1.ApiKind, body []byte, dst []Segment) ([]Segment, erro
 		if apiErr != nil {
 			return dst, ErrUnreadable
 		}
-		for _, m := range req.Messages {
-			role := Other
-			if m.Role == openaiapi.RoleUser {
-				role = User
-			}
-			if t := m.Content.Text; t != nil {
-				dst = append(dst, Segment{role, *t})
-			}
-			for _, p := range m.Content.Parts {
-				if p.Text != nil {
-					dst = append(dst, Segment{role, *p.Text})
-				}
-				if p.Refusal != nil {
-					dst = append(dst, Segment{role, *p.Refusal})
-				}
-			}
-			if m.Reasoning != nil {
-				dst = append(dst, Segment{Other, *m.Reasoning})
-			} else if m.ReasoningContent != nil {
-				dst = append(dst, Segment{Other, *m.ReasoningContent})
-			}
-			dst = appendRaw(dst, m.ToolCalls)
-		}
-		dst = appendRaw(dst, req.Tools)
-		dst = appendRaw(dst, req.Documents)
-		return dst, nil
+		return FromChat(req, dst), nil
 	case routerv1.ApiKind_API_KIND_COMPLETIONS:
 		req, apiErr := openaiapi.ParseCompletionRequest(body)
-		if apiErr != nil || len(req.Prompt.Texts) == 0 {
+		if apiErr != nil {
 			return dst, ErrUnreadable
 		}
-		// Every prompt of a batch goes to the same target.
-		for _, t := range req.Prompt.Texts {
-			dst = append(dst, Segment{User, t})
-		}
-		return dst, nil
+		return FromCompletion(req, dst)
 	}
 	return dst, ErrUnreadable
+}
+
+// FromChat appends the prompt text of a parsed chat request to dst.
+func FromChat(req *openaiapi.ChatCompletionRequest, dst []Segment) []Segment {
+	for _, m := range req.Messages {
+		role := Other
+		if m.Role == openaiapi.RoleUser {
+			role = User
+		}
+		if t := m.Content.Text; t != nil {
+			dst = append(dst, Segment{role, *t})
+		}
+		for _, p := range m.Content.Parts {
+			if p.Text != nil {
+				dst = append(dst, Segment{role, *p.Text})
+			}
+			if p.Refusal != nil {
+				dst = append(dst, Segment{role, *p.Refusal})
+			}
+		}
+		if m.Reasoning != nil {
+			dst = append(dst, Segment{Other, *m.Reasoning})
+		} else if m.ReasoningContent != nil {
+			dst = append(dst, Segment{Other, *m.ReasoningContent})
+		}
+		dst = appendRaw(dst, m.ToolCalls)
+	}
+	dst = appendRaw(dst, req.Tools)
+	return appendRaw(dst, req.Documents)
+}
+
+// FromCompletion appends the prompt texts of a parsed completions request
+// to dst: ErrUnreadable when it has none (token ids).
+func FromCompletion(req *openaiapi.CompletionRequest, dst []Segment) ([]Segment, error) {
+	if len(req.Prompt.Texts) == 0 {
+		return dst, ErrUnreadable
+	}
+	// Every prompt of a batch goes to the same target.
+	for _, t := range req.Prompt.Texts {
+		dst = append(dst, Segment{User, t})
+	}
+	return dst, nil
 }
 
 func appendRaw(dst []Segment, raw []byte) []Segment {

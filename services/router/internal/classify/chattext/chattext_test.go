@@ -5,6 +5,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/switchyard-dev/switchyard/internal/openaiapi"
 	routerv1 "github.com/switchyard-dev/switchyard/proto/switchyard/router/v1"
 	"github.com/switchyard-dev/switchyard/services/router/internal/classify/chattext"
 )
@@ -46,5 +47,31 @@ func TestSegments(t *testing.T) {
 				t.Fatalf("segments %q, want %q", got, tc.want)
 			}
 		})
+	}
+}
+
+// TestFromParsedIsSegments: the text of a request the router parsed is
+// the text of its body parsed here.
+func TestFromParsedIsSegments(t *testing.T) {
+	chat := `{"model":"m","messages":[{"role":"system","content":"s"},{"role":"user","content":[{"type":"text","text":"p"}]},` +
+		`{"role":"assistant","reasoning_content":"r","tool_calls":[{"id":"1"}]}],"tools":[{"type":"function"}]}`
+	creq, apiErr := openaiapi.ParseChatCompletionRequest([]byte(chat))
+	if apiErr != nil {
+		t.Fatal(apiErr.Message)
+	}
+	want, err := chattext.Segments(routerv1.ApiKind_API_KIND_CHAT_COMPLETIONS, []byte(chat), nil)
+	if got := chattext.FromChat(creq, nil); err != nil || len(want) != 5 || !slices.Equal(got, want) {
+		t.Fatalf("FromChat %q, Segments %q (%v)", got, want, err)
+	}
+	for _, body := range []string{`{"model":"m","prompt":["a","b"]}`, `{"model":"m","prompt":[1,2]}`} {
+		req, apiErr := openaiapi.ParseCompletionRequest([]byte(body))
+		if apiErr != nil {
+			t.Fatal(apiErr.Message)
+		}
+		got, gotErr := chattext.FromCompletion(req, nil)
+		want, wantErr := chattext.Segments(routerv1.ApiKind_API_KIND_COMPLETIONS, []byte(body), nil)
+		if !slices.Equal(got, want) || !errors.Is(gotErr, wantErr) {
+			t.Fatalf("%s: FromCompletion %q %v, Segments %q %v", body, got, gotErr, want, wantErr)
+		}
 	}
 }

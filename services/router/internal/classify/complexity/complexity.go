@@ -47,9 +47,9 @@
 // Only the first and last 1 KB of the ask are searched for keywords, so
 // that part of the cost is bounded whatever the prompt's size, and all
 // the keywords in one pass over it (countKeywords), not one pass each;
-// the rest is one pass to estimate the length, eight bytes a step, and
-// the body's parse (package chattext), shared with the other classifiers
-// of the decision (BenchmarkClassify). The classifier runs only when
+// the rest is one pass to estimate the length, eight bytes a step
+// (BenchmarkClassify), over the text of the body the router already
+// parsed to read the prompt (package chattext). The classifier runs only when
 // some rule of the request's program reads complexity-low or
 // complexity-high; otherwise it returns at once. It cannot fail: a body
 // without readable text (token ids) gets no tag, and it never returns an
@@ -64,6 +64,7 @@ import (
 	"unicode/utf8"
 	"unsafe"
 
+	"github.com/switchyard-dev/switchyard/internal/bytescan"
 	"github.com/switchyard-dev/switchyard/services/router/internal/classify"
 	"github.com/switchyard-dev/switchyard/services/router/internal/classify/chattext"
 )
@@ -197,9 +198,9 @@ func estimateTokens(s string) int {
 	ascii, other := 0, 0
 	i := 0
 	for ; i+8 <= len(s); i += 8 {
-		x := load64(s, i)
-		ascii += 8 - bits.OnesCount64(x&msb)
-		other += bits.OnesCount64(x & (x << 1) & msb)
+		x := bytescan.Load64(s, i)
+		ascii += 8 - bits.OnesCount64(bytescan.HighBytes(x))
+		other += bits.OnesCount64(bytescan.HighBytes(x & (x << 1)))
 	}
 	for ; i < len(s); i++ {
 		switch c := s[i]; {
@@ -210,16 +211,6 @@ func estimateTokens(s string) int {
 		}
 	}
 	return ascii/4 + other
-}
-
-const msb = 0x8080808080808080 // each byte's top bit
-
-// load64 is s[i:i+8] as a little-endian word (the compiler makes it one
-// load).
-func load64(s string, i int) uint64 {
-	s = s[i : i+8]
-	return uint64(s[0]) | uint64(s[1])<<8 | uint64(s[2])<<16 | uint64(s[3])<<24 |
-		uint64(s[4])<<32 | uint64(s[5])<<40 | uint64(s[6])<<48 | uint64(s[7])<<56
 }
 
 const window = 1 << 10

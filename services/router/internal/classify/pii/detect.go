@@ -6,6 +6,8 @@ import (
 	"strings"
 	"sync"
 	"unsafe"
+
+	"github.com/switchyard-dev/switchyard/internal/bytescan"
 )
 
 // Kind is one kind of personal data, a bit of Kinds.
@@ -266,7 +268,7 @@ func nextCandidate(s string, i int) int {
 		return i // dense text (numbers, addresses): no word to load
 	}
 	for ; i+8 <= len(s); i += 8 {
-		if m := candidates(load64(s, i)); m != 0 {
+		if m := candidates(bytescan.Load64(s, i)); m != 0 {
 			return i + bits.TrailingZeros64(m)/8
 		}
 	}
@@ -289,14 +291,6 @@ func candidates(x uint64) uint64 {
 	at := x ^ lsb*'@'
 	isAt := ^((at&^msb + lsb*0x7f) | at) // zero bytes of at
 	return (inRange | isAt) &^ x & msb   // no byte of 0x80 or more
-}
-
-// load64 is s[i:i+8] as a little-endian word (the compiler makes it one
-// load).
-func load64(s string, i int) uint64 {
-	s = s[i : i+8]
-	return uint64(s[0]) | uint64(s[1])<<8 | uint64(s[2])<<16 | uint64(s[3])<<24 |
-		uint64(s[4])<<32 | uint64(s[5])<<40 | uint64(s[6])<<48 | uint64(s[7])<<56
 }
 
 // ipv6At checks the IPv6 candidate around the ':' at s[i]: the span of hex

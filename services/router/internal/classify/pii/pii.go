@@ -38,8 +38,8 @@
 // Cost: one pass over the text, linear in it, without allocation
 // (hand-written scanners: no regular expression, no backtracking; 1 MB
 // prompts of near-misses built against them take 1 to 30 ms of CPU on a
-// loaded 2-core machine, BenchmarkHostile), plus one parse of the body (package chattext),
-// shared with the other classifiers of the decision. Every value has a
+// loaded 2-core machine, BenchmarkHostile). The text comes from the body
+// the router already parsed to read the prompt (package chattext). Every value has a
 // digit, an '@' or a ':' in its first three bytes, so the pass searches
 // for those eight bytes at a time and runs the checks only around them:
 // prose passes at the speed of that search (32 KB in about 15 µs of CPU
