@@ -48,10 +48,11 @@
 // OwnCredentials: the gateway then reads no key and passes where the
 // credentials are in Target.Credentials (a directory of key files, or
 // nothing for the adapter's default chain); the adapter reads and caches
-// them itself. A Databricks provider with spec.databricks.oauth gets its
-// OAuth client secret in Target.ClientSecret instead of a key (read from
-// the Secret the settings name), which the adapter exchanges for access
-// tokens.
+// them itself. A Databricks provider with spec.databricks.oauth, and an
+// AzureOpenAI provider with spec.azure.entra, gets its OAuth client secret
+// in Target.ClientSecret instead of a key (read from the Secret the
+// settings name), which the adapter exchanges for access tokens with the
+// client-credentials grant (package clientcred, which both share).
 package upstream
 
 import (
@@ -84,7 +85,8 @@ type Target struct {
 	Settings Settings
 	// ClientSecret is the OAuth client secret of a provider that
 	// authenticates as an OAuth client (a Databricks provider with
-	// spec.databricks.oauth; APIKey is then empty), read by the gateway as
+	// spec.databricks.oauth, an AzureOpenAI provider with
+	// spec.azure.entra; APIKey is then empty), read by the gateway as
 	// it reads API keys. Adapters never log it or put it in an error.
 	ClientSecret string
 	// Credentials says where an OwnCredentials adapter finds its
@@ -105,6 +107,18 @@ type Settings struct {
 	// (spec.databricks.oauth.clientID); set, the adapter exchanges
 	// Target.ClientSecret for access tokens instead of sending APIKey.
 	DatabricksOAuthClientID string
+	// AzureEntra is an AzureOpenAI provider's Microsoft Entra ID
+	// application (spec.azure.entra); set (a client id), the adapter
+	// exchanges Target.ClientSecret for access tokens instead of sending
+	// APIKey.
+	AzureEntra AzureEntra
+}
+
+// AzureEntra is a Microsoft Entra ID application's tenant, client id and
+// authority host (https://login.microsoftonline.com, no trailing slash);
+// zero for a provider without one.
+type AzureEntra struct {
+	TenantID, ClientID, AuthorityHost string
 }
 
 // CredentialsRef says where an OwnCredentials adapter reads its

@@ -118,6 +118,11 @@ func (c *catalog) providerTarget(name string, t *upstream.Target, adapter upstre
 		t.ClientSecret, err = readKey(name, filepath.Join(c.secretsDir, o.SecretName, o.SecretKey))
 		return err
 	}
+	if e := p.Settings.AzureEntra; e != nil {
+		t.Settings.AzureEntra = upstream.AzureEntra{TenantID: e.TenantID, ClientID: e.ClientID, AuthorityHost: e.AuthorityHost}
+		t.ClientSecret, err = readKey(name, filepath.Join(c.secretsDir, e.SecretName, e.SecretKey))
+		return err
+	}
 	if _, own := adapter.(upstream.OwnCredentials); !own {
 		t.APIKey, err = c.apiKey(name)
 		return err

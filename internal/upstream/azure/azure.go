@@ -6,9 +6,28 @@
 //	POST {baseURL}/openai/deployments/{deployment}/chat/completions?api-version={apiVersion}
 //
 // (or /completions), where deployment is the body's model (the provider
-// model's servedName) and apiVersion is spec.azure.apiVersion, with the
-// provider's key in the api-key header (never Authorization). baseURL is
+// model's servedName) and apiVersion is spec.azure.apiVersion. baseURL is
 // the resource's endpoint, https://<resource>.openai.azure.com.
+//
+// Authentication is one of (the client's Authorization never leaves):
+//   - the resource's API key (the provider's credentials, read by the
+//     gateway as any key), in the api-key header;
+//   - a Microsoft Entra ID application (spec.azure.entra): its client id
+//     and secret (Target.ClientSecret, read by the gateway from the Secret
+//     the settings name) are exchanged at
+//     {authorityHost}/{tenantID}/oauth2/v2.0/token (the client-credentials
+//     grant, the id and secret as form fields, scope
+//     https://cognitiveservices.azure.com/.default, Azure AI services'
+//     audience) for an access token, cached until shortly before it
+//     expires by package clientcred (as Databricks' OAuth tokens are; one
+//     fetch however many requests wait for it) and sent as Authorization:
+//     Bearer. A 401 from the resource drops the cached token and the
+//     request is sent once more with a new one. Entra ID's refusal (a
+//     wrong or expired secret, an unknown client or tenant) is a 401
+//     authentication_error naming its error code and AADSTS numbers, never
+//     its description (which names the application); an unreachable
+//     token endpoint is a transport error, which the gateway may retry
+//     elsewhere.
 //
 // Answers are OpenAI's, with Azure's additions, which OpenAI clients
 // ignore (content_filter_results, prompt_filter_results), and
@@ -25,10 +44,10 @@
 //     verdict) kept; a body that is not JSON becomes a message naming the
 //     status. Headers (Retry-After, x-ratelimit-*, apim-request-id) pass on.
 //
-// Microsoft Entra ID (OAuth bearer tokens, managed identities) is not
-// supported: policyd refuses an AzureOpenAI provider without credentials,
-// and a credential that is a JWT is refused here before anything is sent.
-// The key is never logged, and a message quoting it has it cut out.
+// A static Entra ID token as the credential is refused before anything is
+// sent (it would expire within hours; spec.azure.entra gets new ones), and
+// managed identities are not supported. The key, secret and tokens are
+// never logged, and a message quoting one has it cut out.
 package azure
 
 import (
@@ -42,9 +61,11 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"time"
 
 	"github.com/switchyard-dev/switchyard/internal/openaiapi"
 	"github.com/switchyard-dev/switchyard/internal/upstream"
+	"github.com/switchyard-dev/switchyard/internal/upstream/clientcred"
 )
 
 const (
@@ -58,21 +79,48 @@ const (
 
 // ErrEntraToken is returned for a provider whose credential is a
 // Microsoft Entra ID token rather than an API key.
-var ErrEntraToken = errors.New("the credential is a Microsoft Entra ID token (a JWT); type AzureOpenAI authenticates with the resource's API key only (Entra ID is not supported)")
+var ErrEntraToken = errors.New("the credential is a Microsoft Entra ID token (a JWT), not the resource's API key: a token expires within hours; set spec.azure.entra for the gateway to get tokens as an Entra ID application")
+
+const (
+	// EntraScope is the scope Entra ID tokens are asked for: Azure AI
+	// services' (Cognitive Services') audience, which Azure OpenAI takes.
+	EntraScope = "https://cognitiveservices.azure.com/.default"
+	// DefaultAuthorityHost is Entra ID's global cloud, for settings that
+	// name none.
+	DefaultAuthorityHost = "https://login.microsoftonline.com"
+)
 
 // Adapter speaks Azure OpenAI over a shared transport.
-type Adapter struct{ rt http.RoundTripper }
+type Adapter struct {
+	rt     http.RoundTripper
+	now    func() time.Time  // the token cache's clock, replaced in tests
+	tokens *clientcred.Cache // Entra ID tokens, by tenant and client
+}
 
 var (
-	_ upstream.Adapter = Adapter{}
+	_ upstream.Adapter = (*Adapter)(nil)
 	_ upstream.Factory = New
 )
 
 // New is the adapter's upstream.Factory.
-func New(rt http.RoundTripper) upstream.Adapter { return Adapter{rt: rt} }
+func New(rt http.RoundTripper) upstream.Adapter {
+	a := &Adapter{rt: rt, now: time.Now}
+	a.tokens = clientcred.New(rt, func() time.Time { return a.now() })
+	return a
+}
 
-// RoundTrip sends one attempt to the deployment the body names.
-func (a Adapter) RoundTrip(ctx context.Context, t upstream.Target, r upstream.Request) (*http.Response, error) {
+// TokenURL is the Entra ID token endpoint of an application's settings.
+func TokenURL(e upstream.AzureEntra) string {
+	host := strings.TrimRight(e.AuthorityHost, "/")
+	if host == "" {
+		host = DefaultAuthorityHost
+	}
+	return host + "/" + url.PathEscape(e.TenantID) + "/oauth2/v2.0/token"
+}
+
+// RoundTrip sends one attempt to the deployment the body names, and with
+// Entra ID once more after a 401.
+func (a *Adapter) RoundTrip(ctx context.Context, t upstream.Target, r upstream.Request) (*http.Response, error) {
 	var op string
 	switch r.Path {
 	case "/v1/chat/completions":
@@ -86,7 +134,8 @@ func (a Adapter) RoundTrip(ctx context.Context, t upstream.Target, r upstream.Re
 	if t.Settings.AzureAPIVersion == "" {
 		return nil, fmt.Errorf("azure openai: provider %s has no api-version (spec.azure.apiVersion)", t.Provider)
 	}
-	if IsEntraToken(t.APIKey) {
+	entra := t.Settings.AzureEntra.ClientID != ""
+	if !entra && IsEntraToken(t.APIKey) {
 		return nil, fmt.Errorf("azure openai: provider %s: %w", t.Provider, ErrEntraToken)
 	}
 	var body struct {
@@ -101,6 +150,46 @@ func (a Adapter) RoundTrip(ctx context.Context, t upstream.Target, r upstream.Re
 	}
 	u := strings.TrimSuffix(t.BaseURL, "/") + "/openai/deployments/" + url.PathEscape(body.Model) + op +
 		"?api-version=" + url.QueryEscape(t.Settings.AzureAPIVersion)
+	var bearer string
+	secrets := []string{t.APIKey}
+	if entra {
+		var refused *http.Response
+		var err error
+		if bearer, refused, err = a.token(ctx, t, ""); err != nil || refused != nil {
+			return refused, err
+		}
+		secrets = []string{t.ClientSecret, bearer}
+	}
+	resp, err := a.send(ctx, u, t.APIKey, bearer, r)
+	if err != nil {
+		return nil, err
+	}
+	if entra && resp.StatusCode == http.StatusUnauthorized {
+		// The token may have been revoked, or the application's role
+		// changed: once more with a new one.
+		resp.Body.Close()
+		var refused *http.Response
+		if bearer, refused, err = a.token(ctx, t, bearer); err != nil || refused != nil {
+			return refused, err
+		}
+		secrets = append(secrets, bearer)
+		if resp, err = a.send(ctx, u, t.APIKey, bearer, r); err != nil {
+			return nil, err
+		}
+	}
+	if resp.StatusCode/100 != 2 {
+		return translateError(resp, secrets), nil
+	}
+	if body.Stream && strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+		resp.Body = newFilter(resp.Body)
+		resp.ContentLength = -1
+		resp.Header.Del("Content-Length")
+	}
+	return resp, nil
+}
+
+// send posts the body with the key (api-key) or a bearer token.
+func (a *Adapter) send(ctx context.Context, u, key, bearer string, r upstream.Request) (*http.Response, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, bytes.NewReader(r.Body))
 	if err != nil {
 		return nil, fmt.Errorf("build upstream request: %w", err)
@@ -110,22 +199,41 @@ func (a Adapter) RoundTrip(ctx context.Context, t upstream.Target, r upstream.Re
 	}
 	req.Header.Del("Authorization")
 	req.Header.Set("Content-Type", "application/json")
-	if t.APIKey != "" {
-		req.Header.Set("Api-Key", t.APIKey)
+	switch {
+	case bearer != "":
+		req.Header.Set("Authorization", "Bearer "+bearer)
+	case key != "":
+		req.Header.Set("Api-Key", key)
 	}
-	resp, err := a.rt.RoundTrip(req)
+	return a.rt.RoundTrip(req)
+}
+
+// token returns an Entra ID access token for the target's application
+// (see clientcred.Cache.Token for when it is a new one; stale is the one
+// a 401 refused). Entra ID's refusal is returned as the client's answer,
+// a failure to reach it as an error.
+func (a *Adapter) token(ctx context.Context, t upstream.Target, stale string) (string, *http.Response, error) {
+	e := t.Settings.AzureEntra
+	tok, err := a.tokens.Token(ctx, clientcred.Client{TokenURL: TokenURL(e), ID: e.ClientID, Secret: t.ClientSecret, Scope: EntraScope}, stale)
+	var refused *clientcred.Refused
+	if errors.As(err, &refused) {
+		// error_description is not passed on: it names the application;
+		// the AADSTS numbers say what is wrong (7000215 a wrong secret,
+		// 7000222 an expired one, 700016 an unknown application).
+		msg := fmt.Sprintf("Microsoft Entra ID refused the provider's client credentials (token endpoint: %d %s", refused.Status, refused.Code)
+		for i, c := range refused.Codes {
+			if i == 4 {
+				break
+			}
+			msg += fmt.Sprintf(", AADSTS%d", c)
+		}
+		return "", upstream.ErrorResponse(&openaiapi.APIError{Status: http.StatusUnauthorized, Type: openaiapi.ErrTypeAuthentication,
+			Code: "provider_credentials", Message: msg + ")"}), nil
+	}
 	if err != nil {
-		return nil, err
+		return "", nil, fmt.Errorf("azure openai: provider %s: Entra ID token: %w", t.Provider, err)
 	}
-	if resp.StatusCode/100 != 2 {
-		return translateError(resp, t.APIKey), nil
-	}
-	if body.Stream && strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
-		resp.Body = newFilter(resp.Body)
-		resp.ContentLength = -1
-		resp.Header.Del("Content-Length")
-	}
-	return resp, nil
+	return tok, nil, nil
 }
 
 // IsEntraToken says whether a credential looks like a Microsoft Entra ID
@@ -162,7 +270,7 @@ type openAIError struct {
 }
 
 // translateError turns Azure's error answer into OpenAI's shape.
-func translateError(resp *http.Response, key string) *http.Response {
+func translateError(resp *http.Response, secrets []string) *http.Response {
 	defer resp.Body.Close()
 	raw, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBytes))
 	var out openAIError
@@ -185,8 +293,10 @@ func translateError(resp *http.Response, key string) *http.Response {
 	if out.Error.Message == "" {
 		out.Error.Message = fmt.Sprintf("Azure OpenAI answered %d %s", resp.StatusCode, http.StatusText(resp.StatusCode))
 	}
-	if key != "" {
-		out.Error.Message = strings.ReplaceAll(out.Error.Message, key, "[redacted]")
+	for _, s := range secrets {
+		if s != "" {
+			out.Error.Message = strings.ReplaceAll(out.Error.Message, s, "[redacted]")
+		}
 	}
 	if len(out.Error.Message) > maxMessageLen {
 		out.Error.Message = out.Error.Message[:maxMessageLen]

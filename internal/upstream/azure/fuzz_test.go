@@ -40,7 +40,7 @@ func FuzzError(f *testing.F) {
 		if status < 400 || status > 599 {
 			return
 		}
-		resp := translateError(&http.Response{StatusCode: status, Header: http.Header{}, Body: io.NopCloser(bytes.NewReader(body))}, "k3y")
+		resp := translateError(&http.Response{StatusCode: status, Header: http.Header{}, Body: io.NopCloser(bytes.NewReader(body))}, []string{"k3y"})
 		b, _ := io.ReadAll(resp.Body)
 		var e struct {
 			Error struct{ Message, Type string }
