@@ -55,7 +55,7 @@ func bytesHashBatch(events, blocks, blockSize int) []byte {
 		}
 		return m.bin8(b[:])
 	}
-	m := mp{}.fixmap(3).k("ts").f64(1752154723.25).k("events")
+	m := mp{}.fixarr(3).f64(1752154723.25)
 	if events < 16 {
 		m = m.fixarr(events)
 	} else {
@@ -73,7 +73,7 @@ func bytesHashBatch(events, blocks, blockSize int) []byte {
 		m = m.k("token_ids").arr16(blocks*blockSize).each(blocks*blockSize, func(m mp, _ int) mp { return m.u32(uint32(rng.IntN(150000)) | 1<<16) })
 		m = m.k("block_size").posfix(blockSize).k("lora_id").nil_().k("medium").fixstr("GPU").k("lora_name").nil_()
 	}
-	return m.k("data_parallel_rank").posfix(0)
+	return m.posfix(0)
 }
 
 // BenchmarkDecode reports block events/s (one per block hash) and batch

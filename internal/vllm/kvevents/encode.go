@@ -13,6 +13,10 @@ import (
 // their default omitted (map form) or trailing ones omitted (array form),
 // and fields without a default always written, as nil when unset.
 //
+// The batch is an array, [ts, events, data_parallel_rank], in both forms:
+// vLLM's EventBatch is array_like whatever its events are (vLLM #42892
+// made only the events maps). The decoder still reads a map batch.
+//
 // *Unknown events are written as their bare tag so that what the decoder
 // produced can be re-encoded; their skipped fields are gone.
 func AppendEncode(dst []byte, b *Batch, enc Encoding) ([]byte, error) {
@@ -24,16 +28,8 @@ func AppendEncode(dst []byte, b *Batch, enc Encoding) ([]byte, error) {
 	if b.DataParallelRank != nil {
 		n = 3
 	}
-	if e.m {
-		dst = appendMapHeader(dst, n)
-		dst = appendStr(dst, "ts")
-	} else {
-		dst = appendArrayHeader(dst, n)
-	}
+	dst = appendArrayHeader(dst, n)
 	dst = appendFloat64(dst, b.TS)
-	if e.m {
-		dst = appendStr(dst, "events")
-	}
 	dst = appendArrayHeader(dst, len(b.Events))
 	for i, ev := range b.Events {
 		var err error
@@ -43,9 +39,6 @@ func AppendEncode(dst []byte, b *Batch, enc Encoding) ([]byte, error) {
 		}
 	}
 	if b.DataParallelRank != nil {
-		if e.m {
-			dst = appendStr(dst, "data_parallel_rank")
-		}
 		dst = appendInt(dst, *b.DataParallelRank)
 	}
 	return dst, nil

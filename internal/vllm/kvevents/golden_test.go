@@ -179,11 +179,11 @@ func goldens() []golden {
 			name: "map_stored_middle_default",
 			doc:  "map form drops every None default, wherever it is",
 			build: func() mp {
-				return mp{}.fixmap(3).k("ts").f64(goldenTS).k("events").fixarr(1).
+				return mp{}.fixarr(3).f64(goldenTS).fixarr(1).
 					fixmap(10).k("type").fixstr("BlockStored").k("block_hashes").fixarr(1).posfix(9).k("parent_block_hash").nil_().
 					k("token_ids").then(tokens4mp(nil)).k("block_size").posfix(4).k("lora_id").nil_().k("medium").fixstr("GPU").k("lora_name").nil_().
 					k("group_idx").posfix(0).k("kv_cache_spec_kind").fixstr("full_attention").
-					k("data_parallel_rank").posfix(0)
+					posfix(0)
 			},
 			want: Batch{TS: goldenTS, DataParallelRank: ptr[int64](0), Events: []Event{
 				&BlockStored{BlockHashes: []EngineHash{9}, TokenIDs: tokens4, BlockSize: 4, Medium: ptr("GPU"), GroupIdx: ptr[int64](0), KVCacheSpecKind: ptr("full_attention")},
@@ -207,10 +207,10 @@ func goldens() []golden {
 			name: "map_stored_defaults_omitted",
 			doc:  "current vLLM: map form, required None fields written, defaulted ones omitted; parent nil",
 			build: func() mp {
-				return mp{}.fixmap(3).k("ts").f64(goldenTS).k("events").fixarr(1).
+				return mp{}.fixarr(3).f64(goldenTS).fixarr(1).
 					fixmap(8).k("type").fixstr("BlockStored").k("block_hashes").fixarr(2).posfix(1).posfix(2).k("parent_block_hash").nil_().
 					k("token_ids").then(tokens8mp(nil)).k("block_size").posfix(4).k("lora_id").nil_().k("medium").fixstr("GPU").k("lora_name").nil_().
-					k("data_parallel_rank").posfix(0)
+					posfix(0)
 			},
 			want: Batch{TS: goldenTS, DataParallelRank: ptr[int64](0), Events: []Event{
 				&BlockStored{BlockHashes: []EngineHash{1, 2}, TokenIDs: tokens8, BlockSize: 4, Medium: ptr("GPU")},
@@ -221,12 +221,12 @@ func goldens() []golden {
 			name: "map_stored_all_fields",
 			doc:  "map form with every field set; dp rank 2",
 			build: func() mp {
-				return mp{}.fixmap(3).k("ts").f64(goldenTS).k("events").fixarr(1).
+				return mp{}.fixarr(3).f64(goldenTS).fixarr(1).
 					fixmap(12).k("type").fixstr("BlockStored").k("block_hashes").fixarr(2).posfix(10).posfix(11).k("parent_block_hash").posfix(9).
 					k("token_ids").then(tokens8mp(nil)).k("block_size").posfix(4).k("lora_id").posfix(3).k("medium").fixstr("GPU").k("lora_name").fixstr("adapter-a").
 					k("extra_keys").fixarr(2).fixarr(1).fixstr("salt").fixarr(2).fixstr("mm").bin8([]byte{1, 2, 3}).
 					k("group_idx").posfix(1).k("kv_cache_spec_kind").fixstr("sliding_window").k("kv_cache_spec_sliding_window").u16(1024).
-					k("data_parallel_rank").posfix(2)
+					posfix(2)
 			},
 			want: Batch{TS: goldenTS, DataParallelRank: ptr[int64](2), Events: []Event{
 				&BlockStored{
@@ -242,7 +242,7 @@ func goldens() []golden {
 			name: "map_hash_int64_negative",
 			doc:  "negative int64 hashes in every signed form",
 			build: func() mp {
-				return mp{}.fixmap(2).k("ts").f64(goldenTS).k("events").fixarr(1).
+				return mp{}.fixarr(2).f64(goldenTS).fixarr(1).
 					fixmap(8).k("type").fixstr("BlockStored").k("block_hashes").fixarr(5).negfix(-5).i8(-100).i16(-200).i64(-6917529027641081856).u32(100000).
 					k("parent_block_hash").negfix(-1).
 					k("token_ids").fixarr(0).k("block_size").posfix(0).k("lora_id").nil_().k("medium").fixstr("GPU").k("lora_name").nil_()
@@ -259,7 +259,7 @@ func goldens() []golden {
 			name: "map_hash_uint64_large",
 			doc:  "hashes above 2^63 as uint64",
 			build: func() mp {
-				return mp{}.fixmap(2).k("ts").f64(goldenTS).k("events").fixarr(1).
+				return mp{}.fixarr(2).f64(goldenTS).fixarr(1).
 					fixmap(8).k("type").fixstr("BlockStored").k("block_hashes").fixarr(2).u64(0xfedcba9876543210).u64(1 << 63).
 					k("parent_block_hash").u64(1<<63 + 1).
 					k("token_ids").then(tokens8mp(nil)).k("block_size").posfix(4).k("lora_id").nil_().k("medium").fixstr("GPU").k("lora_name").nil_()
@@ -273,7 +273,7 @@ func goldens() []golden {
 			name: "map_hash_bytes8",
 			doc:  "bytes hashes of 8 bytes: read big-endian as is",
 			build: func() mp {
-				return mp{}.fixmap(2).k("ts").f64(goldenTS).k("events").fixarr(2).
+				return mp{}.fixarr(2).f64(goldenTS).fixarr(2).
 					fixmap(8).k("type").fixstr("BlockStored").k("block_hashes").fixarr(2).bin8(be8(0x0102030405060708)).bin8(be8(0xfffefdfcfbfaf9f8)).
 					k("parent_block_hash").bin8(be8(77)).
 					k("token_ids").then(tokens8mp(nil)).k("block_size").posfix(4).k("lora_id").nil_().k("medium").fixstr("GPU").k("lora_name").nil_().
@@ -289,7 +289,7 @@ func goldens() []golden {
 			name: "map_hash_bytes32",
 			doc:  "sha256 bytes hashes (vLLM's default), a short bytes hash and a str hash, folded by EngineHashFromBytes",
 			build: func() mp {
-				return mp{}.fixmap(2).k("ts").f64(goldenTS).k("events").fixarr(1).
+				return mp{}.fixarr(2).f64(goldenTS).fixarr(1).
 					fixmap(8).k("type").fixstr("BlockStored").k("block_hashes").fixarr(3).bin8(hb32).bin8([]byte{1, 2}).fixstr("abc").
 					k("parent_block_hash").bin8(hashBytes(9, 32)).
 					k("token_ids").fixarr(0).k("block_size").posfix(0).k("lora_id").nil_().k("medium").fixstr("GPU").k("lora_name").nil_()
@@ -305,10 +305,10 @@ func goldens() []golden {
 			name: "map_parent_zero",
 			doc:  "parent_block_hash 0, which some releases sent for a root chain",
 			build: func() mp {
-				return mp{}.fixmap(3).k("ts").f64(goldenTS).k("events").fixarr(1).
+				return mp{}.fixarr(3).f64(goldenTS).fixarr(1).
 					fixmap(8).k("type").fixstr("BlockStored").k("block_hashes").fixarr(1).posfix(5).k("parent_block_hash").posfix(0).
 					k("token_ids").then(tokens4mp(nil)).k("block_size").posfix(4).k("lora_id").nil_().k("medium").fixstr("GPU").k("lora_name").nil_().
-					k("data_parallel_rank").posfix(0)
+					posfix(0)
 			},
 			want: Batch{TS: goldenTS, DataParallelRank: ptr[int64](0), Events: []Event{
 				&BlockStored{BlockHashes: []EngineHash{5}, ParentBlockHash: ptr[EngineHash](0), TokenIDs: tokens4, BlockSize: 4, Medium: ptr("GPU")},
@@ -319,7 +319,7 @@ func goldens() []golden {
 			name: "map_block_removed",
 			doc:  "BlockRemoved with and without group_idx; dp rank absent",
 			build: func() mp {
-				return mp{}.fixmap(2).k("ts").f64(goldenTS).k("events").fixarr(2).
+				return mp{}.fixarr(2).f64(goldenTS).fixarr(2).
 					fixmap(3).k("type").fixstr("BlockRemoved").k("block_hashes").fixarr(2).posfix(1).posfix(2).k("medium").fixstr("GPU").
 					fixmap(4).k("type").fixstr("BlockRemoved").k("block_hashes").fixarr(1).u16(300).k("medium").fixstr("CPU").k("group_idx").posfix(1)
 			},
@@ -348,9 +348,9 @@ func goldens() []golden {
 			name: "map_all_blocks_cleared",
 			doc:  "AllBlocksCleared, map form, dp rank present",
 			build: func() mp {
-				return mp{}.fixmap(3).k("ts").f64(goldenTS).k("events").fixarr(1).
+				return mp{}.fixarr(3).f64(goldenTS).fixarr(1).
 					fixmap(1).k("type").fixstr("AllBlocksCleared").
-					k("data_parallel_rank").posfix(0)
+					posfix(0)
 			},
 			want:      Batch{TS: goldenTS, DataParallelRank: ptr[int64](0), Events: []Event{&AllBlocksCleared{}}},
 			encodable: true, enc: EncodingMap,
@@ -368,13 +368,13 @@ func goldens() []golden {
 			name: "map_large_forms",
 			doc:  "array16 event list, array16 token list, str8 lora_name, uint32 block size",
 			build: func() mp {
-				m := mp{}.fixmap(3).k("ts").f64(goldenTS).k("events").arr16(16)
+				m := mp{}.fixarr(3).f64(goldenTS).arr16(16)
 				m = m.each(16, func(m mp, i int) mp {
 					return m.fixmap(8).k("type").fixstr("BlockStored").k("block_hashes").fixarr(1).posfix(i).k("parent_block_hash").nil_().
 						k("token_ids").arr16(16).each(16, func(m mp, j int) mp { return m.u16(uint16(1000 + j)) }).
 						k("block_size").posfix(16).k("lora_id").nil_().k("medium").fixstr("GPU").k("lora_name").str8(long)
 				})
-				return m.k("data_parallel_rank").u32(70000)
+				return m.u32(70000)
 			},
 			want: func() Batch {
 				b := Batch{TS: goldenTS, DataParallelRank: ptr[int64](70000)}
@@ -391,7 +391,7 @@ func goldens() []golden {
 		},
 		{
 			name: "map_unknown_keys_tag_last",
-			doc:  "unknown keys at batch and event level are skipped; the tag need not come first; events before ts",
+			doc:  "a map batch (no vLLM sends one; read anyway): unknown keys at batch and event level are skipped; the tag need not come first; events before ts",
 			build: func() mp {
 				return mp{}.fixmap(4).k("events").fixarr(1).
 					fixmap(9).k("block_hashes").fixarr(1).posfix(3).k("future_field").fixmap(1).k("a").fixarr(2).nil_().f64(1.5).
@@ -405,7 +405,7 @@ func goldens() []golden {
 		},
 		{
 			name: "array_batch_map_events",
-			doc:  "a fork's mix: array_like batch whose events are tagged maps",
+			doc:  "vLLM's shape since #42892 at its smallest: array_like batch whose events are tagged maps",
 			build: func() mp {
 				return mp{}.fixarr(3).f64(goldenTS).fixarr(1).
 					fixmap(8).k("type").fixstr("BlockStored").k("block_hashes").fixarr(1).posfix(1).k("parent_block_hash").nil_().
@@ -417,10 +417,54 @@ func goldens() []golden {
 			}},
 		},
 		{
+			// What vLLM (kv_events.py after #42892; e.g. 0.26) publishes for a
+			// full-attention group: KVEventBatch keeps array_like, so the batch
+			// is [ts, events, data_parallel_rank]; each event is a tagged map
+			// (msgspec tag=True: "type" first), fields in declaration order,
+			// and omit_defaults drops only the defaulted fields still None
+			// (kv_cache_spec_sliding_window here). extra_keys holds one entry
+			// per block: a tuple for a block with keys (the cache salt on the
+			// first), None for one without.
+			name: "map_vllm_group_spec",
+			doc:  "vLLM's current wire: array batch, map events with extra_keys, group_idx and kv_cache_spec_kind",
+			build: func() mp {
+				return mp{}.fixarr(3).f64(goldenTS).fixarr(2).
+					fixmap(11).k("type").fixstr("BlockStored").k("block_hashes").fixarr(2).u64(15760518052499183552).u64(2911784457389965703).
+					k("parent_block_hash").nil_().k("token_ids").then(tokens8mp(nil)).k("block_size").posfix(4).
+					k("lora_id").nil_().k("medium").fixstr("GPU").k("lora_name").nil_().
+					k("extra_keys").fixarr(2).fixarr(1).fixstr("tenant-a").nil_().
+					k("group_idx").posfix(0).k("kv_cache_spec_kind").fixstr("full_attention").
+					fixmap(4).k("type").fixstr("BlockRemoved").k("block_hashes").fixarr(1).u64(2911784457389965703).
+					k("medium").fixstr("GPU").k("group_idx").posfix(0).
+					posfix(0)
+			},
+			want: Batch{TS: goldenTS, DataParallelRank: ptr[int64](0), Events: []Event{
+				&BlockStored{
+					BlockHashes: []EngineHash{15760518052499183552, 2911784457389965703}, TokenIDs: tokens8, BlockSize: 4, Medium: ptr("GPU"),
+					ExtraKeys: []any{[]any{"tenant-a"}, nil}, GroupIdx: ptr[int64](0), KVCacheSpecKind: ptr("full_attention"),
+				},
+				&BlockRemoved{BlockHashes: []EngineHash{2911784457389965703}, Medium: ptr("GPU"), GroupIdx: ptr[int64](0)},
+			}},
+			encodable: true, enc: EncodingMap,
+		},
+		{
+			name: "map_batch_lenient",
+			doc:  "the batch as a map, as Switchyard's simulator once wrote it (no vLLM does): read all the same",
+			build: func() mp {
+				return mp{}.fixmap(3).k("ts").f64(goldenTS).k("events").fixarr(1).
+					fixmap(8).k("type").fixstr("BlockStored").k("block_hashes").fixarr(1).posfix(1).k("parent_block_hash").nil_().
+					k("token_ids").then(tokens4mp(nil)).k("block_size").posfix(4).k("lora_id").nil_().k("medium").fixstr("GPU").k("lora_name").nil_().
+					k("data_parallel_rank").posfix(0)
+			},
+			want: Batch{TS: goldenTS, DataParallelRank: ptr[int64](0), Events: []Event{
+				&BlockStored{BlockHashes: []EngineHash{1}, TokenIDs: tokens4, BlockSize: 4, Medium: ptr("GPU")},
+			}},
+		},
+		{
 			name: "map_unknown_tag",
 			doc:  "an event type this package does not know decodes as *Unknown",
 			build: func() mp {
-				return mp{}.fixmap(2).k("ts").f64(goldenTS).k("events").fixarr(2).
+				return mp{}.fixarr(2).f64(goldenTS).fixarr(2).
 					fixmap(2).k("type").fixstr("BlockPinned").k("block_hashes").fixarr(1).posfix(1).
 					fixmap(1).k("type").fixstr("AllBlocksCleared")
 			},

@@ -2,15 +2,19 @@
 // engine publishes over ZMQ when prefix-cache blocks are stored or evicted.
 //
 // A ZMQ message has three frames: topic, an 8-byte big-endian sequence
-// number, and a msgpack payload. The payload is an EventBatch. vLLM has
-// shipped two encodings of it:
+// number, and a msgpack payload. The payload is an EventBatch, always an
+// array_like msgspec struct: [ts, [events...], data_parallel_rank], the
+// rank omitted when None. vLLM has shipped two encodings of the events:
 //
-//   - Array: msgspec array_like structs. Batch = [ts, [events...], dp_rank];
-//     an event is [tag, field1, field2, ...] with trailing defaulted fields
-//     omitted, tag being the class name ("BlockStored", ...).
-//   - Map: msgspec structs encoded as maps. Batch = {"ts":..., "events":[...],
-//     "data_parallel_rank":...}; an event is {"type": tag, field: value, ...}
-//     with fields equal to their default omitted.
+//   - Array (before vLLM #42892): an event is [tag, field1, field2, ...]
+//     with trailing defaulted fields omitted, tag being the class name
+//     ("BlockStored", ...).
+//   - Map (vLLM #42892 on, which removed array_like from the event structs
+//     only): an event is {"type": tag, field: value, ...} with fields equal
+//     to their default omitted.
+//
+// The decoder also reads a batch encoded as a map ({"ts":..., "events":
+// [...], "data_parallel_rank":...}), which the encoder never writes.
 //
 // Block hashes have been sent as int64, uint64 and bytes across vLLM
 // versions; EngineHash folds all of them into one 64-bit key.
@@ -35,9 +39,10 @@ type EngineHash uint64
 type Encoding int
 
 const (
-	// EncodingArray is the older array_like encoding.
+	// EncodingArray is the older encoding: array_like events.
 	EncodingArray Encoding = iota
-	// EncodingMap is the newer map encoding with a "type" tag.
+	// EncodingMap is the newer encoding: events as maps with a "type"
+	// tag, in the array batch.
 	EncodingMap
 )
 

@@ -109,8 +109,13 @@ func TestInteropLibzmqSubscriber(t *testing.T) {
 			t.Errorf("seq %v after %v", seq, lastSeq)
 		}
 		lastSeq = seq
-		p := m["payload"].(map[string]any)
-		evs := p["events"].([]any)
+		// vLLM's batch is an array, [ts, events, data_parallel_rank], its
+		// events maps in the map encoding.
+		p := m["payload"].([]any)
+		if len(p) != 3 || p[2].(float64) != 0 {
+			t.Errorf("batch as libzmq+msgpack sees it: %v", p)
+		}
+		evs := p[1].([]any)
 		ev := evs[0].(map[string]any)
 		if ev["type"] != "BlockStored" || ev["medium"] != "GPU" || ev["block_size"].(float64) != 4 {
 			t.Errorf("event as libzmq+msgpack sees it: %v", ev)

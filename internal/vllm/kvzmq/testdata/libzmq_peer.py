@@ -10,9 +10,9 @@ this is the transport a real worker uses.
       {"replay_seq", "payload_len"} per answer and {"replay_end": true}.
 
   libzmq_peer.py pub ENDPOINT TOPIC N
-      bind a PUB socket and publish N vLLM-shaped batches (map encoding,
-      seq 0..N-1), re-sending until stdin closes, as a worker would keep
-      publishing.
+      bind a PUB socket and publish N vLLM-shaped batches (an array batch
+      of map events, seq 0..N-1), re-sending until stdin closes, as a worker
+      would keep publishing.
 """
 import json
 import sys
@@ -54,9 +54,11 @@ def sub(endpoint, replay_endpoint, topic, n):
 
 
 def batch(i):
-    return {
-        "ts": 1700000000.0 + i,
-        "events": [{
+    # vLLM's KVEventBatch is array_like: [ts, events, data_parallel_rank];
+    # since vLLM #42892 each event is a map tagged by "type".
+    return [
+        1700000000.0 + i,
+        [{
             "type": "BlockStored",
             "block_hashes": [1000 + i],
             "parent_block_hash": None,
@@ -65,9 +67,12 @@ def batch(i):
             "lora_id": None,
             "medium": "GPU",
             "lora_name": None,
+            "extra_keys": [None],
+            "group_idx": 0,
+            "kv_cache_spec_kind": "full_attention",
         }],
-        "data_parallel_rank": 0,
-    }
+        0,
+    ]
 
 
 def pub(endpoint, topic, n):
