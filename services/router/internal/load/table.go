@@ -29,7 +29,16 @@
 // started: its own predicted first-token time has passed, or a scrape
 // shows fewer waiting requests than the table has pending entries older
 // than the scrape (the oldest are then taken as started, first come first
-// served). Waiting requests the table knows nothing about (routed before
+// served). Started is not done: until its predicted first token, an
+// entry's prefill still delays every request after it, by what is left of
+// it at the worker's prefill rate (all of it until its predicted start,
+// none at its predicted first token, which a scrape showing it started
+// moves to at most one prefill after that scrape). Without that, a worker
+// whose scrape shows it just started an 8k-token prefill looks idle, and
+// the next request is sent to wait the whole prefill behind it: a fleet
+// at half its prefill capacity routed like least-queue, a prefill behind
+// the best simple strategy's TTFT on prompts that share nothing. Waiting
+// requests the table knows nothing about (routed before
 // this replica started, or by someone else) are costed at the worker's
 // typical uncached size. The predictor (package predict) turns queue and
 // tokens into seconds and learns from each completion's TTFT.
@@ -477,7 +486,10 @@ type entry struct {
 	model   string    // requested model: keys the fleet predictor
 	old     bool      // decided before the last scrape was sent
 	pending bool      // prefill believed not started
-	tokens  int64     // uncached prompt tokens, as predicted
+	// prefilling: a scrape showed it started, and its first token is not
+	// due yet: the rest of its prefill still delays the requests after it.
+	prefilling bool
+	tokens     int64 // uncached prompt tokens, as predicted
 	claim   int64     // KV cache claimed at its peak: tokens plus its output limit
 	doneAt  time.Time // predicted first token
 	feat    predict.Features
@@ -669,19 +681,27 @@ func (t *Table) Observe(id string, started time.Time, res scrape.Result) {
 		}
 	}
 	// The worker has fewer waiting requests than we have pending ones it
-	// already knew of: the oldest of those have started.
+	// already knew of: the oldest of those have started. They are
+	// prefilling (vLLM counts a request being prefilled as running) until
+	// their first token, started by the time the scrape was sent at the
+	// latest.
 	if excess := ep.pendingOld - res.Waiting; excess > 0 {
+		var rate float64
 		for _, e := range ep.queue {
 			if excess == 0 {
 				break
 			}
 			if e.pending && e.old {
-				ep.unpend(e)
+				if rate == 0 {
+					m := t.predictor(ep, e.model, now)
+					rate = m.PrefillRate()
+				}
+				ep.start(e, started.Add(time.Duration(float64(e.tokens)/rate*float64(time.Second))), now)
 				excess--
 			}
 		}
 	}
-	ep.queue = slices.DeleteFunc(ep.queue, func(e *entry) bool { return !e.pending })
+	ep.queue = slices.DeleteFunc(ep.queue, func(e *entry) bool { return !e.pending && !e.prefilling })
 	if res.Models != nil && !ep.modelsConfigured && !slices.Equal(res.Models, ep.models) {
 		ep.models = slices.Clone(res.Models)
 		t.rebuildModelsLocked()
@@ -771,7 +791,7 @@ func (ep *endpoint) displaced(uncached int64) float64 {
 func (ep *endpoint) estimate(now time.Time, uncached int64, m *predict.Model) Estimate {
 	ep.settle(now)
 	l := ep.load()
-	ahead := float64(ep.pendingTokens) + float64(l.Untracked)*m.AvgUncached()
+	ahead := ep.prefillAhead(now, m.PrefillRate()) + float64(l.Untracked)*m.AvgUncached()
 	f := predict.Features{Queued: float64(l.Ahead()), Tokens: ahead + float64(uncached)}
 	wait, prefill := m.Split(f, float64(uncached))
 	return Estimate{
@@ -785,14 +805,34 @@ func (ep *endpoint) estimate(now time.Time, uncached int64, m *predict.Model) Es
 	}
 }
 
-// settle ends the pending state of entries whose predicted first token has
-// passed. The queue is in predicted first-token order, so only its front
-// needs looking at.
+// prefillAhead is the prefill work, in tokens, the entries of the queue
+// have left at now: all of a request's uncached tokens until its
+// predicted start, then less at rate until its predicted first token.
+// Counting a started request's tokens in full would predict a worker
+// busy prefilling an 8k prompt as slow at its last second as at its
+// first; dropping them once a scrape shows it started would predict it
+// idle: the next request would be sent to wait behind it.
+func (ep *endpoint) prefillAhead(now time.Time, rate float64) float64 {
+	ahead := 0.0
+	for _, e := range ep.queue {
+		if !e.pending && !e.prefilling {
+			continue
+		}
+		left := rate * e.doneAt.Sub(now).Seconds()
+		ahead += max(0, min(float64(e.tokens), left))
+	}
+	return ahead
+}
+
+// settle ends the pending (or prefilling) state of entries whose predicted
+// first token has passed. The queue is in predicted first-token order but
+// for started entries (see start), whose lingering costs nothing:
+// prefillAhead counts them at 0 once due.
 func (ep *endpoint) settle(now time.Time) {
 	i := 0
 	for ; i < len(ep.queue); i++ {
 		e := ep.queue[i]
-		if e.pending && e.doneAt.After(now) {
+		if (e.pending || e.prefilling) && e.doneAt.After(now) {
 			break
 		}
 		ep.unpend(e)
@@ -802,7 +842,18 @@ func (ep *endpoint) settle(now time.Time) {
 	}
 }
 
+// start takes e as started: no longer waiting, prefilling until its first
+// token, due by firstBy at the latest.
+func (ep *endpoint) start(e *entry, firstBy, now time.Time) {
+	ep.unpend(e)
+	if firstBy.Before(e.doneAt) {
+		e.doneAt = firstBy
+	}
+	e.prefilling = e.doneAt.After(now)
+}
+
 func (ep *endpoint) unpend(e *entry) {
+	e.prefilling = false
 	if !e.pending {
 		return
 	}
