@@ -696,7 +696,7 @@ func (t *Table) Observe(id string, started time.Time, res scrape.Result) {
 					m := t.predictor(ep, e.model, now)
 					rate = m.PrefillRate()
 				}
-				ep.start(e, started.Add(time.Duration(float64(e.tokens)/rate*float64(time.Second))), now)
+				ep.start(e, started.Add(time.Duration(float64(e.tokens)/rate*float64(time.Second))))
 				excess--
 			}
 		}
@@ -843,13 +843,13 @@ func (ep *endpoint) settle(now time.Time) {
 }
 
 // start takes e as started: no longer waiting, prefilling until its first
-// token, due by firstBy at the latest.
-func (ep *endpoint) start(e *entry, firstBy, now time.Time) {
+// token, due by firstBy at the latest (settle ends that).
+func (ep *endpoint) start(e *entry, firstBy time.Time) {
 	ep.unpend(e)
 	if firstBy.Before(e.doneAt) {
 		e.doneAt = firstBy
 	}
-	e.prefilling = e.doneAt.After(now)
+	e.prefilling = true
 }
 
 func (ep *endpoint) unpend(e *entry) {

@@ -816,3 +816,49 @@ func TestKVClaims(t *testing.T) {
 		t.Errorf("after expiry: claimed %d, fresh %d, want 0", l.Claimed, l.FreshClaimed)
 	}
 }
+
+// TestStartedPrefillStillDelays: a scrape showing a routed request started
+// (vLLM counts it running) does not make its worker look idle: until its
+// predicted first token the rest of its prefill is ahead of the next
+// request, which goes to a worker with nothing to prefill even if that
+// one runs more requests.
+func TestStartedPrefillStillDelays(t *testing.T) {
+	tb := fleet(2)
+	at := t0.Add(time.Second)
+	if r := routeReq(tb, Request{Model: "m", ID: "a", Exclude: []string{"e1"}, PromptTokens: 8192}, at); r.id() != "e0" {
+		t.Fatal("exclusion ignored")
+	}
+	// e0 prefills a; e1 decodes three requests routed by someone else.
+	scraped := at.Add(100 * time.Millisecond)
+	tb.Observe("e0", scraped, ok(0, 1))
+	tb.Observe("e1", scraped, ok(0, 3))
+	if l := tb.Endpoints("")[0].Load; l.Pending != 0 {
+		t.Fatalf("a still pending after the scrape showed it started: %+v", l)
+	}
+	// One second into a's prefill (about three at the prior's rate), most
+	// of it is left.
+	next := at.Add(time.Second)
+	dry := decide(tb, Request{Model: "m", PromptTokens: 8192}, next, false)
+	var ahead float64
+	for _, row := range dry.rows {
+		if row.EndpointID == "e0" {
+			ahead = row.Estimate.TokensAhead
+		}
+	}
+	rate := predict.DefaultPrior().PrefillRate
+	if want := 8192 - rate*0.9; ahead < want-rate*0.2 || ahead > 8192 {
+		t.Fatalf("tokens ahead on e0 a second in: %.0f, want about %.0f", ahead, want)
+	}
+	if r := routeReq(tb, Request{Model: "m", ID: "b", PromptTokens: 8192}, next); r.id() != "e1" {
+		t.Fatalf("b routed to %s, to wait behind a's prefill: %s", r.id(), r.reason())
+	}
+	// Once a's first token is due (by a prefill after the scrape at the
+	// latest), nothing of it is ahead.
+	late := scraped.Add(time.Duration(8192/rate*float64(time.Second)) + time.Millisecond)
+	dry = decide(tb, Request{Model: "m", PromptTokens: 100}, late, false)
+	for _, row := range dry.rows {
+		if row.EndpointID == "e0" && row.Estimate.TokensAhead != 0 {
+			t.Fatalf("tokens ahead on e0 after a's first token: %v", row.Estimate.TokensAhead)
+		}
+	}
+}
