@@ -5,8 +5,12 @@
 //     big-endian sequence number (0, 1, 2, ...), and the msgpack payload;
 //   - an optional ROUTER socket replays the last buffer_steps batches: a
 //     request [identity, "", start seq] is answered with one
-//     [identity, "", seq, payload] per buffered batch with seq >= start,
-//     then [identity, "", -1 as 8 signed bytes, ""].
+//     [identity, "", topic, seq, payload] per buffered batch with
+//     seq >= start, then [identity, "", "", -1 as 8 signed bytes, ""]
+//     (vLLM #45177, mid-2026, added the topic frame, so a replayed batch
+//     is framed as a live one; llm-d-inference-sim answers the same).
+//     Before it, replies were [identity, "", seq, payload] and the end
+//     [identity, "", -1, ""]: ReplayLegacy. Replay reads both.
 //
 // Publisher is the engine side (the simulator); Subscriber and Replay are
 // the consumer side (kvtracker).
@@ -26,6 +30,17 @@ import (
 const (
 	PublisherNull = "null"
 	PublisherZMQ  = "zmq"
+)
+
+// Replay reply formats (Config.ReplayFormat): the frames the replay socket
+// answers with.
+const (
+	// ReplayTopic is vLLM's reply since #45177: [identity, "", topic, seq,
+	// payload] per batch, then [identity, "", "", END_SEQ, ""].
+	ReplayTopic = "topic"
+	// ReplayLegacy is the reply of vLLM before #45177: [identity, "", seq,
+	// payload] per batch, then [identity, "", END_SEQ, ""].
+	ReplayLegacy = "legacy"
 )
 
 // Config is vLLM's KVEventsConfig, the JSON given to
@@ -61,6 +76,10 @@ type Config struct {
 	// --host. Whether the PUB socket binds at all is still vLLM's rule,
 	// decided on the endpoint as given.
 	BindHost string `json:"-"`
+	// ReplayFormat is not part of vLLM's JSON: which vLLM's replay replies
+	// the publisher imitates, ReplayTopic (also when empty) or
+	// ReplayLegacy. The simulator sets it from --kv-replay-format.
+	ReplayFormat string `json:"-"`
 }
 
 // DefaultConfig is vLLM's KVEventsConfig() with nothing set.
@@ -151,6 +170,11 @@ func (c Config) Validate() error {
 		// Python's Queue(maxsize=0) is unbounded; a publisher the engine
 		// calls every step must not grow without bound, so refuse it.
 		return fmt.Errorf("kv events config: max_queue_size %d: want >= 1", c.MaxQueueSize)
+	}
+	switch c.ReplayFormat {
+	case "", ReplayTopic, ReplayLegacy:
+	default:
+		return fmt.Errorf("kv events config: replay format %q: want %q (vLLM since #45177) or %q (older vLLM)", c.ReplayFormat, ReplayTopic, ReplayLegacy)
 	}
 	if c.DataParallelRank < 0 {
 		return fmt.Errorf("kv events config: data parallel rank %d: want >= 0", c.DataParallelRank)

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"testing"
@@ -40,15 +41,23 @@ func requireLibzmqPeer(t *testing.T) string {
 
 // TestInteropLibzmqSubscriber: a libzmq SUB (what vLLM-side tooling and
 // other consumers use) receives our publisher's frames, decodes the msgpack
-// payload with a generic decoder, and replays through our ROUTER.
+// payload with a generic decoder, and replays through our ROUTER, in both
+// reply formats.
 func TestInteropLibzmqSubscriber(t *testing.T) {
 	py := requireLibzmqPeer(t)
+	for _, format := range []string{ReplayTopic, ReplayLegacy} {
+		t.Run(format, func(t *testing.T) { testInteropLibzmqSubscriber(t, py, format) })
+	}
+}
+
+func testInteropLibzmqSubscriber(t *testing.T, py, format string) {
 	cfg := DefaultConfig()
 	cfg.EnableKVCacheEvents = true
 	cfg.Publisher = "zmq"
 	cfg.Endpoint = "tcp://127.0.0.1:*"
 	cfg.ReplayEndpoint = "tcp://127.0.0.1:*"
 	cfg.Topic = "kv@w0"
+	cfg.ReplayFormat = format
 	pub, err := NewPublisher(cfg, kvevents.EncodingMap, zerolog.Nop())
 	if err != nil {
 		t.Fatal(err)
@@ -131,6 +140,10 @@ func TestInteropLibzmqSubscriber(t *testing.T) {
 		if m["replay_end"] == true {
 			break
 		}
+		topic, hasTopic := m["replay_topic"]
+		if want := format == ReplayTopic; hasTopic != want || (want && topic != cfg.Topic) {
+			t.Errorf("%s reply as libzmq sees it: %v, want the topic frame %v", format, m, want)
+		}
 		replayed++
 	}
 	if replayed < n {
@@ -187,5 +200,63 @@ func TestInteropLibzmqPublisher(t *testing.T) {
 			t.Fatalf("seq %d decoded as %+v", msg.Seq, b.Events[0])
 		}
 		seen[msg.Seq] = true
+	}
+}
+
+// TestInteropLibzmqReplay: our DEALER replays from a libzmq ROUTER that
+// answers as vLLM's ZmqEventPublisher does, with the topic frame (vLLM
+// #45177 on, and llm-d-inference-sim) and without it (older vLLM).
+func TestInteropLibzmqReplay(t *testing.T) {
+	py := requireLibzmqPeer(t)
+	for _, format := range []string{ReplayTopic, ReplayLegacy} {
+		t.Run(format, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			const n = 4
+			cmd := exec.CommandContext(ctx, py, "testdata/libzmq_peer.py", "router", "tcp://127.0.0.1:*", "kv@w0", format, "4")
+			cmd.Stderr = os.Stderr
+			stdin, err := cmd.StdinPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			out, err := cmd.StdoutPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			defer func() { stdin.Close(); _ = cmd.Wait() }()
+			sc := bufio.NewScanner(out)
+			if !sc.Scan() {
+				t.Fatal("peer printed no endpoint")
+			}
+			var hello struct{ Endpoint string }
+			if err := json.Unmarshal(sc.Bytes(), &hello); err != nil {
+				t.Fatal(err)
+			}
+			for _, from := range []uint64{0, 2} {
+				var dec kvevents.Decoder
+				var b kvevents.Batch
+				var seqs []uint64
+				err := Replay(ctx, hello.Endpoint, from, func(seq uint64, payload []byte) error {
+					if err := dec.Decode(payload, &b); err != nil {
+						return err
+					}
+					bs, ok := b.Events[0].(*kvevents.BlockStored)
+					if !ok || uint64(bs.BlockHashes[0]) != 1000+seq || bs.GroupIdx == nil || *bs.GroupIdx != 0 {
+						return fmt.Errorf("seq %d decoded as %+v", seq, b.Events[0])
+					}
+					seqs = append(seqs, seq)
+					return nil
+				})
+				if err != nil {
+					t.Fatalf("Replay from %d: %v", from, err)
+				}
+				if len(seqs) != n-int(from) || seqs[0] != from || seqs[len(seqs)-1] != n-1 {
+					t.Fatalf("Replay from %d gave seqs %v, want %d..%d", from, seqs, from, n-1)
+				}
+			}
+		})
 	}
 }

@@ -55,6 +55,8 @@ type Publisher struct {
 	enc    kvevents.Encoding
 	topic  []byte
 	dpRank int64
+	// replayTopic: the replay replies carry the topic frame (ReplayTopic).
+	replayTopic bool
 
 	pub    zmq4.Socket
 	router zmq4.Socket // nil without replay
@@ -117,15 +119,17 @@ func newPublisher(cfg Config, enc kvevents.Encoding, log zerolog.Logger) (*Publi
 	ctx, cancel := context.WithCancel(context.Background())
 	zlog := stdlog.New(log.With().Str("source", "zmq4").Logger(), "", 0)
 	p := &Publisher{
-		log:     log,
-		enc:     enc,
-		topic:   []byte(cfg.Topic),
-		dpRank:  int64(cfg.DataParallelRank),
-		cancel:  cancel,
-		queue:   make(chan kvevents.Batch, cfg.MaxQueueSize),
-		closing: make(chan struct{}),
-		sent:    make(chan struct{}),
-		replay:  replayBuffer{max: cfg.BufferSteps},
+		log:    log,
+		enc:    enc,
+		topic:  []byte(cfg.Topic),
+		dpRank: int64(cfg.DataParallelRank),
+		// An empty format is the newest, as everywhere else.
+		replayTopic: cfg.ReplayFormat != ReplayLegacy,
+		cancel:      cancel,
+		queue:       make(chan kvevents.Batch, cfg.MaxQueueSize),
+		closing:     make(chan struct{}),
+		sent:        make(chan struct{}),
+		replay:      replayBuffer{max: cfg.BufferSteps},
 	}
 
 	bind := Binds(endpoint)
@@ -180,8 +184,16 @@ func (p *Publisher) start() {
 		p.wg.Add(1)
 		go p.serveReplay()
 	}
-	p.log.Info().Str("endpoint", p.endpoint).Str("replay_endpoint", p.replayEndpoint).
-		Str("encoding", p.enc.String()).Msg("kv event publisher started")
+	ev := p.log.Info().Str("endpoint", p.endpoint).Str("replay_endpoint", p.replayEndpoint).
+		Str("encoding", p.enc.String())
+	if p.router != nil {
+		format := ReplayTopic
+		if !p.replayTopic {
+			format = ReplayLegacy
+		}
+		ev = ev.Str("replay_format", format)
+	}
+	ev.Msg("kv event publisher started")
 }
 
 // abort releases the sockets of a publisher that failed to start.
@@ -322,15 +334,25 @@ func (p *Publisher) serveReplay() {
 		entries := p.replay.since(startSeq(start))
 		for _, e := range entries {
 			seqFrame := binary.BigEndian.AppendUint64(make([]byte, 0, 8), e.seq)
-			if err := p.router.Send(zmq4.NewMsgFrom(id, []byte{}, seqFrame, e.payload)); err != nil {
+			if err := p.router.Send(p.replayReply(id, p.topic, seqFrame, e.payload)); err != nil {
 				p.log.Warn().Err(err).Msg("kv event replay send failed")
 				break
 			}
 		}
-		if err := p.router.Send(zmq4.NewMsgFrom(id, []byte{}, endOfReplay, []byte{})); err != nil {
+		if err := p.router.Send(p.replayReply(id, []byte{}, endOfReplay, []byte{})); err != nil {
 			p.log.Warn().Err(err).Msg("kv event replay send failed")
 		}
 	}
+}
+
+// replayReply frames one replay answer as the configured vLLM does:
+// [id, "", topic, seq, payload] (ReplayTopic; the end marker's topic and
+// payload are empty) or [id, "", seq, payload] (ReplayLegacy).
+func (p *Publisher) replayReply(id, topic, seq, payload []byte) zmq4.Msg {
+	if p.replayTopic {
+		return zmq4.NewMsgFrom(id, []byte{}, topic, seq, payload)
+	}
+	return zmq4.NewMsgFrom(id, []byte{}, seq, payload)
 }
 
 // startSeq reads a replay request's start as vLLM does (int.from_bytes,

@@ -14,6 +14,10 @@ import (
 // marker. A publisher keeps only its last buffer_steps batches, so the
 // first seq fn sees may be above startSeq: that gap is lost for good.
 //
+// It reads both of vLLM's reply shapes (see the package doc): with the
+// topic frame (vLLM #45177 on, llm-d-inference-sim) and without it. The
+// replayed topic is the worker's own and is not checked.
+//
 // It uses a DEALER socket, so it needs no state between calls. Give ctx a
 // deadline: the replay socket may be unreachable. An error from fn stops
 // the replay and is returned wrapped.
@@ -36,23 +40,48 @@ func Replay(ctx context.Context, replayEndpoint string, startSeq uint64, fn func
 		if err != nil {
 			return fmt.Errorf("replay from %s: %w", replayEndpoint, ctxErr(ctx, err))
 		}
-		frames := msg.Frames
-		// The ROUTER sends [identity, "", seq, payload]; a DEALER keeps the
-		// empty delimiter.
-		if len(frames) == 3 && len(frames[0]) == 0 {
-			frames = frames[1:]
+		seqFrame, payload, err := replayFrames(msg.Frames)
+		if err != nil {
+			return fmt.Errorf("replay from %s: %w", replayEndpoint, err)
 		}
-		if len(frames) != 2 || len(frames[0]) != 8 {
-			return fmt.Errorf("replay from %s: %w: %d frames", replayEndpoint, ErrMalformed, len(msg.Frames))
-		}
-		if bytes.Equal(frames[0], endOfReplay) {
+		if bytes.Equal(seqFrame, endOfReplay) {
 			return nil
 		}
-		seq := binary.BigEndian.Uint64(frames[0])
-		if err := fn(seq, frames[1]); err != nil {
+		seq := binary.BigEndian.Uint64(seqFrame)
+		if err := fn(seq, payload); err != nil {
 			return fmt.Errorf("replay from %s: seq %d: %w", replayEndpoint, seq, err)
 		}
 	}
+}
+
+// replayFrames takes the sequence and payload frames out of one reply as
+// the DEALER receives it. The ROUTER strips the identity frame; the DEALER
+// keeps the empty delimiter after it. So vLLM's replies arrive as
+//
+//	["", topic, seq, payload]   vLLM #45177 on (end: ["", "", END_SEQ, ""])
+//	["", seq, payload]          before it      (end: ["", END_SEQ, ""])
+//
+// and, from a ROUTER that sends no delimiter, as [topic, seq, payload] or
+// [seq, payload]. A leading empty frame of a 3- or 4-frame reply is the
+// delimiter; ["", seq, payload] read either way (delimiter, or an empty
+// topic) gives the same batch.
+func replayFrames(frames [][]byte) (seq, payload []byte, err error) {
+	f := frames
+	if (len(f) == 3 || len(f) == 4) && len(f[0]) == 0 {
+		f = f[1:]
+	}
+	switch len(f) {
+	case 2: // [seq, payload]
+		seq, payload = f[0], f[1]
+	case 3: // [topic, seq, payload]
+		seq, payload = f[1], f[2]
+	default:
+		return nil, nil, fmt.Errorf("%w: %d frames (want [\"\", topic, seq, payload] or [\"\", seq, payload])", ErrMalformed, len(frames))
+	}
+	if len(seq) != 8 {
+		return nil, nil, fmt.Errorf("%w: %d-frame reply with a sequence of %d bytes, want 8", ErrMalformed, len(frames), len(seq))
+	}
+	return seq, payload, nil
 }
 
 // ctxErr prefers ctx's error: zmq4 reports a cancelled socket context as

@@ -478,10 +478,19 @@ func replayAll(t testing.TB, ctx context.Context, ep string, from uint64) []rece
 // TestReplayLateSubscriber: a consumer that joins after N batches asks the
 // replay socket from 0 and gets every one of them, in order, then the end
 // marker.
+// Both reply formats, the newest first.
 func TestReplayLateSubscriber(t *testing.T) {
+	for _, format := range []string{ReplayTopic, ReplayLegacy} {
+		t.Run(format, func(t *testing.T) { testReplayLateSubscriber(t, format) })
+	}
+}
+
+func testReplayLateSubscriber(t *testing.T, format string) {
 	ctx := ctxT(t)
 	cfg := testConfig("tcp://127.0.0.1:*")
 	cfg.ReplayEndpoint = "tcp://127.0.0.1:*"
+	cfg.ReplayFormat = format
+	cfg.Topic = "kv@w0"
 	p := newPub(t, cfg, kvevents.EncodingArray)
 	const n = 20
 	publishAndWait(t, ctx, p, n)
@@ -516,6 +525,99 @@ func TestReplayLateSubscriber(t *testing.T) {
 	}
 	if got := p.Stats().ReplayRequests; got != uint64(len(tests)) {
 		t.Fatalf("ReplayRequests = %d, want %d", got, len(tests))
+	}
+}
+
+// TestReplayWireFrames pins the frames the publisher's ROUTER sends, as a
+// raw DEALER receives them, in each format: vLLM's since #45177
+// ([identity, "", topic, seq, payload], end [identity, "", "", END_SEQ,
+// ""]) and before it ([identity, "", seq, payload], end [identity, "",
+// END_SEQ, ""]); the ROUTER strips the identity, the DEALER keeps "".
+func TestReplayWireFrames(t *testing.T) {
+	seq := func(n uint64) []byte { return binary.BigEndian.AppendUint64(nil, n) }
+	end := binary.BigEndian.AppendUint64(nil, ^uint64(0))
+	for _, tt := range []struct {
+		format   string
+		batch    func(payload []byte) [][]byte
+		endFrame [][]byte
+	}{
+		{"", func(pl []byte) [][]byte { return [][]byte{{}, []byte("kv@w0"), seq(1), pl} }, [][]byte{{}, {}, end, {}}},
+		{ReplayTopic, func(pl []byte) [][]byte { return [][]byte{{}, []byte("kv@w0"), seq(1), pl} }, [][]byte{{}, {}, end, {}}},
+		{ReplayLegacy, func(pl []byte) [][]byte { return [][]byte{{}, seq(1), pl} }, [][]byte{{}, end, {}}},
+	} {
+		t.Run("format="+tt.format, func(t *testing.T) {
+			ctx := ctxT(t)
+			cfg := testConfig("tcp://127.0.0.1:*")
+			cfg.ReplayEndpoint = "tcp://127.0.0.1:*"
+			cfg.ReplayFormat = tt.format
+			cfg.Topic = "kv@w0"
+			p := newPub(t, cfg, kvevents.EncodingMap)
+			publishAndWait(t, ctx, p, 2)
+			sctx, cancel := context.WithCancel(ctx)
+			defer cancel()
+			d := zmq4.NewDealer(sctx)
+			defer d.Close()
+			if err := d.Dial(p.ReplayEndpoint()); err != nil {
+				t.Fatal(err)
+			}
+			if err := d.Send(zmq4.NewMsgFrom([]byte{}, seq(1))); err != nil {
+				t.Fatal(err)
+			}
+			payload, err := kvevents.AppendEncode(nil, func() *kvevents.Batch { b := testBatch(1); b.DataParallelRank = new(int64); return &b }(), kvevents.EncodingMap)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i, want := range [][][]byte{tt.batch(payload), tt.endFrame} {
+				msg, err := d.Recv()
+				if err != nil {
+					t.Fatal(err)
+				}
+				if fmt.Sprintf("%x", msg.Frames) != fmt.Sprintf("%x", want) {
+					t.Fatalf("reply %d: frames %x, want %x", i, msg.Frames, want)
+				}
+			}
+		})
+	}
+}
+
+// TestReplayFrames: the client reads either reply shape, with or without
+// the delimiter, and refuses anything else.
+func TestReplayFrames(t *testing.T) {
+	seq := binary.BigEndian.AppendUint64(nil, 7)
+	pl := []byte{0x92, 0xcb}
+	for _, tt := range []struct {
+		name   string
+		frames [][]byte
+		ok     bool
+	}{
+		{"topic, as a DEALER gets it", [][]byte{{}, []byte("kv@w0"), seq, pl}, true},
+		{"topic, empty topic", [][]byte{{}, {}, seq, pl}, true},
+		{"topic, no delimiter", [][]byte{[]byte("kv@w0"), seq, pl}, true},
+		{"legacy, as a DEALER gets it", [][]byte{{}, seq, pl}, true},
+		{"legacy, no delimiter", [][]byte{seq, pl}, true},
+		{"one frame", [][]byte{seq}, false},
+		{"five frames", [][]byte{{}, {}, []byte("t"), seq, pl}, false},
+		{"four frames without delimiter", [][]byte{[]byte("x"), []byte("t"), seq, pl}, false},
+		{"short sequence", [][]byte{{}, []byte("kv"), seq[:4], pl}, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			gotSeq, gotPayload, err := replayFrames(tt.frames)
+			if !tt.ok {
+				if !errors.Is(err, ErrMalformed) {
+					t.Fatalf("replayFrames = %x, %x, %v; want ErrMalformed", gotSeq, gotPayload, err)
+				}
+				return
+			}
+			if err != nil || string(gotSeq) != string(seq) || string(gotPayload) != string(pl) {
+				t.Fatalf("replayFrames = %x, %x, %v; want %x, %x", gotSeq, gotPayload, err, seq, pl)
+			}
+		})
+	}
+	end := binary.BigEndian.AppendUint64(nil, ^uint64(0))
+	for _, frames := range [][][]byte{{{}, {}, end, {}}, {{}, end, {}}} {
+		if got, _, err := replayFrames(frames); err != nil || string(got) != string(end) {
+			t.Errorf("end marker %x: seq %x, %v", frames, got, err)
+		}
 	}
 }
 
@@ -603,6 +705,7 @@ func TestNewPublisherRejects(t *testing.T) {
 		{"bad endpoint", testConfig("udp4://x"), kvevents.EncodingMap, "unsupported transport"},
 		{"ipc with a rank", func() Config { c := testConfig("ipc:///tmp/x.sock"); c.DataParallelRank = 1; return c }(), kvevents.EncodingMap, "must contain"},
 		{"port in use", testConfig(fmt.Sprintf("tcp://*:%d", busyPort(t))), kvevents.EncodingMap, "bind"},
+		{"unknown replay format", func() Config { c := testConfig("tcp://127.0.0.1:*"); c.ReplayFormat = "v2"; return c }(), kvevents.EncodingMap, `replay format "v2": want "topic"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

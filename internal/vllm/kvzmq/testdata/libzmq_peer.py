@@ -7,7 +7,15 @@ this is the transport a real worker uses.
       connect a SUB socket, print the first N messages as JSON lines
       {"topic", "seq", "payload"(decoded msgpack)}, then ask REPLAY_ENDPOINT
       (DEALER, like a vLLM consumer) for everything from seq 0 and print
-      {"replay_seq", "payload_len"} per answer and {"replay_end": true}.
+      {"replay_seq", "payload_len"} per answer (with "replay_topic" when the
+      reply has vLLM's topic frame) and {"replay_end": true}.
+
+  libzmq_peer.py router ENDPOINT TOPIC FORMAT N
+      bind a ROUTER socket and answer replay requests as vLLM's
+      ZmqEventPublisher does, with batches seq start..N-1 (map events in an
+      array batch) and the end marker, until stdin closes. FORMAT "topic":
+      [id, "", topic, seq, payload], end [id, "", "", END_SEQ, ""] (vLLM
+      #45177 on); "legacy": [id, "", seq, payload], end [id, "", END_SEQ, ""].
 
   libzmq_peer.py pub ENDPOINT TOPIC N
       bind a PUB socket and publish N vLLM-shaped batches (an array batch
@@ -46,11 +54,17 @@ def sub(endpoint, replay_endpoint, topic, n):
     d.send_multipart([b"", (0).to_bytes(8, "big")])
     while True:
         frames = d.recv_multipart()
-        _, seq, payload = frames
+        out = {}
+        if len(frames) == 4:
+            _, t, seq, payload = frames
+            out["replay_topic"] = t.decode()
+        else:
+            _, seq, payload = frames
         if int.from_bytes(seq, "big", signed=True) == -1:
             print(json.dumps({"replay_end": True}), flush=True)
             break
-        print(json.dumps({"replay_seq": int.from_bytes(seq, "big"), "payload_len": len(payload)}), flush=True)
+        out.update({"replay_seq": int.from_bytes(seq, "big"), "payload_len": len(payload)})
+        print(json.dumps(out), flush=True)
 
 
 def batch(i):
@@ -89,8 +103,41 @@ def pub(endpoint, topic, n):
             return
 
 
+END_SEQ = (-1).to_bytes(8, "big", signed=True)
+
+
+def router(endpoint, topic, fmt, n):
+    ctx = zmq.Context.instance()
+    r = ctx.socket(zmq.ROUTER)
+    r.bind(endpoint)
+    print(json.dumps({"endpoint": r.getsockopt(zmq.LAST_ENDPOINT).decode()}), flush=True)
+    import select
+    while True:
+        if r.poll(50):
+            frames = r.recv_multipart()
+            if len(frames) != 3:
+                continue
+            client_id, _, start = frames
+            for i in range(int.from_bytes(start, "big"), n):
+                seq = i.to_bytes(8, "big")
+                payload = msgpack.packb(batch(i))
+                if fmt == "topic":
+                    r.send_multipart([client_id, b"", topic.encode(), seq, payload])
+                else:
+                    r.send_multipart([client_id, b"", seq, payload])
+            if fmt == "topic":
+                r.send_multipart([client_id, b"", b"", END_SEQ, b""])
+            else:
+                r.send_multipart([client_id, b"", END_SEQ, b""])
+        rd, _, _ = select.select([sys.stdin], [], [], 0)
+        if rd and not sys.stdin.readline():
+            return
+
+
 if __name__ == "__main__":
     if sys.argv[1] == "sub":
         sub(sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5]))
+    elif sys.argv[1] == "router":
+        router(sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5]))
     else:
         pub(sys.argv[2], sys.argv[3], int(sys.argv[4]))
