@@ -51,6 +51,11 @@ type Config struct {
 	// optionally with kvevents modifiers for older layouts
 	// ("array+no-medium+signed-hashes"); see kvevents.ParseEncoding.
 	KVEventsEncoding string
+	// KVReplayFormat is how the replay socket frames its replies:
+	// kvzmq.ReplayTopic (vLLM since #45177, and llm-d-inference-sim:
+	// [topic, seq, payload] after the identity and delimiter) or
+	// kvzmq.ReplayLegacy (older vLLM: [seq, payload]).
+	KVReplayFormat string
 	// Workers is how many simulated vLLM servers to start, on consecutive
 	// HTTP ports and consecutive KV event and replay ports.
 	Workers int
@@ -76,6 +81,7 @@ const (
 	DefaultMaxTokens        = 256
 	DefaultShutdownTimeout  = 10 * time.Second
 	DefaultKVEventsEncoding = "map"
+	DefaultKVReplayFormat   = kvzmq.ReplayTopic
 )
 
 // DefaultConfig is the configuration RegisterFlags starts from.
@@ -92,6 +98,7 @@ func DefaultConfig() Config {
 		GPUMemoryUtilization:      engine.DefaultGPUMemoryUtilization,
 		EnablePromptTokensDetails: true,
 		KVEventsEncoding:          DefaultKVEventsEncoding,
+		KVReplayFormat:            DefaultKVReplayFormat,
 		Workers:                   1,
 		TimeScale:                 1,
 		DefaultMaxTokens:          DefaultMaxTokens,
@@ -119,7 +126,8 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.BoolVar(&c.EnablePromptTokensDetails, "enable-prompt-tokens-details", d.EnablePromptTokensDetails, "report usage.prompt_tokens_details.cached_tokens (vLLM does only when given this flag)")
 	fs.Int64Var(&c.Seed, "seed", 0, "seed of the generated text")
 	fs.StringVar(&c.Tokenizer, "tokenizer", "", "Hugging Face tokenizer directory (tokenizer.json + tokenizer_config.json); empty: the simulator's simple tokenizer")
-	fs.StringVar(&c.KVEventsEncoding, "kv-events-encoding", d.KVEventsEncoding, "sim: KV event payload encoding: map (newest vLLM) or array (older vLLM), with optional +signed-hashes, +byte-hashes, +no-medium, +no-lora-name")
+	fs.StringVar(&c.KVEventsEncoding, "kv-events-encoding", d.KVEventsEncoding, "sim: KV event payload encoding: map (newest vLLM: map events in the array batch) or array (older vLLM), with optional +signed-hashes, +byte-hashes, +no-medium, +no-lora-name")
+	fs.StringVar(&c.KVReplayFormat, "kv-replay-format", d.KVReplayFormat, "sim: KV event replay reply frames: topic (newest vLLM, since #45177: [topic, seq, payload]) or legacy (older vLLM: [seq, payload])")
 	fs.IntVar(&c.Workers, "workers", d.Workers, "sim: number of simulated vLLM workers")
 	fs.Float64Var(&c.TimeScale, "time-scale", d.TimeScale, "sim: run model time this many times faster than real time")
 	fs.StringVar(&c.HashSeed, "sim-hash-seed", "", "sim: seed of engine block hashes, like PYTHONHASHSEED (empty: random per worker, as vLLM)")
@@ -214,6 +222,12 @@ func (c Config) Validate() error {
 	}
 	if _, err := c.encoding(); err != nil {
 		bad("--kv-events-encoding: %w", err)
+	}
+	switch c.KVReplayFormat {
+	case kvzmq.ReplayTopic, kvzmq.ReplayLegacy:
+	default:
+		bad("--kv-replay-format %q: want %s (vLLM since #45177, replies [topic, seq, payload]) or %s (older vLLM, [seq, payload])",
+			c.KVReplayFormat, kvzmq.ReplayTopic, kvzmq.ReplayLegacy)
 	}
 	if _, _, err := c.kvEvents(); err != nil {
 		bad("--kv-events-config: %w", err)

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-zeromq/zmq4"
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 
@@ -93,6 +94,81 @@ func TestKVEventsOverZMQ(t *testing.T) {
 			})
 			if err != nil || replayed == 0 {
 				t.Errorf("replay: %d batches, %v", replayed, err)
+			}
+		})
+	}
+}
+
+// TestKVReplayFormat: --kv-replay-format picks the frames of the replay
+// socket's replies, as a raw DEALER receives them (identity stripped,
+// delimiter kept): ["", topic, seq, payload] for topic (vLLM since
+// #45177), ["", seq, payload] for legacy; kvzmq.Replay reads both.
+func TestKVReplayFormat(t *testing.T) {
+	for _, tc := range []struct {
+		format string
+		frames int
+	}{{"topic", 4}, {"legacy", 3}} {
+		t.Run(tc.format, func(t *testing.T) {
+			cfg := fastConfig()
+			cfg.KVReplayFormat = tc.format
+			cfg.KVEventsConfig = `{"enable_kv_cache_events":true,"publisher":"zmq","endpoint":"tcp://127.0.0.1:*",` +
+				`"replay_endpoint":"tcp://127.0.0.1:*","topic":"kv@w0"}`
+			f := startFleet(t, cfg)
+			w := f.Workers()[0]
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			dealer := zmq4.NewDealer(ctx)
+			defer dealer.Close()
+			if err := dealer.Dial(w.ReplayEndpoint); err != nil {
+				t.Fatal(err)
+			}
+			// The publisher sends batches from its own goroutine: ask until
+			// the first reply is a batch, not the end marker alone.
+			var first zmq4.Msg
+			for i := 0; ; i++ {
+				if resp, data := post(t, w.URL+"/v1/completions", map[string]any{"prompt": longText(i, 40), "max_tokens": 1}); resp.StatusCode != 200 {
+					t.Fatalf("%d %s", resp.StatusCode, data)
+				}
+				if err := dealer.Send(zmq4.NewMsgFrom([]byte{}, make([]byte, 8))); err != nil {
+					t.Fatal(err)
+				}
+				var replies []zmq4.Msg
+				for {
+					m, err := dealer.Recv()
+					if err != nil {
+						t.Fatal(err)
+					}
+					replies = append(replies, m)
+					if len(m.Frames) > 1 && string(m.Frames[len(m.Frames)-2]) == "\xff\xff\xff\xff\xff\xff\xff\xff" {
+						break
+					}
+				}
+				if len(replies) > 1 {
+					first = replies[0]
+					if end := replies[len(replies)-1]; len(end.Frames) != tc.frames {
+						t.Fatalf("end marker %x: %d frames, want %d", end.Frames, len(end.Frames), tc.frames)
+					}
+					break
+				}
+				if ctx.Err() != nil {
+					t.Fatal("no batch replayed")
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+			if len(first.Frames) != tc.frames || len(first.Frames[0]) != 0 || len(first.Frames[tc.frames-2]) != 8 {
+				t.Fatalf("reply frames %q, want %d with the delimiter first", first.Frames, tc.frames)
+			}
+			if tc.format == "topic" && string(first.Frames[1]) != "kv@w0" {
+				t.Fatalf("topic frame %q, want the publisher's topic", first.Frames[1])
+			}
+			var dec kvevents.Decoder
+			var b kvevents.Batch
+			if err := dec.Decode(first.Frames[tc.frames-1], &b); err != nil || len(b.Events) == 0 {
+				t.Fatalf("payload: %+v, %v", b, err)
+			}
+			var replayed int
+			if err := kvzmq.Replay(ctx, w.ReplayEndpoint, 0, func(uint64, []byte) error { replayed++; return nil }); err != nil || replayed == 0 {
+				t.Fatalf("kvzmq.Replay: %d batches, %v", replayed, err)
 			}
 		})
 	}

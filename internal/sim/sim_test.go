@@ -739,6 +739,8 @@ func TestConfigValidate(t *testing.T) {
 		{"time scale", func(c *Config) { c.TimeScale = 0 }, "--time-scale"},
 		{"utilization", func(c *Config) { c.GPUMemoryUtilization = 1.5 }, "--gpu-memory-utilization"},
 		{"encoding", func(c *Config) { c.KVEventsEncoding = "json" }, "--kv-events-encoding"},
+		{"replay format", func(c *Config) { c.KVReplayFormat = "v2" }, `--kv-replay-format "v2": want topic`},
+		{"empty replay format", func(c *Config) { c.KVReplayFormat = "" }, "--kv-replay-format"},
 		{"kv config", func(c *Config) { c.KVEventsConfig = `{"enable_kv_cache_events":true,"endpoint":"udp://x"}` }, "--kv-events-config"},
 		{"kv config unknown field", func(c *Config) { c.KVEventsConfig = `{"bogus":1}` }, "--kv-events-config"},
 		{"model len beyond cache", func(c *Config) { c.MaxModelLen = 100_000 }, "max model len"},

@@ -75,6 +75,7 @@ func newWorker(id int, cfg *Config, tok tokenizer.Tokenizer, log zerolog.Logger)
 		// KV events carry prompts' token ids: a simulator on a laptop binds
 		// vLLM's wildcard endpoints on its --host, as it does its HTTP port.
 		kc.BindHost = cfg.Host
+		kc.ReplayFormat = cfg.KVReplayFormat
 		var enc kvevents.Encoding
 		if enc, err = cfg.encoding(); err != nil {
 			return nil, err
