@@ -92,9 +92,7 @@ func TestNormalFlow(t *testing.T) {
 			if got := tr.metric(t, "switchyard_kvtracker_events_total", "type", "BlockStored"); got < float64(len(chains)) {
 				t.Errorf("BlockStored events %v", got)
 			}
-			if got := tr.metric(t, "switchyard_kvtracker_resets_total"); got != 0 {
-				t.Errorf("resets %v", got)
-			}
+			checkOnlyStartReset(t, tr)
 			if got := tr.metric(t, "switchyard_kvtracker_leases_held"); got != 1 {
 				t.Errorf("leases held %v", got)
 			}
@@ -113,12 +111,30 @@ func TestNormalFlow(t *testing.T) {
 	}
 }
 
+// checkOnlyStartReset: the worker's one epoch is its start, counted as
+// resets{reason="start"}, and nothing reset it since.
+func checkOnlyStartReset(t *testing.T, tr *replica) {
+	t.Helper()
+	start := tr.metric(t, "switchyard_kvtracker_resets_total", "reason", "start")
+	if all := tr.metric(t, "switchyard_kvtracker_resets_total"); start != 1 || all != start {
+		t.Errorf("resets: %v at start (want 1), %v for other reasons (want 0)", start, all-start)
+	}
+}
+
 // TestGapReplay drops one live message before the sequence check, so the
 // next one reveals a gap that the real replay socket fills: nothing is
-// lost and no new epoch starts.
+// lost and no new epoch starts. Both of vLLM's replay reply formats.
 func TestGapReplay(t *testing.T) {
+	for _, format := range []string{"topic", "legacy"} {
+		t.Run(format, func(t *testing.T) { testGapReplay(t, format) })
+	}
+}
+
+func testGapReplay(t *testing.T, format string) {
 	e := newEnv(t)
-	f := startFleet(t, simConfig(1, "map"))
+	sc := simConfig(1, "map")
+	sc.KVReplayFormat = format
+	f := startFleet(t, sc)
 	l := e.collect(t)
 	cfg := e.config("r1")
 	cfg.Workers = shorthand(f)
@@ -163,11 +179,55 @@ func TestGapReplay(t *testing.T) {
 		t.Errorf("gaps %v, covered replays %v", tr.metric(t, "switchyard_kvtracker_gaps_total"),
 			tr.metric(t, "switchyard_kvtracker_replays_total", "outcome", "covered"))
 	}
-	if got := tr.metric(t, "switchyard_kvtracker_resets_total"); got != 0 {
-		t.Errorf("resets %v", got)
-	}
+	checkOnlyStartReset(t, tr)
 	t.Logf("dropped engine seq %d", dropped.Load())
 	eventually(t, 10*time.Second, func() error { return e.snapshotMatches(l, "w0") })
+}
+
+// TestJoinRunningWorker: a tracker started after a worker cached prompts
+// (a kvtracker restart) recovers them from the worker's replay socket, in
+// either reply format; the start is counted as resets{reason="start"}, no
+// replay fails.
+func TestJoinRunningWorker(t *testing.T) {
+	for _, format := range []string{"topic", "legacy"} {
+		t.Run(format, func(t *testing.T) {
+			e := newEnv(t)
+			sc := simConfig(1, "map")
+			sc.KVReplayFormat = format
+			f := startFleet(t, sc)
+			w := f.Workers()[0]
+			p := newPrompter("join-" + format)
+			var before [][]kvblock.Hash
+			for range 3 {
+				prompt, chain := p.next()
+				complete(t, w, prompt)
+				before = append(before, chain)
+			}
+			l := e.collect(t)
+			cfg := e.config("r1")
+			cfg.Workers = shorthand(f)
+			tr := startTracker(t, cfg, nil)
+			eventually(t, 10*time.Second, func() error {
+				v, err := l.view("w0")
+				if err != nil {
+					return err
+				}
+				for i, c := range before {
+					if err := holdsChain(v, c); err != nil {
+						return fmt.Errorf("prompt %d sent before the tracker: %w", i, err)
+					}
+				}
+				return nil
+			})
+			if got := tr.metric(t, "switchyard_kvtracker_replays_total", "outcome", "failed"); got != 0 {
+				t.Errorf("%v failed replays", got)
+			}
+			if got := tr.metric(t, "switchyard_kvtracker_replays_total", "outcome", "covered"); got < 1 {
+				t.Errorf("covered replays %v, want the start's", got)
+			}
+			checkOnlyStartReset(t, tr)
+		})
+	}
 }
 
 func freePort(t *testing.T) int { return testkit.FreePort(t) }

@@ -11,7 +11,8 @@ type ResetReason int
 
 // Reset reasons.
 const (
-	// ResetStart: the tracker began ingesting the worker (lease acquired).
+	// ResetStart: the tracker began ingesting the worker (lease acquired,
+	// or its pipeline restarted after an error): Start, once per Run.
 	ResetStart ResetReason = iota
 	// ResetRestart: the sequence went backwards, so the worker restarted
 	// (vLLM's numbering starts at 0 in every process).
@@ -87,7 +88,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	}, []string{"outcome"})
 	resets := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "switchyard_kvtracker_resets_total",
-		Help: "Worker states cleared and restarted in a new epoch, by reason: restart, gap_not_covered, replay_failed, no_replay, inconsistent, reconnect_gap, process_restart.",
+		Help: "Worker states started in a new epoch, by reason: start (the tracker began ingesting the worker: lease acquired or pipeline restarted), and, cleared and restarted, restart, gap_not_covered, replay_failed, no_replay, inconsistent, reconnect_gap, process_restart.",
 	}, []string{"reason"})
 	counter := func(name, help string) prometheus.Counter {
 		return prometheus.NewCounter(prometheus.CounterOpts{Name: name, Help: help})

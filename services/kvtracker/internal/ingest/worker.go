@@ -265,7 +265,10 @@ func (w *Worker) startOver(ctx context.Context, why ResetReason) error {
 		if errors.Is(err, ErrLeaseLost) || ctx.Err() != nil {
 			return err
 		}
-		w.log.Info().Err(err).Msg("initial replay failed")
+		// Warn: a replay that always fails (an unreachable socket, replies
+		// this client cannot read) loses a running worker's index on
+		// every tracker restart and resets it on every gap.
+		w.warn.Warn().Err(err).Str("reason", why.String()).Msg("initial kv event replay failed: the worker's blocks cached before now are unknown")
 		if w.fresh {
 			// Nothing replayed: take the first live batch as the start.
 			w.haveExpected = false
@@ -445,8 +448,11 @@ func (w *Worker) reset(engineSeq uint64, why ResetReason) error {
 	case ResetRestart, ResetReconnectGap, ResetProcessRestart:
 		w.restarts.Add(1)
 	}
+	// Every epoch is counted, the first included: resets{reason="start"}
+	// is how often the tracker began ingesting a worker (Start, once per
+	// pipeline: its lease acquired, or its pipeline restarted).
+	w.opt.Metrics.resets[why].Inc()
 	if why != ResetStart {
-		w.opt.Metrics.resets[why].Inc()
 		w.warn.Warn().Str("reason", why.String()).Uint64("epoch", epoch).Msg("kv state reset")
 	} else {
 		w.log.Info().Uint64("epoch", epoch).Msg("kv state started")
