@@ -1,6 +1,7 @@
 package compare
 
 import (
+	"fmt"
 	"math"
 
 	"github.com/switchyard-dev/switchyard/loadtest/internal/results"
@@ -134,6 +135,67 @@ func Bar(f *results.File) []results.Check {
 			c.Pass = float64(got) <= ref.want
 		}
 		out = append(out, c)
+	}
+	return append(out, bestSimpleChecks(f, projected)...)
+}
+
+// Bars against the better of the simple strategies on traffic that shares
+// no prefix, where a cache-aware router has nothing to gain: it must
+// balance at least as well as they do, or operators turn it off.
+const (
+	bestSimpleGap    = 0.05 // of the medians
+	bestSimpleRunGap = 0.15 // of any single run
+)
+
+// bestSimpleChecks compares Switchyard's TTFT p50 and p95 on the control
+// workload with the better of round-robin's and least-queue's (each
+// figure's own better), and, when configurations ran more than once, its
+// worst run with the same medians.
+func bestSimpleChecks(f *results.File, projected bool) []results.Check {
+	byStrategy := f.Workloads[string(workload.Control)]
+	sy, rr, lq := byStrategy[results.Switchyard], byStrategy[results.RoundRobin], byStrategy[results.LeastQueue]
+	if sy == nil || rr == nil || lq == nil {
+		return nil
+	}
+	p50 := func(s *results.Summary) results.Num {
+		if projected {
+			return s.ProjectedTTFTP50
+		}
+		return s.TTFTP50
+	}
+	p95 := func(s *results.Summary) results.Num {
+		if projected {
+			return s.ProjectedTTFTP95
+		}
+		return s.TTFTP95
+	}
+	best := func(get func(*results.Summary) results.Num) results.Num {
+		a, b := get(rr), get(lq)
+		if !a.Valid() || (b.Valid() && b < a) {
+			return b
+		}
+		return a
+	}
+	check := func(metric string, got results.Num, want float64, note string) results.Check {
+		return results.Check{Workload: string(workload.Control), Metric: metric, Want: results.Num(want), Got: got,
+			Pass: got.Valid() && float64(got) <= want, Concurrency: sy.Concurrency, Note: note}
+	}
+	best50, best95 := best(p50), best(p95)
+	out := []results.Check{
+		check("ttft_p50_gap_to_best_simple", div(p50(sy), best50)-1, bestSimpleGap, "within 5 % of the better of round-robin and least-queue"),
+		check("ttft_p95_gap_to_best_simple", div(p95(sy), best95)-1, bestSimpleGap, "within 5 % of the better of round-robin and least-queue"),
+	}
+	if len(sy.Runs) > 1 {
+		worst := results.Num(math.Inf(-1))
+		for _, r := range sy.Runs {
+			r50, r95 := r.TTFTP50, r.TTFTP95
+			if projected {
+				r50, r95 = r.ProjectedTTFTP50, r.ProjectedTTFTP95
+			}
+			worst = max(worst, div(r50, best50)-1, div(r95, best95)-1)
+		}
+		out = append(out, check("worst_run_ttft_gap_to_best_simple", worst, bestSimpleRunGap,
+			fmt.Sprintf("no run's p50 or p95 more than 15 %% above the better simple strategy's median (%d runs)", len(sy.Runs))))
 	}
 	return out
 }

@@ -475,6 +475,12 @@ func Run(ctx context.Context, cfg Config, out Output, log zerolog.Logger) (*resu
 						report.Sec(s.TTFTP50), report.Number(s.GoodputRPM, 1), report.Pct(s.ShedRate), report.Pct(s.CacheHitRatio), report.Sec(s.SimLagP95))
 				}
 				s := results.Median(runs, results.Summarize(all, cfg.TimeScale, slo))
+				if len(runs) > 1 {
+					for _, r := range runs {
+						s.Runs = append(s.Runs, results.RunFigures{TTFTP50: r.TTFTP50, TTFTP95: r.TTFTP95,
+							ProjectedTTFTP50: r.ProjectedTTFTP50, ProjectedTTFTP95: r.ProjectedTTFTP95})
+					}
+				}
 				s.Concurrency = level
 				points = append(points, s)
 			}

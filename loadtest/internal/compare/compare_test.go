@@ -127,8 +127,10 @@ func TestCompareEndToEnd(t *testing.T) {
 			t.Errorf("%s: random vs itself %v", kind, r)
 		}
 	}
-	if len(f.Bar) != len(references) {
-		t.Errorf("%d bar checks, want %d", len(f.Bar), len(references))
+	// The references, and control against the better simple strategy:
+	// p50, p95 and (two runs each) the worst run.
+	if len(f.Bar) != len(references)+3 {
+		t.Errorf("%d bar checks, want %d", len(f.Bar), len(references)+3)
 	}
 	if f.Params.Workloads[string(workload.SharedPrefix)].Prefixes != 2 || f.Params.SLOTTFTS["multi-turn"] != 4 {
 		t.Errorf("params %+v", f.Params)
@@ -423,5 +425,60 @@ func TestRelateAndBar(t *testing.T) {
 	f.Workloads["multi-turn"][results.Random].ProjectedTTFTP95 = results.NaN
 	if got := Basis(f); got != results.BasisClient {
 		t.Errorf("basis %q with a summary lacking projected TTFTs", got)
+	}
+}
+
+// TestBestSimpleChecks: on control, Switchyard's p50 and p95 must each be
+// within 5 % of the better of round-robin's and least-queue's, and no run
+// more than 15 % above it, on the file's TTFT basis.
+func TestBestSimpleChecks(t *testing.T) {
+	sum := func(p50, p95 float64, runs ...float64) *results.Summary {
+		s := &results.Summary{Concurrency: 8}
+		s.TTFTP50, s.TTFTP95 = results.Num(p50), results.Num(p95)
+		s.ProjectedTTFTP50, s.ProjectedTTFTP95 = results.Num(p50-1), results.Num(p95-1)
+		for i := 0; i+1 < len(runs); i += 2 {
+			s.Runs = append(s.Runs, results.RunFigures{TTFTP50: results.Num(runs[i]), TTFTP95: results.Num(runs[i+1]),
+				ProjectedTTFTP50: results.Num(runs[i] - 1), ProjectedTTFTP95: results.Num(runs[i+1] - 1)})
+		}
+		return s
+	}
+	for _, tc := range []struct {
+		name      string
+		sy        *results.Summary
+		projected bool
+		want      map[string]bool
+	}{
+		{"as good", sum(3.3, 9.4, 3.2, 9.3, 3.3, 9.4, 3.5, 9.5), false, map[string]bool{
+			"ttft_p50_gap_to_best_simple": true, "ttft_p95_gap_to_best_simple": true, "worst_run_ttft_gap_to_best_simple": true}},
+		// p50 3.3 against round-robin's 3.2 (+3 %), p95 against least-queue's 9 (+4.4 %).
+		{"each figure's better", sum(3.3, 9.4), false, map[string]bool{
+			"ttft_p50_gap_to_best_simple": true, "ttft_p95_gap_to_best_simple": true}},
+		{"one bad run", sum(3.3, 9.4, 3.2, 9.3, 6.2, 9.4, 3.3, 9.5), false, map[string]bool{
+			"ttft_p50_gap_to_best_simple": true, "ttft_p95_gap_to_best_simple": true, "worst_run_ttft_gap_to_best_simple": false}},
+		{"least-queue's mode", sum(5.0, 9.4), false, map[string]bool{
+			"ttft_p50_gap_to_best_simple": false, "ttft_p95_gap_to_best_simple": true}},
+		// Projected: 2.4 against 2.2 is +9 %.
+		{"projected basis", sum(3.4, 9.3), true, map[string]bool{
+			"ttft_p50_gap_to_best_simple": false, "ttft_p95_gap_to_best_simple": true}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := &results.File{Workloads: map[string]map[string]*results.Summary{string(workload.Control): {
+				results.Switchyard: tc.sy, results.RoundRobin: sum(3.2, 9.9), results.LeastQueue: sum(6.2, 9.0),
+			}}}
+			got := bestSimpleChecks(f, tc.projected)
+			if len(got) != len(tc.want) {
+				t.Fatalf("%d checks %+v, want %d", len(got), got, len(tc.want))
+			}
+			for _, c := range got {
+				if want, ok := tc.want[c.Metric]; !ok || c.Pass != want {
+					t.Errorf("%s: got %v pass %v, want pass %v", c.Metric, c.Got, c.Pass, want)
+				}
+			}
+		})
+	}
+	// Without the baselines there is nothing to check.
+	f := &results.File{Workloads: map[string]map[string]*results.Summary{string(workload.Control): {results.Switchyard: sum(1, 2)}}}
+	if got := bestSimpleChecks(f, false); got != nil {
+		t.Fatalf("checks without baselines: %+v", got)
 	}
 }

@@ -177,6 +177,10 @@ type Summary struct {
 	CacheHitRatio    Num `json:"cache_hit_ratio"`
 	PromptTokensMean Num `json:"prompt_tokens_mean"`
 
+	// Runs are each run's TTFT figures when the configuration ran more
+	// than once (compare --repeat); the figures above are their medians.
+	Runs []RunFigures `json:"runs,omitempty"`
+
 	// TTFTQuantiles are the TTFT quantiles at 0, 2, 4, …, 100 %, for plots.
 	TTFTQuantiles []Num `json:"ttft_quantiles_s,omitempty"`
 
@@ -371,6 +375,15 @@ type Check struct {
 	// Concurrency is the level the figure was taken at, when it was one.
 	Concurrency int    `json:"concurrency,omitempty"`
 	Note        string `json:"note,omitempty"`
+}
+
+// RunFigures are one run's TTFT percentiles (model seconds), plain and
+// projected.
+type RunFigures struct {
+	TTFTP50          Num `json:"ttft_p50_s"`
+	TTFTP95          Num `json:"ttft_p95_s"`
+	ProjectedTTFTP50 Num `json:"projected_ttft_p50_s"`
+	ProjectedTTFTP95 Num `json:"projected_ttft_p95_s"`
 }
 
 // UnknownReason counts a 429 that said neither why nor a code.
