@@ -1,6 +1,21 @@
 // Package runner drives a workload against targets under a load mode —
-// fixed concurrency (closed loop) or a Poisson arrival rate (open loop) —
-// bounded by a request count and/or a duration, and records every request.
+// fixed concurrency (closed loop) or an arrival rate, constant or Poisson
+// (open loop) — bounded by a request count and/or a duration, and records
+// every request.
+//
+// Open loop. Sessions arrive on the Schedule's clock whatever the server
+// does: the scheduler never waits for a completion. Each arrival takes a
+// slot of a bound on sessions in flight (Plan.Concurrency, default
+// DefaultMaxInFlight) so that a collapsed server cannot make the generator
+// open connections without end; an arrival that finds every slot taken is
+// not sent and is counted (OpenLoop.OverBound), never waited for — waiting
+// would turn the open loop back into a closed one at the bound. A session's
+// later turns (multi-turn) follow its previous turn's answer at once, as a
+// chat user's next message follows the reply (GuideLLM and llm-d's
+// multi-turn benchmarks do the same): the session's arrival is what is
+// scheduled, and the session holds its slot until its last turn ends. As a
+// session has at most one request in flight, the bound is also one on
+// requests in flight.
 //
 // A run can have several tenants (RunTenants): client populations with
 // their own API key, workload and load that run side by side against the
@@ -20,7 +35,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"math/rand/v2"
 	"net/http"
 	"strings"
 	"sync"
@@ -41,6 +55,9 @@ const (
 	// Concurrent keeps Concurrency sessions running: each client starts
 	// its next session when the last one ends (GuideLLM's concurrent).
 	Concurrent Mode = "concurrent"
+	// Constant starts sessions evenly spaced, Rate per model second,
+	// whatever the server's pace (GuideLLM's constant).
+	Constant Mode = "constant"
 	// Poisson starts sessions at exponentially distributed intervals at
 	// Rate per model second, whatever the server's pace.
 	Poisson Mode = "poisson"
@@ -49,13 +66,16 @@ const (
 // ParseMode checks a mode name.
 func ParseMode(s string) (Mode, error) {
 	switch m := Mode(s); m {
-	case Concurrent, Poisson:
+	case Concurrent, Constant, Poisson:
 		return m, nil
 	}
-	return "", fmt.Errorf("unknown mode %q (want concurrent or poisson)", s)
+	return "", fmt.Errorf("unknown mode %q (want concurrent, constant or poisson)", s)
 }
 
-// DefaultMaxInFlight caps sessions in flight in Poisson mode when
+// Open reports an open-loop (rate-driven) mode.
+func (m Mode) Open() bool { return m == Constant || m == Poisson }
+
+// DefaultMaxInFlight caps sessions in flight in the open-loop modes when
 // Concurrency is 0, so an overloaded server cannot make the generator open
 // connections without bound.
 const DefaultMaxInFlight = 1024
@@ -65,10 +85,12 @@ type Plan struct {
 	Workload string
 	Strategy string
 	Mode     Mode
-	// Concurrency is the number of clients (Concurrent) or the cap on
-	// sessions in flight (Poisson; 0 means DefaultMaxInFlight).
+	// Concurrency is the number of clients (Concurrent) or the bound on
+	// sessions in flight (Constant, Poisson; 0 means DefaultMaxInFlight).
 	Concurrency int
-	// Rate is sessions per model second (Poisson).
+	// Rate is sessions per model second (Constant, Poisson): requests per
+	// second for single-turn workloads, conversations per second for
+	// multi-turn.
 	Rate float64
 	// Requests stops the run after this many requests were sent; 0 means
 	// no bound.
@@ -99,7 +121,7 @@ func (p Plan) Validate() error {
 	if p.Mode == Concurrent && p.Concurrency < 1 {
 		errs = append(errs, fmt.Errorf("concurrency %d: need at least 1", p.Concurrency))
 	}
-	if p.Mode == Poisson && !(p.Rate > 0 && !math.IsInf(p.Rate, 0)) {
+	if p.Mode.Open() && !(p.Rate > 0 && !math.IsInf(p.Rate, 0)) {
 		errs = append(errs, fmt.Errorf("rate %v: need a positive rate", p.Rate))
 	}
 	if p.Requests < 0 || p.Duration < 0 || p.Concurrency < 0 {
@@ -151,6 +173,27 @@ type Tenant struct {
 	Seed uint64
 }
 
+// OpenLoop is what one tenant's open-loop scheduler did.
+type OpenLoop struct {
+	Tenant string
+	// Arrivals counts the arrivals whose time came while the budget was
+	// open; Sent of them were sent and OverBound were not, because
+	// MaxInFlight sessions were in flight when they came.
+	Arrivals    int
+	Sent        int
+	OverBound   int
+	MaxInFlight int
+	// PeakInFlight is the most sessions in flight at once.
+	PeakInFlight int
+}
+
+// Outcome is a run's records and, in the open-loop modes, each tenant's
+// arrival counts (in tenant order).
+type Outcome struct {
+	Records []results.Record
+	Open    []OpenLoop
+}
+
 // run is one Run's state, shared by its tenants.
 type run struct {
 	plan   Plan
@@ -170,12 +213,14 @@ type population struct {
 	keep bool
 
 	genMu sync.Mutex
+	stats OpenLoop
 }
 
 // Run sends the workload and returns every request's record. It returns
 // early, with the records so far and ctx's error, when ctx ends.
 func Run(ctx context.Context, plan Plan, gen *workload.Generator, env Env) ([]results.Record, error) {
-	return RunTenants(ctx, plan, []Tenant{{Client: env.Client, Gen: gen, Concurrency: plan.Concurrency, Rate: plan.Rate, Seed: plan.Seed}}, env)
+	out, err := Execute(ctx, plan, []Tenant{{Client: env.Client, Gen: gen, Concurrency: plan.Concurrency, Rate: plan.Rate, Seed: plan.Seed}}, env)
+	return out.Records, err
 }
 
 // RunTenants runs every tenant at once against env's targets, within
@@ -184,11 +229,17 @@ func Run(ctx context.Context, plan Plan, gen *workload.Generator, env Env) ([]re
 // Concurrency and Rate are replaced by each tenant's; env.Client is
 // unused.
 func RunTenants(ctx context.Context, plan Plan, tenants []Tenant, env Env) ([]results.Record, error) {
+	out, err := Execute(ctx, plan, tenants, env)
+	return out.Records, err
+}
+
+// Execute is RunTenants that also returns the open-loop arrival counts.
+func Execute(ctx context.Context, plan Plan, tenants []Tenant, env Env) (Outcome, error) {
 	if len(tenants) == 0 {
-		return nil, errors.New("run: no tenant")
+		return Outcome{}, errors.New("run: no tenant")
 	}
 	if len(env.Targets) == 0 || env.Picker == nil {
-		return nil, errors.New("run: need targets and a picker")
+		return Outcome{}, errors.New("run: need targets and a picker")
 	}
 	var errs []error
 	for _, t := range tenants {
@@ -202,15 +253,17 @@ func RunTenants(ctx context.Context, plan Plan, tenants []Tenant, env Env) ([]re
 		}
 	}
 	if err := errors.Join(errs...); err != nil {
-		return nil, err
+		return Outcome{}, err
 	}
 	r := &run{plan: plan, env: env, start: time.Now()}
 	if plan.Duration > 0 {
 		r.end = r.start.Add(time.Duration(float64(plan.Duration) / plan.TimeScale))
 	}
 	var wg sync.WaitGroup
+	var pops []*population
 	for _, t := range tenants {
 		p := &population{run: r, t: t, keep: t.Gen.Spec().Kind == workload.MultiTurn}
+		pops = append(pops, p)
 		switch plan.Mode {
 		case Concurrent:
 			for range t.Concurrency {
@@ -219,12 +272,20 @@ func RunTenants(ctx context.Context, plan Plan, tenants []Tenant, env Env) ([]re
 					}
 				})
 			}
-		case Poisson:
+		case Constant, Poisson:
 			wg.Go(func() { p.arrivals(ctx, &wg) })
 		}
 	}
 	wg.Wait()
-	return r.recs, ctx.Err()
+	out := Outcome{Records: r.recs}
+	if plan.Mode.Open() {
+		for _, p := range pops {
+			o := p.stats
+			o.Tenant = p.t.Name
+			out.Open = append(out.Open, o)
+		}
+	}
+	return out, ctx.Err()
 }
 
 func tenantErr(name string, err error) error {
@@ -234,40 +295,61 @@ func tenantErr(name string, err error) error {
 	return fmt.Errorf("tenant %s: %w", name, err)
 }
 
-// arrivals starts sessions at Poisson times until the budget runs out.
+// arrivals starts sessions at the Schedule's times until the budget runs
+// out. It never waits for a session: an arrival that finds the bound full
+// is counted and skipped, and the next one keeps its time.
 func (p *population) arrivals(ctx context.Context, wg *sync.WaitGroup) {
-	rng := rand.New(rand.NewPCG(p.t.Seed, 0xa441a1))
-	inFlight := p.t.Concurrency
-	if inFlight == 0 {
-		inFlight = DefaultMaxInFlight
+	sched := NewSchedule(p.plan.Mode, p.t.Rate, p.t.Seed)
+	bound := p.t.Concurrency
+	if bound == 0 {
+		bound = DefaultMaxInFlight
 	}
-	slots := make(chan struct{}, inFlight)
-	wallRate := p.t.Rate * p.plan.TimeScale
-	next := time.Now()
+	p.stats.MaxInFlight = bound
+	var inFlight, peak atomic.Int64
 	stop := make(chan struct{})
 	var stopOnce sync.Once
+	begin := time.Now()
+	defer func() { p.stats.PeakInFlight = int(peak.Load()) }()
 	for {
-		next = next.Add(time.Duration(rng.ExpFloat64() / wallRate * float64(time.Second)))
-		t := time.NewTimer(time.Until(next))
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		// Each arrival's wall time comes from its model time since the
+		// start, so timer lateness never accumulates into drift.
+		at := begin.Add(time.Duration(sched.Next() / p.plan.TimeScale * float64(time.Second)))
+		if d := time.Until(at); d > 0 {
+			t := time.NewTimer(d)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return
+			case <-stop:
+				t.Stop()
+				return
+			case <-t.C:
+			}
+		}
+		if ctx.Err() != nil || !p.open() {
 			return
+		}
+		select {
 		case <-stop:
-			t.Stop()
 			return
-		case <-t.C:
+		default:
 		}
-		if !p.open() {
-			return
+		p.stats.Arrivals++
+		n := inFlight.Add(1)
+		if n > int64(bound) {
+			inFlight.Add(-1)
+			p.stats.OverBound++
+			continue
 		}
-		select {
-		case slots <- struct{}{}:
-		case <-ctx.Done():
-			return
+		p.stats.Sent++
+		for {
+			m := peak.Load()
+			if n <= m || peak.CompareAndSwap(m, n) {
+				break
+			}
 		}
 		wg.Go(func() {
-			defer func() { <-slots }()
+			defer inFlight.Add(-1)
 			if !p.session(ctx) {
 				stopOnce.Do(func() { close(stop) })
 			}
@@ -330,7 +412,7 @@ func (p *population) request(ctx context.Context, s *workload.Session, k int, an
 		// A run without tenants names its workload as the caller did.
 		rec.Workload = pl.Workload
 	}
-	if pl.Mode == Poisson {
+	if pl.Mode.Open() {
 		rec.Concurrency, rec.Rate = 0, p.t.Rate
 	}
 	msgs := s.Messages(k, answers)

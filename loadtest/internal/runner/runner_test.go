@@ -69,6 +69,8 @@ func TestRequestBound(t *testing.T) {
 		{Concurrent, workload.MultiTurn},
 		{Poisson, workload.Control},
 		{Poisson, workload.MultiTurn},
+		{Constant, workload.SharedPrefix},
+		{Constant, workload.MultiTurn},
 	} {
 		t.Run(fmt.Sprintf("%s/%s", tc.mode, tc.kind), func(t *testing.T) {
 			e := newEnv(t, 2, results.RoundRobin, fakeoai.Echo)
@@ -103,7 +105,7 @@ func TestRequestBound(t *testing.T) {
 				if !r.TTFTS.Valid() || r.TTFTS != r.WallTTFTS*10 || r.E2ES < r.TTFTS {
 					t.Errorf("timings ttft %v wall %v e2e %v", r.TTFTS, r.WallTTFTS, r.E2ES)
 				}
-				if tc.mode == Poisson && (r.Rate != 200 || r.Concurrency != 0) {
+				if tc.mode.Open() && (r.Rate != 200 || r.Concurrency != 0) {
 					t.Errorf("poisson record with rate %v concurrency %d", r.Rate, r.Concurrency)
 				}
 			}
@@ -227,6 +229,7 @@ func TestValidate(t *testing.T) {
 		{"no bound", func(p *Plan) { p.Requests, p.Duration = 0, 0 }},
 		{"no clients", func(p *Plan) { p.Concurrency = 0 }},
 		{"poisson without rate", func(p *Plan) { p.Mode, p.Rate = Poisson, 0 }},
+		{"constant without rate", func(p *Plan) { p.Mode, p.Rate = Constant, 0 }},
 		{"bad mode", func(p *Plan) { p.Mode = "burst" }},
 		{"bad scale", func(p *Plan) { p.TimeScale = 0 }},
 	} {
