@@ -139,14 +139,33 @@ type Summary struct {
 	ProjectedTTFTP50 Num `json:"projected_ttft_p50_s"`
 	ProjectedTTFTP95 Num `json:"projected_ttft_p95_s"`
 
-	Concurrency int     `json:"concurrency,omitempty"`
-	Rate        float64 `json:"rate,omitempty"`
-	Requests    int     `json:"requests"`
-	Succeeded   int     `json:"succeeded"`
-	ShedCount   int     `json:"shed"`
-	ErrorCount  int     `json:"errors"`
-	ShedRate    Num     `json:"shed_rate"`
-	ErrorRate   Num     `json:"error_rate"`
+	Concurrency int `json:"concurrency,omitempty"`
+	// Rate is the offered rate of an open-loop run: sessions per model
+	// second, i.e. requests per second for single-turn workloads and
+	// conversations per second for multi-turn.
+	Rate     float64 `json:"rate,omitempty"`
+	Requests int     `json:"requests"`
+	// Sessions counts the sessions (conversations; one per request on
+	// single-turn workloads) the requests belong to.
+	Sessions  int `json:"sessions"`
+	Succeeded int `json:"succeeded"`
+	// AchievedRate is what the fleet delivered, in Rate's unit: successful
+	// requests per model second over the run (first request sent to last
+	// answer, so a backlog's drain counts) divided by the requests per
+	// session. Below Rate, the fleet did not keep up with the offered load.
+	AchievedRate Num `json:"achieved_rate"`
+	// Open-loop runs: Arrivals counts the scheduled arrivals that came
+	// within the budget, ArrivalsOverBound those not sent because
+	// MaxInFlight sessions were already in flight (the client's bound, not
+	// the server's refusal), PeakInFlight the most sessions in flight.
+	Arrivals          int `json:"arrivals,omitempty"`
+	ArrivalsOverBound int `json:"arrivals_over_bound,omitempty"`
+	MaxInFlight       int `json:"max_in_flight,omitempty"`
+	PeakInFlight      int `json:"peak_in_flight,omitempty"`
+	ShedCount         int `json:"shed"`
+	ErrorCount        int `json:"errors"`
+	ShedRate          Num `json:"shed_rate"`
+	ErrorRate         Num `json:"error_rate"`
 	// ErrorSamples are a few distinct error messages.
 	ErrorSamples []string `json:"error_samples,omitempty"`
 	// Refused counts the requests the server answered with a status
@@ -218,20 +237,31 @@ type Summary struct {
 	Sweep []Point `json:"sweep,omitempty"`
 }
 
-// Point is one load level of a sweep.
+// Point is one load level of a sweep: a concurrency (closed loop) or an
+// offered rate (open loop).
 type Point struct {
-	Concurrency   int     `json:"concurrency,omitempty"`
-	Rate          float64 `json:"rate,omitempty"`
-	Requests      int     `json:"requests"`
-	TTFTP50       Num     `json:"ttft_p50_s"`
-	TTFTP95       Num     `json:"ttft_p95_s"`
-	E2EP50        Num     `json:"e2e_p50_s"`
-	ITLP50        Num     `json:"itl_p50_s"`
-	ThroughputRPS Num     `json:"throughput_rps"`
-	GoodputRPM    Num     `json:"goodput_rpm"`
-	SLOAttainment Num     `json:"slo_attainment"`
-	ShedRate      Num     `json:"shed_rate"`
-	CacheHitRatio Num     `json:"cache_hit_ratio"`
+	Concurrency int     `json:"concurrency,omitempty"`
+	Rate        float64 `json:"rate,omitempty"`
+	Requests    int     `json:"requests"`
+	TTFTP50     Num     `json:"ttft_p50_s"`
+	TTFTP90     Num     `json:"ttft_p90_s"`
+	TTFTP95     Num     `json:"ttft_p95_s"`
+	TTFTP99     Num     `json:"ttft_p99_s"`
+	E2EP50      Num     `json:"e2e_p50_s"`
+	E2EP90      Num     `json:"e2e_p90_s"`
+	ITLP50      Num     `json:"itl_p50_s"`
+	ITLP90      Num     `json:"itl_p90_s"`
+	// OutputTokensPerS, AchievedRate and the arrival counts are
+	// Summary's at this level.
+	OutputTokensPerS  Num `json:"output_tokens_per_s"`
+	AchievedRate      Num `json:"achieved_rate"`
+	Arrivals          int `json:"arrivals,omitempty"`
+	ArrivalsOverBound int `json:"arrivals_over_bound,omitempty"`
+	ThroughputRPS     Num `json:"throughput_rps"`
+	GoodputRPM        Num `json:"goodput_rpm"`
+	SLOAttainment     Num `json:"slo_attainment"`
+	ShedRate          Num `json:"shed_rate"`
+	CacheHitRatio     Num `json:"cache_hit_ratio"`
 	// ProjectedTTFTP50 is Summary.ProjectedTTFTP50 at this level.
 	ProjectedTTFTP50 Num `json:"projected_ttft_p50_s"`
 }
@@ -240,7 +270,10 @@ type Point struct {
 func (s *Summary) Point() Point {
 	return Point{
 		Concurrency: s.Concurrency, Rate: s.Rate, Requests: s.Requests,
-		TTFTP50: s.TTFTP50, TTFTP95: s.TTFTP95, E2EP50: s.E2EP50, ITLP50: s.ITLP50,
+		TTFTP50: s.TTFTP50, TTFTP90: s.TTFTP90, TTFTP95: s.TTFTP95, TTFTP99: s.TTFTP99,
+		E2EP50: s.E2EP50, E2EP90: s.E2EP90, ITLP50: s.ITLP50, ITLP90: s.ITLP90,
+		OutputTokensPerS: s.OutputTokensPerS, AchievedRate: s.AchievedRate,
+		Arrivals: s.Arrivals, ArrivalsOverBound: s.ArrivalsOverBound,
 		ThroughputRPS: s.ThroughputRPS, GoodputRPM: s.GoodputRPM, SLOAttainment: s.SLOAttainment,
 		ShedRate: s.ShedRate, CacheHitRatio: s.CacheHitRatio, ProjectedTTFTP50: s.ProjectedTTFTP50,
 	}
@@ -263,7 +296,24 @@ type Params struct {
 	// levels of each workload.
 	Sweep           []int            `json:"sweep,omitempty"`
 	SweepByWorkload map[string][]int `json:"sweep_by_workload,omitempty"`
-	Rate            float64          `json:"rate,omitempty"`
+	// Rate is the offered rate of a single open-loop run (loadtest run
+	// --mode constant|poisson), sessions per model second.
+	Rate float64 `json:"rate,omitempty"`
+	// Load is compare's load: "concurrency" (closed loop over the sweep),
+	// "rate" (open loop at Rates) or "rate-sweep" (open loop at rates
+	// spread below each workload's saturation rate). Arrivals is the
+	// open-loop arrival process, "constant" or "poisson".
+	Load     string `json:"load,omitempty"`
+	Arrivals string `json:"arrivals,omitempty"`
+	// RatesByWorkload are the offered rates each workload ran at
+	// (sessions per model second); MaxInFlight the open loop's bound on
+	// sessions in flight.
+	RatesByWorkload map[string][]float64 `json:"rates_by_workload,omitempty"`
+	MaxInFlight     int                  `json:"max_in_flight,omitempty"`
+	// RateSweep is how the rate sweep spread its rates, Saturation each
+	// workload's saturation run.
+	RateSweep  *RateSweep            `json:"rate_sweep,omitempty"`
+	Saturation map[string]Saturation `json:"saturation,omitempty"`
 	// Requests bounds each run; RequestsByWorkload when workloads differ.
 	Requests           int            `json:"requests,omitempty"`
 	RequestsByWorkload map[string]int `json:"requests_by_workload,omitempty"`
@@ -301,9 +351,41 @@ type Params struct {
 	WallSeconds float64   `json:"wall_seconds"`
 }
 
+// RateSweep is the rate sweep's spread: Points rates evenly spaced from
+// Low to High times the saturation rate, found by a closed-loop run of
+// Strategy at Concurrency clients.
+type RateSweep struct {
+	Points      int     `json:"points"`
+	Low         float64 `json:"low"`
+	High        float64 `json:"high"`
+	Strategy    string  `json:"strategy"`
+	Concurrency int     `json:"concurrency"`
+}
+
+// Saturation is one workload's saturation run: a closed loop at
+// Concurrency clients under Strategy.
+type Saturation struct {
+	Strategy    string `json:"strategy"`
+	Concurrency int    `json:"concurrency"`
+	Requests    int    `json:"requests"`
+	// RequestsPerS is the successful requests per model second while the
+	// loop was full (Window "full": from the first answer to the last
+	// request sent, when every client had a request in flight), or over
+	// the whole run (Window "run") when that window was empty.
+	RequestsPerS Num    `json:"requests_per_s"`
+	Window       string `json:"window"`
+	// Rate is RequestsPerS in sessions per model second (divided by the
+	// requests per session): the saturation rate the sweep's rates are
+	// fractions of.
+	Rate Num `json:"rate"`
+}
+
 // Headline is how a workload's headline level was chosen.
 type Headline struct {
 	Concurrency int `json:"concurrency"`
+	// Rate is the headline's offered rate in the open-loop loads, where
+	// Rule is "top-rate" (the highest rate run).
+	Rate float64 `json:"rate,omitempty"`
 	// Rule is "reference" (random's median TTFT closest to the reference
 	// Service baseline's), "fixed" (--concurrency) or "middle" (the middle
 	// level, when the rule had nothing to go on).
@@ -398,8 +480,14 @@ func Summarize(recs []Record, scale, slo float64) *Summary {
 	var prompt, cached, output, good int
 	first, last := math.Inf(1), math.Inf(-1)
 	seen := map[string]bool{}
+	type sessionKey struct {
+		tenant  string
+		session int
+	}
+	sessions := map[sessionKey]bool{}
 	for i := range recs {
 		r := &recs[i]
+		sessions[sessionKey{r.Tenant, r.Session}] = true
 		first = min(first, r.StartWallS)
 		last = max(last, r.EndWallS)
 		s.Retried429 += r.Retries
@@ -465,13 +553,15 @@ func Summarize(recs []Record, scale, slo float64) *Summary {
 	n := float64(len(recs))
 	s.ShedRate, s.ErrorRate = ratio(float64(s.ShedCount), n), ratio(float64(s.ErrorCount), n)
 	s.SLOAttainment = ratio(float64(good), n)
+	s.Sessions = len(sessions)
 	wall := last - first
 	if len(recs) == 0 || wall <= 0 {
-		s.DurationS, s.WallDurationS, s.ThroughputRPS, s.OutputTokensPerS, s.GoodputRPM = NaN, NaN, NaN, NaN, NaN
+		s.DurationS, s.WallDurationS, s.ThroughputRPS, s.OutputTokensPerS, s.GoodputRPM, s.AchievedRate = NaN, NaN, NaN, NaN, NaN, NaN
 	} else {
 		model := wall * scale
 		s.DurationS, s.WallDurationS = Num(model), Num(wall)
 		s.ThroughputRPS = Num(float64(s.Succeeded) / model)
+		s.AchievedRate = Num(float64(s.Succeeded) / model * float64(s.Sessions) / n)
 		s.OutputTokensPerS = Num(float64(output) / model)
 		s.GoodputRPM = Num(float64(good) / (model / 60))
 	}

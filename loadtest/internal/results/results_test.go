@@ -230,3 +230,25 @@ func TestTenantShape(t *testing.T) {
 		t.Errorf("tenant %v, refused_429 %v", s["tenant"], s["refused_429"])
 	}
 }
+
+// The achieved rate is in sessions per model second: successful requests
+// per second over the run divided by the requests per session.
+func TestAchievedRate(t *testing.T) {
+	// Two conversations of two turns over 0 → 4 wall seconds at time
+	// scale 10 (40 model seconds): 4 requests, 2 sessions.
+	recs := []Record{rec(0, 0.1, 1), rec(1, 0.1, 1), rec(2, 0.1, 1), rec(3, 0.1, 1)}
+	recs[0].Session, recs[1].Session, recs[2].Session, recs[3].Session = 0, 0, 1, 1
+	s := Summarize(recs, 10, 5)
+	if s.Sessions != 2 || !near(s.ThroughputRPS, 0.1) || !near(s.AchievedRate, 0.05) {
+		t.Errorf("sessions %d, throughput %v, achieved rate %v; want 2, 0.1, 0.05", s.Sessions, s.ThroughputRPS, s.AchievedRate)
+	}
+	// Tenants' sessions are their own even with the same number.
+	recs[2].Session, recs[3].Session, recs[2].Tenant, recs[3].Tenant = 0, 0, "b", "b"
+	if s := Summarize(recs, 10, 5); s.Sessions != 2 {
+		t.Errorf("sessions %d across tenants, want 2", s.Sessions)
+	}
+	p := s.Point()
+	if !near(p.AchievedRate, 0.05) || p.TTFTP90 != s.TTFTP90 || p.OutputTokensPerS != s.OutputTokensPerS {
+		t.Errorf("point %+v lacks the summary's figures", p)
+	}
+}
