@@ -24,6 +24,7 @@ import (
 
 	"github.com/switchyard-dev/switchyard/loadtest/internal/fleet"
 	"github.com/switchyard-dev/switchyard/loadtest/internal/pick"
+	"github.com/switchyard-dev/switchyard/loadtest/internal/ratesweep"
 	"github.com/switchyard-dev/switchyard/loadtest/internal/report"
 	"github.com/switchyard-dev/switchyard/loadtest/internal/results"
 	"github.com/switchyard-dev/switchyard/loadtest/internal/runner"
@@ -43,8 +44,36 @@ var DefaultSLO = map[workload.Kind]float64{
 	workload.Control:      8,
 }
 
+// Loads.
+const (
+	// LoadConcurrency is a closed loop at each concurrency of the sweep.
+	LoadConcurrency = "concurrency"
+	// LoadRate is an open loop at each of Config.Rates.
+	LoadRate = "rate"
+	// LoadRateSweep is an open loop at rates spread below each
+	// workload's saturation rate.
+	LoadRateSweep = "rate-sweep"
+)
+
+// Loads are the loads compare runs.
+var Loads = []string{LoadConcurrency, LoadRate, LoadRateSweep}
+
 // Config is `loadtest compare`.
 type Config struct {
+	// Load is LoadConcurrency, LoadRate or LoadRateSweep.
+	Load string
+	// Rates are LoadRate's offered rates, sessions per model second.
+	Rates []float64
+	// Arrivals is the open loop's arrival process (constant or poisson).
+	Arrivals runner.Mode
+	// RateSweep spreads LoadRateSweep's rates; SaturationStrategy is the
+	// strategy whose closed loop measures each workload's saturation rate.
+	RateSweep          ratesweep.Config
+	SaturationStrategy string
+	// MaxInFlight bounds the open loop's sessions in flight.
+	MaxInFlight int
+	// sweepSet and ratesSet say --sweep and --rates were given.
+	sweepSet, ratesSet bool
 	// Bin is the switchyard binary.
 	Bin        string
 	Workers    int
@@ -107,23 +136,28 @@ func DefaultConfig() Config {
 		requestsFor[k] = v
 	}
 	return Config{
-		Bin:            "bin/switchyard",
-		Workers:        3,
-		TimeScale:      10,
-		Model:          "qwen-3.6-27b",
-		Workloads:      slices.Clone(workload.Kinds),
-		Strategies:     slices.Clone(Strategies),
-		Sweep:          slices.Clone(DefaultSweep),
-		SweepFor:       sweepFor,
-		Requests:       DefaultRequests,
-		RequestsFor:    requestsFor,
-		Repeat:         1,
-		SLO:            slo,
-		SLOAttainment:  DefaultSLOAttainment,
-		Spec:           workload.DefaultSpec(workload.SharedPrefix),
-		Calibrate:      true,
-		RequestTimeout: 10 * time.Minute,
-		Progress:       true,
+		Load:               LoadConcurrency,
+		Arrivals:           runner.Poisson,
+		RateSweep:          ratesweep.DefaultConfig(),
+		SaturationStrategy: results.RoundRobin,
+		MaxInFlight:        runner.DefaultMaxInFlight,
+		Bin:                "bin/switchyard",
+		Workers:            3,
+		TimeScale:          10,
+		Model:              "qwen-3.6-27b",
+		Workloads:          slices.Clone(workload.Kinds),
+		Strategies:         slices.Clone(Strategies),
+		Sweep:              slices.Clone(DefaultSweep),
+		SweepFor:           sweepFor,
+		Requests:           DefaultRequests,
+		RequestsFor:        requestsFor,
+		Repeat:             1,
+		SLO:                slo,
+		SLOAttainment:      DefaultSLOAttainment,
+		Spec:               workload.DefaultSpec(workload.SharedPrefix),
+		Calibrate:          true,
+		RequestTimeout:     10 * time.Minute,
+		Progress:           true,
 	}
 }
 
@@ -192,9 +226,24 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 		return nil
 	})
 	fs.IntVar(&c.Concurrency, "concurrency", d.Concurrency, "headline concurrency of every workload, added to the levels run (0: per workload, the level at which random's median TTFT is closest to the reference Service baseline's)")
-	fs.Func("sweep", "concurrency levels to run, comma-separated: LEVELS for every workload, WORKLOAD=LEVELS for one; repeatable, later ones win (default "+describeSweep(d)+")", func(s string) error {
+	fs.Func("sweep", "--load concurrency: concurrency levels to run, comma-separated: LEVELS for every workload, WORKLOAD=LEVELS for one; repeatable, later ones win (default "+describeSweep(d)+")", func(s string) error {
+		c.sweepSet = true
 		return setPerWorkload(s, ParseInts, &c.Sweep, c.SweepFor)
 	})
+	fs.StringVar(&c.Load, "load", d.Load, "concurrency (closed loop at each --sweep level: the routing benchmark and its bar), rate (open loop at each --rates rate) or rate-sweep (open loop at --rate-points rates spread below each workload's saturation rate, measured once per workload by a closed loop of --saturation-strategy at --saturation-concurrency clients, so every strategy runs at the same rates)")
+	fs.Func("rates", "--load rate: offered rates, comma-separated, in sessions per model second (requests per second; conversations per second for multi-turn)", func(s string) error {
+		v, err := ParseRates(s)
+		c.Rates, c.ratesSet = v, true
+		return err
+	})
+	fs.Func("arrivals", "open-loop arrival process: constant (evenly spaced) or poisson (exponential gaps: the bursts of independent users) (default "+string(d.Arrivals)+")", func(s string) error {
+		m, err := ratesweep.ParseArrivals(s)
+		c.Arrivals = m
+		return err
+	})
+	c.RateSweep.RegisterFlags(fs)
+	fs.StringVar(&c.SaturationStrategy, "saturation-strategy", d.SaturationStrategy, "rate sweep: the strategy whose closed loop measures each workload's saturation rate, for every strategy's rates (round-robin: what a fleet without smart routing sustains)")
+	fs.IntVar(&c.MaxInFlight, "max-in-flight", d.MaxInFlight, "open loop: bound on sessions in flight; an arrival beyond it is not sent and is counted (arrivals_over_bound), never waited for")
 	fs.Func("requests", "requests per run: N for every workload, WORKLOAD=N for one; repeatable, later ones win; 0: bound by --duration only (default "+describeRequests(d)+")", func(s string) error {
 		return setPerWorkload(s, parseRequests, &c.Requests, c.RequestsFor)
 	})
@@ -248,15 +297,51 @@ func (c *Config) Validate() error {
 	if !(c.SLOAttainment > 0 && c.SLOAttainment <= 1) {
 		errs = append(errs, fmt.Errorf("slo-attainment %v: want a share in (0, 1]", c.SLOAttainment))
 	}
+	open := c.Load == LoadRate || c.Load == LoadRateSweep
+	if !slices.Contains(Loads, c.Load) {
+		errs = append(errs, fmt.Errorf("load %q: want %s", c.Load, strings.Join(Loads, ", ")))
+	}
+	if c.Load == LoadRate && len(c.Rates) == 0 {
+		errs = append(errs, errors.New("rates: --load rate needs at least one rate"))
+	}
+	if c.ratesSet && c.Load != LoadRate {
+		errs = append(errs, fmt.Errorf("rates: only with --load rate (load is %s)", c.Load))
+	}
+	for _, r := range c.Rates {
+		if !(r > 0) || math.IsInf(r, 0) {
+			errs = append(errs, fmt.Errorf("rates: %v is not a positive rate", r))
+		}
+	}
+	if !slices.Contains(ratesweep.Modes, c.Arrivals) {
+		errs = append(errs, fmt.Errorf("arrivals %q: want constant or poisson", c.Arrivals))
+	}
+	if err := c.RateSweep.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if !slices.Contains(Strategies, c.SaturationStrategy) {
+		errs = append(errs, fmt.Errorf("saturation-strategy %q: want one of %s", c.SaturationStrategy, strings.Join(Strategies, ",")))
+	}
+	if c.MaxInFlight < 1 || c.MaxInFlight > 1<<16 {
+		errs = append(errs, fmt.Errorf("max-in-flight %d: want 1 to 65536", c.MaxInFlight))
+	}
+	if open && c.Concurrency > 0 {
+		errs = append(errs, fmt.Errorf("concurrency: the headline level of --load concurrency; with --load %s the headline is the highest rate", c.Load))
+	}
+	if open && c.sweepSet {
+		errs = append(errs, fmt.Errorf("sweep: concurrency levels are for --load concurrency; --load %s runs rates", c.Load))
+	}
 	for _, k := range c.Workloads {
 		levels := c.Levels(k)
-		if len(levels) == 0 {
+		if !open && len(levels) == 0 {
 			errs = append(errs, fmt.Errorf("%s: no concurrency level to run (set --sweep or --concurrency)", k))
 		}
 		for _, n := range levels {
 			if n < 1 {
 				errs = append(errs, fmt.Errorf("%s: concurrency %d: need at least 1", k, n))
 			}
+		}
+		if n := c.RequestsOf(k); c.Load == LoadRateSweep && n > 0 && n <= c.RateSweep.Concurrency {
+			errs = append(errs, fmt.Errorf("%s: %d requests per run cannot fill the saturation run's %d clients (want more requests than --saturation-concurrency)", k, n, c.RateSweep.Concurrency))
 		}
 		if n := c.RequestsOf(k); n < 0 || (n == 0 && c.Duration == 0) {
 			errs = append(errs, fmt.Errorf("%s: set --requests or --duration (positive)", k))
@@ -424,55 +509,125 @@ func Run(ctx context.Context, cfg Config, out Output, log zerolog.Logger) (*resu
 			Started:         started.UTC().Truncate(time.Second),
 		},
 	}
+	open := cfg.Load != LoadConcurrency
+	if open {
+		f.Params.Mode, f.Params.Load, f.Params.Arrivals = string(cfg.Arrivals), cfg.Load, string(cfg.Arrivals)
+		f.Params.MaxInFlight, f.Params.RatesByWorkload = cfg.MaxInFlight, map[string][]float64{}
+		if cfg.Load == LoadRateSweep {
+			f.Params.RateSweep = &results.RateSweep{Points: cfg.RateSweep.Points, Low: cfg.RateSweep.Low, High: cfg.RateSweep.High,
+				Strategy: cfg.SaturationStrategy, Concurrency: cfg.RateSweep.Concurrency}
+			f.Params.Saturation = map[string]results.Saturation{}
+		}
+	} else {
+		f.Params.Load = LoadConcurrency
+	}
 	total := 0
 	for _, kind := range cfg.Workloads {
-		levels := cfg.Levels(kind)
-		total += len(cfg.Strategies) * len(levels) * cfg.Repeat
-		f.Params.Sweep = append(f.Params.Sweep, levels...)
-		f.Params.SweepByWorkload[string(kind)] = levels
 		if n := cfg.RequestsOf(kind); n != cfg.Requests {
 			if f.Params.RequestsByWorkload == nil {
 				f.Params.RequestsByWorkload = map[string]int{}
 			}
 			f.Params.RequestsByWorkload[string(kind)] = n
 		}
+		switch cfg.Load {
+		case LoadConcurrency:
+			levels := cfg.Levels(kind)
+			total += len(cfg.Strategies) * len(levels) * cfg.Repeat
+			f.Params.Sweep = append(f.Params.Sweep, levels...)
+			f.Params.SweepByWorkload[string(kind)] = levels
+		case LoadRate:
+			total += len(cfg.Strategies) * len(cfg.Rates) * cfg.Repeat
+		case LoadRateSweep:
+			total += 1 + len(cfg.Strategies)*cfg.RateSweep.Points*cfg.Repeat
+		}
 	}
 	slices.Sort(f.Params.Sweep)
 	f.Params.Sweep = slices.Compact(f.Params.Sweep)
+	if open {
+		f.Params.Sweep, f.Params.SweepByWorkload = nil, nil
+	}
 	enc := json.NewEncoder(orDiscard(out.Records))
 	n := 0
 	for _, kind := range cfg.Workloads {
 		ws := spec
 		ws.Kind = kind
 		slo := cfg.SLO[kind]
-		levels := cfg.Levels(kind)
 		f.Params.SLOTTFTS[string(kind)] = slo
 		f.Params.Workloads[string(kind)] = ws.Shape()
+		var loads []Load
+		switch cfg.Load {
+		case LoadConcurrency:
+			for _, c := range cfg.Levels(kind) {
+				loads = append(loads, Load{Mode: runner.Concurrent, Concurrency: c})
+			}
+		case LoadRate:
+			for _, r := range cfg.Rates {
+				loads = append(loads, Load{Mode: cfg.Arrivals, Rate: r, MaxInFlight: cfg.MaxInFlight})
+			}
+		case LoadRateSweep:
+			n++
+			sat := Load{Mode: runner.Concurrent, Concurrency: cfg.RateSweep.Concurrency}
+			label := fmt.Sprintf("[%d/%d] %s %s saturation %s", n, total, kind, cfg.SaturationStrategy, sat.Name())
+			o, err := runOne(ctx, cfg, ws, cfg.SaturationStrategy, sat, cfg.RequestsOf(kind), label, out.Status)
+			if err != nil {
+				return nil, fmt.Errorf("%s saturation run (%s %s): %w (logs in %s)", kind, cfg.SaturationStrategy, sat.Name(), err, cfg.LogDir)
+			}
+			if err := encodeAll(enc, o.Records); err != nil {
+				return nil, err
+			}
+			m := ratesweep.Measure(o.Records, cfg.TimeScale, cfg.SaturationStrategy, sat.Concurrency)
+			f.Params.Saturation[string(kind)] = m
+			rates := cfg.RateSweep.Rates(float64(m.Rate))
+			fmt.Fprintf(out.Status, "%s: %s requests/s (%s window), saturation rate %s sessions/s; rates %v\n", label,
+				report.Number(m.RequestsPerS, 3), m.Window, report.Number(m.Rate, 3), rates)
+			if len(rates) == 0 {
+				return nil, fmt.Errorf("%s saturation run (%s %s) served nothing: no rate to sweep (logs in %s)", kind, cfg.SaturationStrategy, sat.Name(), cfg.LogDir)
+			}
+			for _, r := range rates {
+				loads = append(loads, Load{Mode: cfg.Arrivals, Rate: r, MaxInFlight: cfg.MaxInFlight})
+			}
+		}
+		var levels []int
+		for _, l := range loads {
+			if open {
+				f.Params.RatesByWorkload[string(kind)] = append(f.Params.RatesByWorkload[string(kind)], l.Rate)
+			} else {
+				levels = append(levels, l.Concurrency)
+			}
+		}
 		byLevel := map[string][]*results.Summary{}
 		for _, strat := range cfg.Strategies {
 			var points []*results.Summary
-			for _, level := range levels {
+			for _, ld := range loads {
 				var runs []*results.Summary
 				var all []results.Record
+				var opens []runner.OpenLoop
 				for rep := range cfg.Repeat {
 					n++
-					label := fmt.Sprintf("[%d/%d] %s %s c=%d", n, total, kind, strat, level)
+					label := fmt.Sprintf("[%d/%d] %s %s %s", n, total, kind, strat, ld.Name())
 					if cfg.Repeat > 1 {
 						label += fmt.Sprintf(" run %d/%d", rep+1, cfg.Repeat)
 					}
-					recs, err := runOne(ctx, cfg, ws, strat, level, cfg.RequestsOf(kind), label, out.Status)
+					o, err := runOne(ctx, cfg, ws, strat, ld, cfg.RequestsOf(kind), label, out.Status)
 					if err != nil {
-						return nil, fmt.Errorf("%s %s concurrency %d: %w (logs in %s)", kind, strat, level, err, cfg.LogDir)
+						return nil, fmt.Errorf("%s %s %s: %w (logs in %s)", kind, strat, ld.Name(), err, cfg.LogDir)
 					}
-					for i := range recs {
-						if err := enc.Encode(&recs[i]); err != nil {
-							return nil, fmt.Errorf("write records: %w", err)
-						}
+					recs := o.Records
+					if err := encodeAll(enc, recs); err != nil {
+						return nil, err
 					}
 					s := results.Summarize(recs, cfg.TimeScale, slo)
-					runs, all = append(runs, s), append(all, recs...)
-					fmt.Fprintf(out.Status, "%s: ttft p50 %s  goodput %s rpm  shed %s  cache hit %s  sim lag p95 %s\n", label,
+					runs, all, opens = append(runs, s), append(all, recs...), append(opens, o.Open...)
+					line := fmt.Sprintf("%s: ttft p50 %s  goodput %s rpm  shed %s  cache hit %s  sim lag p95 %s", label,
 						report.Sec(s.TTFTP50), report.Number(s.GoodputRPM, 1), report.Pct(s.ShedRate), report.Pct(s.CacheHitRatio), report.Sec(s.SimLagP95))
+					if ld.Mode.Open() {
+						over := 0
+						for _, x := range o.Open {
+							over += x.OverBound
+						}
+						line += fmt.Sprintf("  achieved %s/s of %g/s  over the in-flight bound %d", report.Number(s.AchievedRate, 3), ld.Rate, over)
+					}
+					fmt.Fprintln(out.Status, line)
 				}
 				s := results.Median(runs, results.Summarize(all, cfg.TimeScale, slo))
 				if len(runs) > 1 {
@@ -481,10 +636,31 @@ func Run(ctx context.Context, cfg Config, out Output, log zerolog.Logger) (*resu
 							ProjectedTTFTP50: r.ProjectedTTFTP50, ProjectedTTFTP95: r.ProjectedTTFTP95})
 					}
 				}
-				s.Concurrency = level
+				if ld.Mode.Open() {
+					s.Rate = ld.Rate
+					AddOpen(s, opens)
+				} else {
+					s.Concurrency = ld.Concurrency
+				}
 				points = append(points, s)
 			}
 			byLevel[strat] = points
+		}
+		byStrategy := map[string]*results.Summary{}
+		if open {
+			// The headline is the highest rate: the nearest to saturation,
+			// where an open loop's queues build and strategies part.
+			top := loads[len(loads)-1].Rate
+			for _, l := range loads {
+				top = max(top, l.Rate)
+			}
+			f.Params.Headline[string(kind)] = results.Headline{Rate: top, Rule: "top-rate"}
+			for strat, points := range byLevel {
+				byStrategy[strat] = atRate(points, top)
+			}
+			f.Workloads[string(kind)] = byStrategy
+			Relate(byStrategy)
+			continue
 		}
 		var randomSweep []results.Point
 		for _, p := range byLevel[results.Random] {
@@ -492,7 +668,6 @@ func Run(ctx context.Context, cfg Config, out Output, log zerolog.Logger) (*resu
 		}
 		hl := Headline(kind, cfg.Concurrency, levels, randomSweep)
 		f.Params.Headline[string(kind)] = hl
-		byStrategy := map[string]*results.Summary{}
 		for strat, points := range byLevel {
 			byStrategy[strat] = atLevel(points, hl.Concurrency)
 		}
@@ -501,12 +676,55 @@ func Run(ctx context.Context, cfg Config, out Output, log zerolog.Logger) (*resu
 		Goodput(byStrategy, cfg.SLOAttainment)
 	}
 	f.Params.TTFTBasis = Basis(f)
-	f.Bar = Bar(f)
+	// The bar's reference figures were measured in a closed loop at named
+	// concurrencies: it applies to --load concurrency only.
+	if !open {
+		f.Bar = Bar(f)
+	}
 	f.Params.WallSeconds = math.Round(time.Since(started).Seconds())
 	if removeLogs {
 		_ = os.RemoveAll(cfg.LogDir)
 	}
 	return f, nil
+}
+
+// Load is one run's load: a closed loop of Concurrency clients, or an open
+// loop at Rate sessions per model second with at most MaxInFlight in
+// flight.
+type Load struct {
+	Mode        runner.Mode
+	Concurrency int
+	Rate        float64
+	MaxInFlight int
+}
+
+// Name is the load in labels: c=8, or rate=0.5/s.
+func (l Load) Name() string {
+	if l.Mode.Open() {
+		return fmt.Sprintf("rate=%g/s", l.Rate)
+	}
+	return fmt.Sprintf("c=%d", l.Concurrency)
+}
+
+// AddOpen adds the open-loop arrival counts of a level's runs to its
+// summary: counts add up over the runs, as Requests do; the bound and the
+// peak are the largest.
+func AddOpen(s *results.Summary, opens []runner.OpenLoop) {
+	for _, o := range opens {
+		s.Arrivals += o.Arrivals
+		s.ArrivalsOverBound += o.OverBound
+		s.MaxInFlight = max(s.MaxInFlight, o.MaxInFlight)
+		s.PeakInFlight = max(s.PeakInFlight, o.PeakInFlight)
+	}
+}
+
+func encodeAll(enc *json.Encoder, recs []results.Record) error {
+	for i := range recs {
+		if err := enc.Encode(&recs[i]); err != nil {
+			return fmt.Errorf("write records: %w", err)
+		}
+	}
+	return nil
 }
 
 // atLevel is the summary of the run at level, carrying every level's
@@ -524,10 +742,29 @@ func atLevel(points []*results.Summary, level int) *results.Summary {
 	return head
 }
 
-// runOne starts a fresh fleet, runs one strategy at one level, and stops
+// atRate is atLevel for an offered rate.
+func atRate(points []*results.Summary, rate float64) *results.Summary {
+	var head *results.Summary
+	for _, p := range points {
+		if p.Rate == rate {
+			head = p
+		}
+	}
+	for _, p := range points {
+		head.Sweep = append(head.Sweep, p.Point())
+	}
+	return head
+}
+
+// runOne starts a fresh fleet, runs one strategy at one load, and stops
 // the fleet.
-func runOne(ctx context.Context, cfg Config, spec workload.Spec, strat string, level, requests int, label string, status io.Writer) (_ []results.Record, err error) {
-	name := fmt.Sprintf("%s-%s-c%d", spec.Kind, strat, level)
+func runOne(ctx context.Context, cfg Config, spec workload.Spec, strat string, ld Load, requests int, label string, status io.Writer) (_ runner.Outcome, err error) {
+	name := fmt.Sprintf("%s-%s-c%d", spec.Kind, strat, ld.Concurrency)
+	conns := ld.Concurrency
+	if ld.Mode.Open() {
+		name = fmt.Sprintf("%s-%s-r%g", spec.Kind, strat, ld.Rate)
+		conns = ld.MaxInFlight
+	}
 	startCtx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
 	simOpts := fleet.SimOptions{
@@ -538,7 +775,7 @@ func runOne(ctx context.Context, cfg Config, spec workload.Spec, strat string, l
 	if strat != results.Switchyard || !cfg.KVEvents {
 		sim, err := fleet.StartSim(startCtx, simOpts)
 		if err != nil {
-			return nil, err
+			return runner.Outcome{}, err
 		}
 		defer func() {
 			if serr := sim.Stop(); serr != nil && err == nil {
@@ -547,7 +784,7 @@ func runOne(ctx context.Context, cfg Config, spec workload.Spec, strat string, l
 		}()
 		workers = sim.Workers
 	}
-	client := stream.NewClient(level)
+	client := stream.NewClient(conns)
 	defer client.CloseIdle()
 	var targets []runner.Target
 	var picker pick.Picker
@@ -558,7 +795,7 @@ func runOne(ctx context.Context, cfg Config, spec workload.Spec, strat string, l
 			Bin: cfg.Bin, Workers: workers, Sim: simOpts, Model: cfg.Model, Args: cfg.DevArgs, LogDir: cfg.LogDir, Name: name + "-switchyard",
 		})
 		if err != nil {
-			return nil, err
+			return runner.Outcome{}, err
 		}
 		defer func() {
 			if gerr := gw.Stop(); gerr != nil && err == nil {
@@ -578,22 +815,26 @@ func runOne(ctx context.Context, cfg Config, spec workload.Spec, strat string, l
 			Background: func(fn func(context.Context)) { go fn(bgCtx) },
 		})
 		if err != nil {
-			return nil, err
+			return runner.Outcome{}, err
 		}
 	}
 	gen, err := workload.NewGenerator(spec)
 	if err != nil {
-		return nil, err
+		return runner.Outcome{}, err
 	}
 	plan := runner.Plan{
-		Workload: string(spec.Kind), Strategy: strat, Mode: runner.Concurrent, Concurrency: level,
+		Workload: string(spec.Kind), Strategy: strat, Mode: ld.Mode, Concurrency: ld.Concurrency, Rate: ld.Rate,
 		Requests: requests, Duration: cfg.Duration, TimeScale: cfg.TimeScale, Model: cfg.Model,
 		IgnoreEOS: cfg.IgnoreEOS, RequestTimeout: cfg.RequestTimeout, Seed: spec.Seed,
 	}
+	if ld.Mode.Open() {
+		plan.Concurrency = ld.MaxInFlight
+	}
 	bar := NewProgress(status, cfg.Progress, label, plan)
-	recs, err := runner.Run(ctx, plan, gen, runner.Env{Client: client, Targets: targets, Picker: picker, OnDone: bar.Done})
+	o, err := runner.Execute(ctx, plan, []runner.Tenant{{Client: client, Gen: gen, Concurrency: plan.Concurrency, Rate: plan.Rate, Seed: plan.Seed}},
+		runner.Env{Client: client, Targets: targets, Picker: picker, OnDone: bar.Done})
 	bar.Finish()
-	return recs, err
+	return o, err
 }
 
 // calibrate measures characters per token on a one-worker fleet of its
@@ -640,6 +881,19 @@ func ParseInts(s string) ([]int, error) {
 		v, err := strconv.Atoi(p)
 		if err != nil || v < 1 || v > 1<<16 {
 			return nil, fmt.Errorf("%q: want an integer from 1 to 65536", p)
+		}
+		out = append(out, v)
+	}
+	return out, nil
+}
+
+// ParseRates parses a comma-separated list of positive rates.
+func ParseRates(s string) ([]float64, error) {
+	var out []float64
+	for _, p := range splitList(s) {
+		v, err := strconv.ParseFloat(p, 64)
+		if err != nil || !(v > 0) || math.IsInf(v, 0) {
+			return nil, fmt.Errorf("%q: want a positive rate (sessions per model second)", p)
 		}
 		out = append(out, v)
 	}

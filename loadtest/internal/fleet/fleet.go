@@ -152,6 +152,11 @@ func StartGateway(ctx context.Context, o GatewayOptions) (*Gateway, error) {
 		"--gateway-addr", "127.0.0.1:0",
 		"--router-grpc-addr", "127.0.0.1:0",
 		"--router-http-addr", "127.0.0.1:0",
+		// The gateway's /metrics and the meter (which dev starts when a
+		// Redis answers) listen apart from the API: free ports too, or two
+		// stacks on one machine (a run's and a test's) collide on 9094.
+		"--gateway-metrics-addr", "127.0.0.1:0",
+		"--meter-http-addr", "127.0.0.1:0",
 		"--log-format", "json",
 	}
 	if len(o.Workers) > 0 {
@@ -171,7 +176,6 @@ func StartGateway(ctx context.Context, o GatewayOptions) (*Gateway, error) {
 			"--sim-port", "0",
 			"--kv-events-config", events,
 			"--kvtracker-http-addr", "127.0.0.1:0",
-			"--meter-http-addr", "127.0.0.1:0",
 			// Anonymous workers rather than the example catalog's, and
 			// no shared Redis (so no meter): each run is a fresh,
 			// self-contained stack.
