@@ -355,6 +355,9 @@ func Start(ctx context.Context, cfg Config, log zerolog.Logger) (_ *Stack, err e
 	gc.RouterAddr = rs.GRPCAddr()
 	gc.NATS.URL = s.natsURL
 	gc.AllowTagsHeader = true
+	// A local system serves its developer: answers say which worker served
+	// them and what the router predicted (loadtest records both).
+	gc.DecisionHeaders = true
 	gc.Flow = cfg.Flow
 	if s.policyd != nil {
 		gc.PolicydAddr = s.policyd.GRPCAddr()

@@ -92,6 +92,12 @@ type Config struct {
 	// PolicydAddr) turns the header on by itself, under its own name; the
 	// router keeps only its allowed tags and adds the tenant's defaults.
 	AllowTagsHeader bool
+	// DecisionHeaders puts the routing decision on every routed answer:
+	// the target in TargetHeader and the router's predicted time to first
+	// token in PredictedTTFTHeader (seconds). For benchmarks (loadtest
+	// records them and reports the predictor's error) and debugging; off
+	// by default, since it tells clients which worker served them.
+	DecisionHeaders bool
 	// PolicydAddr is policyd's gRPC address. Set, the gateway follows the
 	// policy snapshot for providers' credentials (it can then forward to
 	// provider targets) and the GatewayBackend's tags header.
@@ -217,6 +223,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.UsageSpoolDir, "usage-spool-dir", "", "directory where usage events wait on disk until JetStream acks them, so a NATS outage or a restart loses none (one per gateway; empty: in memory, lost if the process dies)")
 	fs.Int64Var(&c.UsageSpoolMaxBytes, "usage-spool-max-bytes", d.UsageSpoolMaxBytes, "most bytes the usage spool holds; beyond, events are dropped and counted (at ~300 bytes an event, a GiB is over three million)")
 	fs.BoolVar(&c.AllowTagsHeader, "allow-tags-header", d.AllowTagsHeader, "accept routing tags from clients in the "+TagsHeader+" header")
+	fs.BoolVar(&c.DecisionHeaders, "decision-headers", d.DecisionHeaders, "put the target and the router's predicted TTFT on every routed answer ("+TargetHeader+", "+PredictedTTFTHeader+" in seconds), for benchmarks and debugging")
 }
 
 // Validate reports every invalid field at once.

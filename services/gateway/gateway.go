@@ -80,6 +80,11 @@ const (
 	// TagsHeader carries comma-separated routing tags, honoured only with
 	// Config.AllowTagsHeader.
 	TagsHeader = "X-Switchyard-Tags"
+	// TargetHeader and PredictedTTFTHeader carry the routing decision on
+	// an answer, with Config.DecisionHeaders: the target's id, and the
+	// router's predicted time to first token in seconds.
+	TargetHeader        = "X-Switchyard-Target"
+	PredictedTTFTHeader = "X-Switchyard-Predicted-TTFT"
 )
 
 // DefaultTenant is the tenant of requests no admission step claims (the

@@ -227,6 +227,28 @@ func TestRetryBeforeFirstByte(t *testing.T) {
 	}
 }
 
+// TestDecisionHeaders: with --decision-headers an answer names the target
+// that served it and the router's predicted TTFT (a retry's, when the
+// first attempt failed); without, neither.
+func TestDecisionHeaders(t *testing.T) {
+	for _, on := range []bool{true, false} {
+		e := newEnv(t, envOpts{cfg: func(c *Config) { c.DecisionHeaders = on }})
+		e.router.setTargets(testModel, newVLLM(t, modeFail500).target("dead"), newVLLM(t, modeOK).target("good"))
+		for _, body := range []string{chatBody, chatStreamBody(false)} {
+			resp := e.post(t, "/v1/chat/completions", body, nil)
+			out, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				t.Fatalf("status %d: %s", resp.StatusCode, out)
+			}
+			target, predicted := resp.Header.Get(TargetHeader), resp.Header.Get(PredictedTTFTHeader)
+			if on && (target != "good" || predicted != "0.2500") || !on && (target != "" || predicted != "") {
+				t.Errorf("decision headers %v: target %q, predicted TTFT %q", on, target, predicted)
+			}
+		}
+	}
+}
+
 func TestRetryExhausted(t *testing.T) {
 	tests := []struct {
 		name       string

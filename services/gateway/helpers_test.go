@@ -78,6 +78,9 @@ func (tr *testRouter) routedTenants() []string {
 	return slices.Clone(tr.routed)
 }
 
+// testPredictedTTFT is the TTFT testRouter's decisions predict.
+const testPredictedTTFT = 0.25
+
 func (tr *testRouter) Route(_ context.Context, req *routerv1.RouteRequest) (*routerv1.RouteResponse, error) {
 	tr.mu.Lock()
 	defer tr.mu.Unlock()
@@ -100,7 +103,8 @@ func (tr *testRouter) Route(_ context.Context, req *routerv1.RouteRequest) (*rou
 		if !slices.Contains(req.GetExcludeEndpoints(), t.GetId()) {
 			return &routerv1.RouteResponse{
 				Target:   t,
-				Decision: &routerv1.Decision{Strategy: "first", PromptTokens: promptTokens, CachedTokens: 2, Policy: tr.decisionPolicy, Rule: tr.decisionRule},
+				Decision: &routerv1.Decision{Strategy: "first", PromptTokens: promptTokens, CachedTokens: 2, Policy: tr.decisionPolicy, Rule: tr.decisionRule,
+					PredictedTtftSeconds: testPredictedTTFT},
 			}, nil
 		}
 	}

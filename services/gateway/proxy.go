@@ -370,6 +370,9 @@ func (c *call) proxy(w http.ResponseWriter, r *http.Request, body []byte) {
 		}
 		c.attempts = attempt
 		c.target, c.decision = rr.GetTarget(), rr.GetDecision()
+		if c.g.cfg.DecisionHeaders {
+			c.decisionHeaders(w)
+		}
 		f := c.attempt(w, r, body)
 		if f == nil {
 			return
@@ -385,6 +388,18 @@ func (c *call) proxy(w http.ResponseWriter, r *http.Request, body []byte) {
 		}
 		c.g.metrics.retries.WithLabelValues(c.req.Model).Inc()
 		c.log.Info().Str("endpoint", f.endpoint).Int("status", f.status).AnErr("error", f.err).Msg("retrying on another endpoint")
+	}
+}
+
+// decisionHeaders puts the attempt's target and predicted TTFT on the
+// answer (Config.DecisionHeaders); a retry's replace them.
+func (c *call) decisionHeaders(w http.ResponseWriter) {
+	h := w.Header()
+	h.Set(TargetHeader, c.target.GetId())
+	if p := c.decision.GetPredictedTtftSeconds(); p > 0 {
+		h.Set(PredictedTTFTHeader, strconv.FormatFloat(p, 'f', 4, 64))
+	} else {
+		h.Del(PredictedTTFTHeader)
 	}
 }
 
