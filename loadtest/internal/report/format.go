@@ -1,6 +1,8 @@
 // Package report renders results: a Markdown table for the console and
 // READMEs, and a self-contained HTML page with inline SVG charts (TTFT
-// distributions, goodput and TTFT against concurrency per strategy).
+// distributions, goodput and TTFT against concurrency per strategy; for
+// open-loop runs, TTFT p90, output tokens per second and goodput against
+// the offered rate).
 package report
 
 import (

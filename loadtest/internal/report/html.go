@@ -20,6 +20,14 @@ var colors = map[string]string{
 	results.Direct:     "#d62728",
 }
 
+// levelLabel names a summary's load: c=8, or 0.5/s for an offered rate.
+func levelLabel(s *results.Summary) string {
+	if s.Concurrency == 0 && s.Rate > 0 {
+		return level(0, s.Rate)
+	}
+	return "c=" + level(s.Concurrency, s.Rate)
+}
+
 func strategySeries(name string) series {
 	c, ok := colors[name]
 	if !ok {
@@ -59,7 +67,11 @@ tr.switchyard td{font-weight:bold;background:#eef8ee}
 	}
 	var load strings.Builder
 	writeLoad(&load, f)
-	fmt.Fprintf(&b, "mode %s, levels %v.%s TTFT SLOs: ", esc(p.Mode), p.Sweep, esc(load.String()))
+	if len(p.Sweep) > 0 {
+		fmt.Fprintf(&b, "mode %s, levels %v.%s TTFT SLOs: ", esc(p.Mode), p.Sweep, esc(load.String()))
+	} else {
+		fmt.Fprintf(&b, "mode %s.%s TTFT SLOs: ", esc(p.Mode), esc(load.String()))
+	}
 	first := true
 	for _, wl := range Workloads(f) {
 		if !first {
@@ -81,7 +93,7 @@ tr.switchyard td{font-weight:bold;background:#eef8ee}
 				vsRandom, gap = s.ProjectedTTFTP50VsRandom, s.ProjectedTTFTP50GapToOracle
 			}
 			fmt.Fprintf(&b, `<tr class="%s"><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%d</td><td>%s</td><td>%s</td><td>%s</td></tr>`,
-				esc(st), esc(wl), esc(st+" (c="+level(s.Concurrency, s.Rate)+")"), Sec(s.TTFTP50), Sec(s.TTFTP95), Sec(s.TTFTP99), Sec(s.E2EP50), Sec(s.ITLP50),
+				esc(st), esc(wl), esc(st+" ("+levelLabel(s)+")"), Sec(s.TTFTP50), Sec(s.TTFTP95), Sec(s.TTFTP99), Sec(s.E2EP50), Sec(s.ITLP50),
 				Number(s.GoodputRPM, 1), Pct(s.SLOAttainment), Pct(s.ShedRate), Pct(s.ErrorRate), Pct(s.CacheHitRatio),
 				Ratio(vsRandom), Ratio(s.GoodputVsRandom), Gap(gap), s.Requests, Sec(s.SimTTFTP50), Sec(s.ProjectedTTFTP50), Sec(s.SimLagP95))
 		}
@@ -130,7 +142,11 @@ tr.switchyard td{font-weight:bold;background:#eef8ee}
 		if h, ok := p.Headline[wl]; ok {
 			headline = h.Concurrency
 		}
-		cdf := chart{title: fmt.Sprintf("TTFT distribution (concurrency %d)", headline), xlabel: "TTFT, model seconds (log)", ylabel: "fraction of requests", logX: true}
+		cdfTitle := fmt.Sprintf("TTFT distribution (concurrency %d)", headline)
+		if h, ok := p.Headline[wl]; ok && h.Rate > 0 {
+			cdfTitle = fmt.Sprintf("TTFT distribution (offered rate %g/s)", h.Rate)
+		}
+		cdf := chart{title: cdfTitle, xlabel: "TTFT, model seconds (log)", ylabel: "fraction of requests", logX: true}
 		var levels []float64
 		for _, st := range Strategies(bs) {
 			for _, pt := range bs[st].Sweep {
@@ -155,11 +171,14 @@ tr.switchyard td{font-weight:bold;background:#eef8ee}
 			g, m := strategySeries(st), strategySeries(st)
 			g.markers, m.markers = true, true
 			for _, pt := range s.Sweep {
+				if pt.Concurrency <= 0 {
+					continue
+				}
 				x := float64(pt.Concurrency)
 				g.xs, g.ys = append(g.xs, x), append(g.ys, float64(pt.GoodputRPM))
 				m.xs, m.ys = append(m.xs, x), append(m.ys, float64(pt.TTFTP50))
 			}
-			if len(s.Sweep) > 1 {
+			if len(g.xs) > 1 {
 				sweep = true
 			}
 			good.series, med.series = append(good.series, g), append(med.series, m)
@@ -170,10 +189,16 @@ tr.switchyard td{font-weight:bold;background:#eef8ee}
 			b.WriteString(med.svg())
 		}
 		b.WriteString("</div>\n")
+		if rates, ok := ratePoints(bs); ok {
+			rateCharts(&b, bs, rates, p.SLOTTFTS[wl])
+		}
 		if sweep {
 			b.WriteString(`<table><tr><th>strategy</th><th>concurrency</th><th>TTFT p50</th><th>TTFT p95</th><th>E2E p50</th><th>goodput rpm</th><th>SLO met</th><th>shed</th><th>cache hit</th></tr>`)
 			for _, st := range Strategies(bs) {
 				for _, pt := range bs[st].Sweep {
+					if pt.Concurrency <= 0 {
+						continue
+					}
 					fmt.Fprintf(&b, `<tr><td>%s</td><td>%d</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td></tr>`,
 						esc(st), pt.Concurrency, Sec(pt.TTFTP50), Sec(pt.TTFTP95), Sec(pt.E2EP50), Number(pt.GoodputRPM, 1),
 						Pct(pt.SLOAttainment), Pct(pt.ShedRate), Pct(pt.CacheHitRatio))

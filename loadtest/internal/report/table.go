@@ -126,6 +126,7 @@ func WriteTable(w io.Writer, f *results.File) error {
 	writeTenants(&b, f)
 	writeGoodput(&b, f, hasRandom)
 	writeSweep(&b, f)
+	writeRates(&b, f)
 	if lagging := Lagging(f); len(lagging) > 0 {
 		fmt.Fprintf(&b, "\nFidelity warning: the client saw first tokens much later than the simulator's own account in %s (sim lag p95 above max(0.5 s, 10 %% of TTFT p50)): the machine could not keep up with time scale %g; rerun on a quiet machine or a lower --time-scale.\n",
 			strings.Join(lagging, ", "), p.TimeScale)
@@ -156,8 +157,10 @@ func WriteTable(w io.Writer, f *results.File) error {
 func writeLoad(b *strings.Builder, f *results.File) {
 	p := f.Params
 	switch {
-	case p.Mode == "poisson":
-		fmt.Fprintf(b, " Poisson arrivals at %g/s.", p.Rate)
+	case p.Load == "rate" || p.Load == "rate-sweep":
+		writeOpenLoad(b, f)
+	case p.Mode == "poisson" || p.Mode == "constant":
+		fmt.Fprintf(b, " Open loop: %s arrivals at %g sessions per second.", p.Mode, p.Rate)
 	case len(p.Headline) > 0:
 		var parts []string
 		var refs []string
@@ -195,6 +198,24 @@ func writeLoad(b *strings.Builder, f *results.File) {
 	if p.DurationS > 0 {
 		fmt.Fprintf(b, " At most %g s per run.", p.DurationS)
 	}
+}
+
+// writeOpenLoad describes compare's open-loop load: the arrivals, the
+// bound, and for a rate sweep how its rates were found.
+func writeOpenLoad(b *strings.Builder, f *results.File) {
+	p := f.Params
+	fmt.Fprintf(b, " Open loop: %s arrivals at offered rates (sessions per model second), at most %d sessions in flight.", p.Arrivals, p.MaxInFlight)
+	if rs := p.RateSweep; rs != nil {
+		var sats []string
+		for _, wl := range Workloads(f) {
+			if s, ok := p.Saturation[wl]; ok {
+				sats = append(sats, fmt.Sprintf("%s %s/s", wl, Number(s.Rate, 3)))
+			}
+		}
+		fmt.Fprintf(b, " Rate sweep: each workload's saturation rate measured once, by a closed loop of %s at %d clients (%s), and every strategy run at %d rates evenly spaced from %.3g to %.3g times it.",
+			rs.Strategy, rs.Concurrency, strings.Join(sats, ", "), rs.Points, rs.Low, rs.High)
+	}
+	b.WriteString(" Headline (column c): each workload's highest rate.")
 }
 
 // writeGoodput adds the goodput headline of each strategy, when the runs
@@ -315,7 +336,7 @@ func writeSweep(b *strings.Builder, f *results.File) {
 		var levels []int
 		for _, st := range Strategies(bs) {
 			for _, p := range bs[st].Sweep {
-				if !slices.Contains(levels, p.Concurrency) {
+				if p.Concurrency > 0 && !slices.Contains(levels, p.Concurrency) {
 					levels = append(levels, p.Concurrency)
 				}
 			}
