@@ -18,6 +18,7 @@ import (
 
 	"github.com/switchyard-dev/switchyard/loadtest/internal/compare"
 	"github.com/switchyard-dev/switchyard/loadtest/internal/pick"
+	"github.com/switchyard-dev/switchyard/loadtest/internal/ratesweep"
 	"github.com/switchyard-dev/switchyard/loadtest/internal/report"
 	"github.com/switchyard-dev/switchyard/loadtest/internal/results"
 	"github.com/switchyard-dev/switchyard/loadtest/internal/runner"
@@ -25,8 +26,14 @@ import (
 	"github.com/switchyard-dev/switchyard/loadtest/internal/workload"
 )
 
-// modeSweep runs a list of concurrencies one after the other.
-const modeSweep = "sweep"
+// Modes beyond the runner's: modeSweep runs a list of concurrencies one
+// after the other; modeRateSweep measures the target's saturation rate in
+// a closed loop, then runs open loops at rates spread below it (see the
+// ratesweep package).
+const (
+	modeSweep     = "sweep"
+	modeRateSweep = "rate-sweep"
+)
 
 // runConfig is `loadtest run`.
 type runConfig struct {
@@ -41,6 +48,11 @@ type runConfig struct {
 	concurrency int
 	sweep       []int
 	rate        float64
+	// maxInFlight bounds the open loop's sessions in flight; arrivals
+	// and rateSweep are --mode rate-sweep's.
+	maxInFlight int
+	arrivals    string
+	rateSweep   ratesweep.Config
 	requests    int
 	duration    time.Duration
 	timeScale   float64
@@ -81,14 +93,18 @@ func (c *runConfig) registerFlags(fs *flag.FlagSet) {
 		return err
 	})
 	c.spec.RegisterFlags(fs)
-	fs.StringVar(&c.mode, "mode", string(runner.Concurrent), "load mode: concurrent (fixed concurrency), poisson (fixed rate) or sweep (the --sweep concurrencies in turn)")
-	fs.IntVar(&c.concurrency, "concurrency", 16, "concurrent clients (concurrent); cap on sessions in flight (poisson, 0: 1024); headline level (sweep)")
+	fs.StringVar(&c.mode, "mode", string(runner.Concurrent), "load mode: concurrent (closed loop: --concurrency clients, each sending its next session when the last ends), constant or poisson (open loop: sessions arrive at --rate per model second, evenly spaced or at exponential gaps, whatever the server's pace), sweep (the --sweep concurrencies in turn) or rate-sweep (a closed loop at --saturation-concurrency measures the saturation rate, then --rate-points open loops of --arrivals run at rates spread below it)")
+	fs.IntVar(&c.concurrency, "concurrency", 16, "concurrent clients (concurrent); headline level (sweep); not for the open-loop modes, bounded by --max-in-flight")
 	fs.Func("sweep", "comma-separated concurrencies for --mode sweep", func(s string) error {
 		v, err := compare.ParseInts(s)
 		c.sweep = v
 		return err
 	})
-	fs.Float64Var(&c.rate, "rate", 1, "poisson: sessions per (model) second")
+	fs.Float64Var(&c.rate, "rate", 1, "constant, poisson: offered sessions per (model) second (requests per second; conversations per second for multi-turn)")
+	fs.IntVar(&c.maxInFlight, "max-in-flight", runner.DefaultMaxInFlight, "constant, poisson, rate-sweep: bound on sessions in flight; an arrival beyond it is not sent and is counted (arrivals_over_bound), never waited for")
+	fs.StringVar(&c.arrivals, "arrivals", string(runner.Poisson), "rate-sweep: the arrival process of its open loops, constant (evenly spaced) or poisson (exponential gaps)")
+	c.rateSweep = ratesweep.DefaultConfig()
+	c.rateSweep.RegisterFlags(fs)
 	fs.IntVar(&c.requests, "requests", 200, "requests per run (0: bound by --duration only)")
 	fs.DurationVar(&c.duration, "duration", 0, "(model) time per run (0: bound by --requests only)")
 	fs.Float64Var(&c.timeScale, "time-scale", 1, "the server's time scale (switchyard sim --time-scale): reported times are wall × this")
@@ -123,14 +139,53 @@ func (c *runConfig) validate() error {
 	if err := c.spec.Validate(); err != nil {
 		errs = append(errs, err)
 	}
+	open := false
 	switch c.mode {
-	case string(runner.Concurrent), string(runner.Poisson):
+	case string(runner.Concurrent):
+	case string(runner.Constant), string(runner.Poisson):
+		open = true
+		if !(c.rate > 0) || math.IsInf(c.rate, 0) {
+			errs = append(errs, fmt.Errorf("rate %v: --mode %s needs a positive rate", c.rate, c.mode))
+		}
 	case modeSweep:
 		if len(c.sweep) == 0 {
 			errs = append(errs, errors.New("mode sweep: give the concurrencies with --sweep"))
 		}
+	case modeRateSweep:
+		open = true
+		if _, err := ratesweep.ParseArrivals(c.arrivals); err != nil {
+			errs = append(errs, err)
+		}
+		if err := c.rateSweep.Validate(); err != nil {
+			errs = append(errs, err)
+		}
+		if c.set["rate"] {
+			errs = append(errs, errors.New("rate: --mode rate-sweep finds its rates from the saturation run"))
+		}
+		if c.requests > 0 && c.requests <= c.rateSweep.Concurrency {
+			errs = append(errs, fmt.Errorf("requests %d cannot fill the saturation run's %d clients (want more requests than --saturation-concurrency)", c.requests, c.rateSweep.Concurrency))
+		}
 	default:
-		errs = append(errs, fmt.Errorf("mode %q: want concurrent, poisson or sweep", c.mode))
+		errs = append(errs, fmt.Errorf("mode %q: want concurrent, constant, poisson, sweep or rate-sweep", c.mode))
+	}
+	if open && c.set["concurrency"] {
+		errs = append(errs, fmt.Errorf("concurrency: closed-loop clients; --mode %s is an open loop, bounded by --max-in-flight", c.mode))
+	}
+	if !open && c.set["max-in-flight"] {
+		errs = append(errs, fmt.Errorf("max-in-flight: only in the open-loop modes (constant, poisson, rate-sweep), not %s", c.mode))
+	}
+	if c.maxInFlight < 1 || c.maxInFlight > 1<<16 {
+		errs = append(errs, fmt.Errorf("max-in-flight %d: want 1 to 65536", c.maxInFlight))
+	}
+	if c.mode != modeSweep && c.set["sweep"] {
+		errs = append(errs, fmt.Errorf("sweep: only with --mode sweep (mode is %s)", c.mode))
+	}
+	if c.mode != modeRateSweep {
+		for _, f := range []string{"arrivals", "rate-points", "rate-low", "rate-high", "saturation-concurrency"} {
+			if c.set[f] {
+				errs = append(errs, fmt.Errorf("%s: only with --mode rate-sweep (mode is %s)", f, c.mode))
+			}
+		}
 	}
 	if c.slo <= 0 {
 		errs = append(errs, errors.New("slo: must be positive"))
@@ -142,12 +197,12 @@ func (c *runConfig) validate() error {
 		errs = append(errs, errors.New("max-retry-after: only with --retry-after"))
 	}
 	if len(c.tenants) > 0 {
-		if c.mode == modeSweep {
-			errs = append(errs, errors.New("tenant: not with --mode sweep (give each tenant its load instead)"))
+		if c.mode == modeSweep || c.mode == modeRateSweep {
+			errs = append(errs, fmt.Errorf("tenant: not with --mode %s (give each tenant its load instead)", c.mode))
 		}
-		for _, f := range []string{"api-key-env", "concurrency", "rate"} {
+		for _, f := range []string{"api-key-env", "concurrency", "rate", "max-in-flight"} {
 			if c.set[f] {
-				errs = append(errs, fmt.Errorf("%s: not with --tenant (each tenant gives its own key-env, concurrency and rate)", f))
+				errs = append(errs, fmt.Errorf("%s: not with --tenant (each tenant gives its own key-env, concurrency and rate; concurrency= bounds its sessions in flight in the open-loop modes)", f))
 			}
 		}
 		lookup := c.lookupEnv
@@ -214,12 +269,24 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 
 func runLoad(ctx context.Context, cfg runConfig, out *outputs, status io.Writer) (*results.File, error) {
 	started := time.Now()
-	levels := []int{cfg.concurrency}
-	mode := runner.Mode(cfg.mode)
-	if cfg.mode == modeSweep {
-		levels, mode = cfg.sweep, runner.Concurrent
+	var loads []compare.Load
+	switch cfg.mode {
+	case string(runner.Concurrent):
+		loads = []compare.Load{{Mode: runner.Concurrent, Concurrency: cfg.concurrency}}
+	case string(runner.Constant), string(runner.Poisson):
+		loads = []compare.Load{{Mode: runner.Mode(cfg.mode), Rate: cfg.rate, MaxInFlight: cfg.maxInFlight}}
+	case modeSweep:
+		for _, c := range cfg.sweep {
+			loads = append(loads, compare.Load{Mode: runner.Concurrent, Concurrency: c})
+		}
 	}
-	conns := slices.Max(levels)
+	conns := cfg.concurrency
+	for _, l := range loads {
+		conns = max(conns, l.Concurrency, l.MaxInFlight)
+	}
+	if cfg.mode == modeRateSweep {
+		conns = max(cfg.rateSweep.Concurrency, cfg.maxInFlight)
+	}
 	if len(cfg.tenants) > 0 {
 		conns = 0
 		for _, t := range cfg.tenants {
@@ -283,26 +350,28 @@ func runLoad(ctx context.Context, cfg runConfig, out *outputs, status io.Writer)
 		enc = json.NewEncoder(recsOut)
 	}
 	slo := cfg.slo.Seconds()
-	var points []*results.Summary
 	var tenantSums []*results.TenantSummary
-	for _, level := range levels {
+	// runAt runs one load and summarises it.
+	runAt := func(ld compare.Load) (*results.Summary, []results.Record, error) {
 		bgCtx, stopBG := context.WithCancel(ctx)
+		defer stopBG()
 		picker, err := pick.New(cfg.strategy, pts, pick.Options{Seed: spec.Seed, HTTP: client.HTTP,
 			Background: func(fn func(context.Context)) { go fn(bgCtx) }})
 		if err != nil {
-			stopBG()
-			return nil, err
+			return nil, nil, err
 		}
 		plan := runner.Plan{
-			Workload: string(cfg.kind), Strategy: cfg.label, Mode: mode, Concurrency: level, Rate: cfg.rate,
+			Workload: string(cfg.kind), Strategy: cfg.label, Mode: ld.Mode, Concurrency: ld.Concurrency, Rate: ld.Rate,
 			Requests: cfg.requests, Duration: cfg.duration, TimeScale: cfg.timeScale, Model: cfg.model,
 			IgnoreEOS: cfg.ignoreEOS, RequestTimeout: cfg.timeout, Seed: spec.Seed,
 			RetryAfter: cfg.retryAfter, MaxRetryAfter: cfg.maxRetryAfter,
 		}
+		if ld.Mode.Open() {
+			plan.Concurrency = ld.MaxInFlight
+		}
 		tenants, err := runTenants(cfg, spec, tenantClients)
 		if err != nil {
-			stopBG()
-			return nil, err
+			return nil, nil, err
 		}
 		if len(tenants) > 0 {
 			plan.Concurrency, plan.Rate = 0, 0
@@ -310,60 +379,95 @@ func runLoad(ctx context.Context, cfg runConfig, out *outputs, status io.Writer)
 				plan.Concurrency += t.Concurrency
 				plan.Rate += t.Rate
 			}
+		} else {
+			gen, err := workload.NewGenerator(spec)
+			if err != nil {
+				return nil, nil, err
+			}
+			tenants = []runner.Tenant{{Client: client, Gen: gen, Concurrency: plan.Concurrency, Rate: plan.Rate, Seed: plan.Seed}}
 		}
 		label := fmt.Sprintf("%s %s %s", cfg.kind, cfg.label, levelName(plan))
-		if len(tenants) > 0 {
+		if len(cfg.tenants) > 0 {
 			label = fmt.Sprintf("%s %s %d tenants", cfg.kind, cfg.label, len(tenants))
 		}
 		bar := compare.NewProgress(status, cfg.progress, label, plan)
-		env := runner.Env{Client: client, Targets: targets, Picker: picker, OnDone: bar.Done}
-		var recs []results.Record
-		if len(tenants) > 0 {
-			recs, err = runner.RunTenants(ctx, plan, tenants, env)
-		} else {
-			gen, gerr := workload.NewGenerator(spec)
-			if gerr != nil {
-				stopBG()
-				return nil, gerr
-			}
-			recs, err = runner.Run(ctx, plan, gen, env)
-		}
+		o, err := runner.Execute(ctx, plan, tenants, runner.Env{Client: client, Targets: targets, Picker: picker, OnDone: bar.Done})
 		bar.Finish()
-		stopBG()
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
+		recs := o.Records
 		for i := range recs {
 			if err := enc.Encode(&recs[i]); err != nil {
-				return nil, fmt.Errorf("write records: %w", err)
+				return nil, nil, fmt.Errorf("write records: %w", err)
 			}
 		}
 		s := results.Summarize(recs, cfg.timeScale, slo)
-		if mode == runner.Poisson {
+		if ld.Mode.Open() {
 			s.Rate = plan.Rate
+			compare.AddOpen(s, o.Open)
 		} else {
 			s.Concurrency = plan.Concurrency
 		}
-		fmt.Fprintf(status, "%s: ttft p50 %s  goodput %s rpm  shed %s  cache hit %s\n", label,
+		line := fmt.Sprintf("%s: ttft p50 %s  goodput %s rpm  shed %s  cache hit %s", label,
 			report.Sec(s.TTFTP50), report.Number(s.GoodputRPM, 1), report.Pct(s.ShedRate), report.Pct(s.CacheHitRatio))
-		tenantSums = summarizeTenants(cfg, tenants, recs, slo, mode)
-		for _, ts := range tenantSums {
-			fmt.Fprintf(status, "  tenant %s: %d ok, %d refused (%d × 429), ttft p50 %s p99 %s\n", ts.Tenant,
-				ts.Succeeded, ts.Refused, ts.Refused429, report.Sec(ts.TTFTP50), report.Sec(ts.TTFTP99))
+		if ld.Mode.Open() {
+			line += fmt.Sprintf("  achieved %s/s of %g/s  over the in-flight bound %d of %d", report.Number(s.AchievedRate, 3), s.Rate, s.ArrivalsOverBound, s.Arrivals)
+		}
+		fmt.Fprintln(status, line)
+		if len(cfg.tenants) > 0 {
+			tenantSums = summarizeTenants(cfg, tenants, o, slo, ld.Mode)
+			for _, ts := range tenantSums {
+				fmt.Fprintf(status, "  tenant %s: %d ok, %d refused (%d × 429), ttft p50 %s p99 %s\n", ts.Tenant,
+					ts.Succeeded, ts.Refused, ts.Refused429, report.Sec(ts.TTFTP50), report.Sec(ts.TTFTP99))
+			}
+		}
+		return s, recs, nil
+	}
+	var sat *results.Saturation
+	if cfg.mode == modeRateSweep {
+		ld := compare.Load{Mode: runner.Concurrent, Concurrency: cfg.rateSweep.Concurrency}
+		_, recs, err := runAt(ld)
+		if err != nil {
+			return nil, err
+		}
+		m := ratesweep.Measure(recs, cfg.timeScale, cfg.label, ld.Concurrency)
+		sat = &m
+		rates := cfg.rateSweep.Rates(float64(m.Rate))
+		fmt.Fprintf(status, "saturation: %s requests/s (%s window), %s sessions/s; rates %v\n",
+			report.Number(m.RequestsPerS, 3), m.Window, report.Number(m.Rate, 3), rates)
+		if len(rates) == 0 {
+			return nil, errors.New("the saturation run served nothing: no rate to sweep")
+		}
+		for _, r := range rates {
+			loads = append(loads, compare.Load{Mode: runner.Mode(cfg.arrivals), Rate: r, MaxInFlight: cfg.maxInFlight})
+		}
+	}
+	var points []*results.Summary
+	for _, ld := range loads {
+		s, _, err := runAt(ld)
+		if err != nil {
+			return nil, err
 		}
 		points = append(points, s)
 	}
+	// The headline: the --concurrency level of a sweep, else the last
+	// point (a rate sweep's highest rate).
 	head := points[len(points)-1]
-	for _, p := range points {
-		if p.Concurrency == cfg.concurrency {
-			head = p
+	if cfg.mode == modeSweep {
+		for _, p := range points {
+			if p.Concurrency == cfg.concurrency {
+				head = p
+			}
 		}
 	}
 	if len(points) > 1 {
 		for _, p := range points {
 			head.Sweep = append(head.Sweep, p.Point())
 		}
-		compare.Goodput(map[string]*results.Summary{cfg.label: head}, compare.DefaultSLOAttainment)
+		if cfg.mode == modeSweep {
+			compare.Goodput(map[string]*results.Summary{cfg.label: head}, compare.DefaultSLOAttainment)
+		}
 	}
 	target := strings.Join(cfg.urls, ",")
 	params := results.Params{
@@ -374,6 +478,20 @@ func runLoad(ctx context.Context, cfg runConfig, out *outputs, status io.Writer)
 		Workloads: map[string]workload.Spec{string(cfg.kind): spec.Shape()},
 		Cores:     runtime.NumCPU(), GoVersion: runtime.Version(), Started: started.UTC().Truncate(time.Second),
 		RetryAfter: cfg.retryAfter,
+	}
+	if runner.Mode(cfg.mode).Open() && len(cfg.tenants) == 0 {
+		params.MaxInFlight = cfg.maxInFlight
+	}
+	if sat != nil {
+		params.Load, params.Arrivals, params.MaxInFlight = modeRateSweep, cfg.arrivals, cfg.maxInFlight
+		params.RateSweep = &results.RateSweep{Points: cfg.rateSweep.Points, Low: cfg.rateSweep.Low, High: cfg.rateSweep.High,
+			Strategy: cfg.label, Concurrency: cfg.rateSweep.Concurrency}
+		params.Saturation = map[string]results.Saturation{string(cfg.kind): *sat}
+		params.Headline = map[string]results.Headline{string(cfg.kind): {Rate: head.Rate, Rule: "top-rate"}}
+		params.RatesByWorkload = map[string][]float64{}
+		for _, p := range points {
+			params.RatesByWorkload[string(cfg.kind)] = append(params.RatesByWorkload[string(cfg.kind)], p.Rate)
+		}
 	}
 	for _, t := range cfg.tenants {
 		kind := cmp.Or(t.workload, cfg.kind)
@@ -388,7 +506,7 @@ func runLoad(ctx context.Context, cfg runConfig, out *outputs, status io.Writer)
 	}
 	params.WallSeconds = math.Round(time.Since(started).Seconds())
 	if cfg.mode == modeSweep {
-		params.Sweep = levels
+		params.Sweep = cfg.sweep
 	}
 	return &results.File{
 		Schema:    results.Schema,
@@ -428,18 +546,23 @@ func runTenants(cfg runConfig, spec workload.Spec, clients []*stream.Client) ([]
 
 // summarizeTenants splits a run's records by tenant, in the order of the
 // flags.
-func summarizeTenants(cfg runConfig, tenants []runner.Tenant, recs []results.Record, slo float64, mode runner.Mode) []*results.TenantSummary {
+func summarizeTenants(cfg runConfig, tenants []runner.Tenant, o runner.Outcome, slo float64, mode runner.Mode) []*results.TenantSummary {
 	var out []*results.TenantSummary
 	for i, t := range tenants {
 		var mine []results.Record
-		for _, r := range recs {
+		for _, r := range o.Records {
 			if r.Tenant == t.Name {
 				mine = append(mine, r)
 			}
 		}
 		s := results.Summarize(mine, cfg.timeScale, slo)
-		if mode == runner.Poisson {
+		if mode.Open() {
 			s.Rate = t.Rate
+			for _, op := range o.Open {
+				if op.Tenant == t.Name {
+					compare.AddOpen(s, []runner.OpenLoop{op})
+				}
+			}
 		} else {
 			s.Concurrency = t.Concurrency
 		}
@@ -450,7 +573,7 @@ func summarizeTenants(cfg runConfig, tenants []runner.Tenant, recs []results.Rec
 }
 
 func levelName(p runner.Plan) string {
-	if p.Mode == runner.Poisson {
+	if p.Mode.Open() {
 		return fmt.Sprintf("rate=%g/s", p.Rate)
 	}
 	return fmt.Sprintf("c=%d", p.Concurrency)

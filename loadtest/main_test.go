@@ -8,9 +8,12 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/switchyard-dev/switchyard/loadtest/internal/fakeoai"
+	"github.com/switchyard-dev/switchyard/loadtest/internal/ratesweep"
 	"github.com/switchyard-dev/switchyard/loadtest/internal/results"
+	"github.com/switchyard-dev/switchyard/loadtest/internal/workload"
 )
 
 // TestRunAndReport drives `loadtest run` in each load mode against a
@@ -31,6 +34,9 @@ func TestRunAndReport(t *testing.T) {
 		{"concurrent", []string{"--mode", "concurrent", "--concurrency", "3", "--workload", "control"}, 10, 0},
 		{"poisson", []string{"--mode", "poisson", "--rate", "500", "--workload", "multi-turn"}, 10, 0},
 		{"sweep", []string{"--mode", "sweep", "--sweep", "1,2", "--concurrency", "2", "--workload", "shared-prefix"}, 20, 2},
+		{"constant", []string{"--mode", "constant", "--rate", "500", "--max-in-flight", "64", "--workload", "control"}, 10, 0},
+		// The saturation run's 10 requests, then 10 at each of two rates.
+		{"rate-sweep", []string{"--mode", "rate-sweep", "--saturation-concurrency", "2", "--rate-points", "2", "--arrivals", "constant", "--workload", "multi-turn"}, 30, 2},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -61,6 +67,26 @@ func TestRunAndReport(t *testing.T) {
 				}
 				if float64(s.CacheHitRatio) < 0.45 || float64(s.CacheHitRatio) > 0.55 || s.SLOAttainment != 1 {
 					t.Errorf("cache hit %v, SLO attainment %v", s.CacheHitRatio, s.SLOAttainment)
+				}
+			}
+			switch tc.name {
+			case "constant":
+				s := f.Workloads["control"][results.Direct]
+				if f.Params.Mode != "constant" || f.Params.MaxInFlight != 64 || s.Rate != 500 || s.MaxInFlight != 64 || s.Arrivals < 10 || !s.AchievedRate.Valid() {
+					t.Errorf("constant: params %+v, summary rate %v bound %d arrivals %d achieved %v", f.Params, s.Rate, s.MaxInFlight, s.Arrivals, s.AchievedRate)
+				}
+			case "rate-sweep":
+				s := f.Workloads["multi-turn"][results.Direct]
+				sat := f.Params.Saturation["multi-turn"]
+				rates := f.Params.RatesByWorkload["multi-turn"]
+				if f.Params.Load != "rate-sweep" || f.Params.Arrivals != "constant" || !sat.Rate.Valid() || sat.Concurrency != 2 || len(rates) != 2 {
+					t.Fatalf("rate sweep params: load %q arrivals %q saturation %+v rates %v", f.Params.Load, f.Params.Arrivals, sat, rates)
+				}
+				if s.Rate != rates[1] || s.Sweep[0].Rate != rates[0] || s.Sweep[1].Rate != rates[1] || rates[1] != ratesweepTop(float64(sat.Rate)) {
+					t.Errorf("headline rate %v, sweep %+v, rates %v from saturation %v", s.Rate, s.Sweep, rates, sat.Rate)
+				}
+				if !strings.Contains(stdout.String(), "multi-turn by offered rate") {
+					t.Errorf("no per-rate table:\n%s", stdout.String())
 				}
 			}
 			if f.Params.Model != "fake-model" {
@@ -95,6 +121,15 @@ func TestUsageErrors(t *testing.T) {
 		{"compare", "--workers", "0"},
 		{"compare", "--strategies", "fastest"},
 		{"run", "--url", "http://x", "extra"},
+		{"run", "--url", "http://x", "--mode", "poisson", "--concurrency", "4"},
+		{"run", "--url", "http://x", "--mode", "concurrent", "--max-in-flight", "4"},
+		{"run", "--url", "http://x", "--mode", "rate-sweep", "--rate", "2"},
+		{"run", "--url", "http://x", "--mode", "constant", "--rate-points", "3"},
+		{"run", "--url", "http://x", "--mode", "constant", "--rate", "0"},
+		{"run", "--url", "http://x", "--mode", "rate-sweep", "--arrivals", "bursty"},
+		{"run", "--url", "http://x", "--mode", "rate-sweep", "--rate-low", "2", "--rate-high", "1"},
+		{"compare", "--load", "rate"},
+		{"compare", "--load", "rate-sweep", "--concurrency", "8"},
 	} {
 		var stdout, stderr bytes.Buffer
 		if code := run(context.Background(), args, &stdout, &stderr); code != 2 {
@@ -118,6 +153,29 @@ func TestOutputsNone(t *testing.T) {
 		got.resolve()
 		if got != tc.want {
 			t.Errorf("resolve(%+v) = %+v, want %+v", tc.in, got, tc.want)
+		}
+	}
+}
+
+// ratesweepTop is the default sweep's top rate for saturation rate sat.
+func ratesweepTop(sat float64) float64 { return ratesweep.Round3(ratesweep.DefaultHigh * sat) }
+
+// TestRunValidateOpenLoop: every misuse of the open-loop flags is named,
+// all at once.
+func TestRunValidateOpenLoop(t *testing.T) {
+	cfg := runConfig{urls: []string{"http://x"}, mode: "rate-sweep", rate: 2, arrivals: "bursty", maxInFlight: 0, requests: 8,
+		slo: time.Second, rateSweep: ratesweep.Config{Points: 0, Low: 0.2, High: 1, Concurrency: 16},
+		set: map[string]bool{"rate": true, "concurrency": true, "sweep": true}}
+	cfg.spec = workload.DefaultSpec(workload.Control)
+	cfg.kind = workload.Control
+	err := cfg.validate()
+	if err == nil {
+		t.Fatal("accepted")
+	}
+	for _, want := range []string{`arrivals "bursty"`, "rate-points 0", "rate: --mode rate-sweep finds its rates", "requests 8 cannot fill",
+		"concurrency: closed-loop clients", "max-in-flight 0", "sweep: only with --mode sweep"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error lacks %q:\n%v", want, err)
 		}
 	}
 }

@@ -34,10 +34,10 @@ type tenantSpec struct {
 	name string
 	// keyEnv names the environment variable holding its API key.
 	keyEnv string
-	// concurrency is its clients (--mode concurrent) or its cap on
-	// sessions in flight (poisson; 0: the default cap).
+	// concurrency is its clients (--mode concurrent) or its bound on
+	// sessions in flight (constant, poisson; 0: the default bound).
 	concurrency int
-	// rate is its sessions per model second (--mode poisson).
+	// rate is its sessions per model second (--mode constant, poisson).
 	rate float64
 	// priority is sent as x-switchyard-priority; empty sends none.
 	priority string
@@ -160,9 +160,9 @@ func validateTenants(ts []tenantSpec, mode string, baseSeed uint64, lookup func(
 			if t.rate > 0 {
 				bad("rate=%g is for --mode poisson (this run is concurrent)", t.rate)
 			}
-		case "poisson":
+		case "poisson", "constant":
 			if t.rate == 0 {
-				bad("needs rate=R in --mode poisson")
+				bad("needs rate=R in --mode %s", mode)
 			}
 		}
 		if v, ok := lookup(t.keyEnv); !ok {

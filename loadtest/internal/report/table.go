@@ -160,7 +160,11 @@ func writeLoad(b *strings.Builder, f *results.File) {
 	case p.Load == "rate" || p.Load == "rate-sweep":
 		writeOpenLoad(b, f)
 	case p.Mode == "poisson" || p.Mode == "constant":
-		fmt.Fprintf(b, " Open loop: %s arrivals at %g sessions per second.", p.Mode, p.Rate)
+		fmt.Fprintf(b, " Open loop: %s arrivals at %g sessions per second", p.Mode, p.Rate)
+		if p.MaxInFlight > 0 {
+			fmt.Fprintf(b, ", at most %d in flight", p.MaxInFlight)
+		}
+		b.WriteString(".")
 	case len(p.Headline) > 0:
 		var parts []string
 		var refs []string
