@@ -27,6 +27,12 @@ switchyard goes through the real router and gateway (switchyard dev
 --endpoints). Writes the summary JSON, per-request records, an HTML report
 and prints a table with ratios against random and the gap to oracle.
 
+--load concurrency (the default) runs closed loops at the --sweep levels;
+--load rate runs open loops at the --rates; --load rate-sweep measures each
+workload's saturation rate once (a closed loop of --saturation-strategy) and
+runs every strategy at --rate-points rates below it. Open-loop arrivals come
+on the clock (--arrivals constant or poisson), never waiting for answers.
+
 Flags:
 `)
 		fs.PrintDefaults()
