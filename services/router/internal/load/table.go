@@ -33,11 +33,15 @@
 // entry's prefill still delays every request after it, by what is left of
 // it at the worker's prefill rate (all of it until its predicted start,
 // none at its predicted first token, which a scrape showing it started
-// moves to at most one prefill after that scrape). Without that, a worker
-// whose scrape shows it just started an 8k-token prefill looks idle, and
-// the next request is sent to wait the whole prefill behind it: a fleet
-// at half its prefill capacity routed like least-queue, a prefill behind
-// the best simple strategy's TTFT on prompts that share nothing. Waiting
+// moves to at most one prefill after that scrape). A request cached
+// nowhere sees that work: without it, a worker whose scrape shows it just
+// started an 8k-token prefill looks idle, and the next request is sent to
+// wait the whole prefill behind it (a fleet at half its prefill capacity
+// routed like least-queue, a prefill behind round-robin's TTFT on prompts
+// that share nothing). A request whose prefix is cached somewhere sees
+// only the work not started yet: prefill under way on its prefix's holder
+// does not push it off to recompute the prefix elsewhere (prefillAhead
+// says why). Waiting
 // requests the table knows nothing about (routed before
 // this replica started, or by someone else) are costed at the worker's
 // typical uncached size. The predictor (package predict) turns queue and
@@ -743,7 +747,7 @@ func (t *Table) estimate(ep *endpoint, model string, now time.Time, prompt, cach
 // estimateWith is estimate with the predictor m.
 func (t *Table) estimateWith(ep *endpoint, m *predict.Model, now time.Time, prompt, cached, recompute int64) Estimate {
 	uncached := uncachedWith(m, prompt, cached)
-	e := ep.estimate(now, uncached, m)
+	e := ep.estimate(now, uncached, m, cached > 0 || recompute > 0)
 	if recompute > 0 && t.cfg.RecomputeWeight > 0 {
 		e.Recompute = t.cfg.RecomputeWeight * float64(recompute) / e.PrefillRate
 	}
@@ -787,11 +791,16 @@ func (ep *endpoint) displaced(uncached int64) float64 {
 }
 
 // estimate predicts with m the TTFT of a request with uncached tokens on ep
-// at now.
-func (ep *endpoint) estimate(now time.Time, uncached int64, m *predict.Model) Estimate {
+// at now; warm says some candidate caches part of its prompt (see
+// prefillAhead).
+func (ep *endpoint) estimate(now time.Time, uncached int64, m *predict.Model, warm bool) Estimate {
 	ep.settle(now)
 	l := ep.load()
-	ahead := ep.prefillAhead(now, m.PrefillRate()) + float64(l.Untracked)*m.AvgUncached()
+	ahead := float64(ep.pendingTokens)
+	if !warm {
+		ahead = ep.prefillAhead(now, m.PrefillRate())
+	}
+	ahead += float64(l.Untracked) * m.AvgUncached()
 	f := predict.Features{Queued: float64(l.Ahead()), Tokens: ahead + float64(uncached)}
 	wait, prefill := m.Split(f, float64(uncached))
 	return Estimate{
@@ -812,6 +821,17 @@ func (ep *endpoint) estimate(now time.Time, uncached int64, m *predict.Model) Es
 // busy prefilling an 8k prompt as slow at its last second as at its
 // first; dropping them once a scrape shows it started would predict it
 // idle: the next request would be sent to wait behind it.
+//
+// It is how a request cached nowhere (a cold prompt, which costs the same
+// prefill everywhere: only where it starts soonest matters) sees the
+// work ahead. A request whose prompt some candidate caches sees only the
+// work not started yet, in full (pendingTokens): prefill under way on
+// the worker holding its prefix, often that prefix's own first request,
+// does not count against staying. Counted, it sends followers off to
+// recompute their prefix elsewhere whenever the holder is busy: on the
+// shared-prefix workload under overload that split groups across workers
+// and halved the goodput (a TTFT-greedy oracle with the true state does
+// the same), where not counting it keeps each group on one worker.
 func (ep *endpoint) prefillAhead(now time.Time, rate float64) float64 {
 	ahead := 0.0
 	for _, e := range ep.queue {

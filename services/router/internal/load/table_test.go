@@ -818,10 +818,11 @@ func TestKVClaims(t *testing.T) {
 }
 
 // TestStartedPrefillStillDelays: a scrape showing a routed request started
-// (vLLM counts it running) does not make its worker look idle: until its
-// predicted first token the rest of its prefill is ahead of the next
-// request, which goes to a worker with nothing to prefill even if that
-// one runs more requests.
+// (vLLM counts it running) does not make its worker look idle to a cold
+// request: until its predicted first token the rest of its prefill is
+// ahead, and a cold request goes to a worker with nothing to prefill even
+// if that one runs more requests. A request cached on the busy worker
+// stays.
 func TestStartedPrefillStillDelays(t *testing.T) {
 	tb := fleet(2)
 	at := t0.Add(time.Second)
@@ -848,6 +849,12 @@ func TestStartedPrefillStillDelays(t *testing.T) {
 	rate := predict.DefaultPrior().PrefillRate
 	if want := 8192 - rate*0.9; ahead < want-rate*0.2 || ahead > 8192 {
 		t.Fatalf("tokens ahead on e0 a second in: %.0f, want about %.0f", ahead, want)
+	}
+	// A request whose prefix e0 caches stays there: the prefill under
+	// way does not count against the prefix's holder.
+	warm := Request{Model: "m", PromptTokens: 8192, Cached: cachedOn(map[string]int64{"e0": 6000})}
+	if r := decide(tb, warm, next, false); r.id() != "e0" {
+		t.Fatalf("a request cached on e0 routed to %s: %s", r.id(), r.reason())
 	}
 	if r := routeReq(tb, Request{Model: "m", ID: "b", PromptTokens: 8192}, next); r.id() != "e1" {
 		t.Fatalf("b routed to %s, to wait behind a's prefill: %s", r.id(), r.reason())
