@@ -95,7 +95,7 @@ func explainTable(w io.Writer, resp *routerv1.ExplainResponse, now time.Time) er
 	if _, err := io.WriteString(w, b.String()); err != nil {
 		return err
 	}
-	rows := [][]string{{"ID", "KIND", "MODELS", "QUEUED", "RUNNING", "IN FLIGHT", "KV", "SCRAPED", "TTFT", "SCORE", "CACHED/PROMPT", "VERDICT"}}
+	rows := [][]string{{"ID", "KIND", "MODELS", "QUEUED", "RUNNING", "IN FLIGHT", "KV", "SCRAPED", "TTFT", "SCORE", "CACHED/PROMPT", "RECENT PREDICTED/SEEN", "VERDICT"}}
 	for _, c := range resp.GetCandidates() {
 		e := c.GetEndpoint()
 		ttft, score, cached := "-", "-", "-"
@@ -106,7 +106,7 @@ func explainTable(w io.Writer, resp *routerv1.ExplainResponse, now time.Time) er
 		rows = append(rows, []string{
 			e.GetId(), kindName(e.GetKind()), strings.Join(e.GetModels(), ","),
 			itoa(c.GetWaiting()), itoa(c.GetRunning()), itoa(c.GetInFlight()), kv(e.GetKvCacheUsage()),
-			scraped(e, now), ttft, score, cached, verdict(c),
+			scraped(e, now), ttft, score, cached, recentAccuracy(e), verdict(c),
 		})
 	}
 	return writeTable(w, "  ", rows)
@@ -191,6 +191,16 @@ func age(now time.Time, ts *timestamppb.Timestamp) string {
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
 
 func kv(usage float64) string { return strconv.FormatFloat(usage, 'f', 2, 64) }
+
+// recentAccuracy is the TTFT the router's recent decisions for e
+// predicted against what their completions reported, and their mean
+// absolute percentage error; "-" before any completion.
+func recentAccuracy(e *routerv1.Endpoint) string {
+	if e.GetAccuracySamples() == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%s/%s (±%.0f%%)", seconds(e.GetRecentPredictedTtftSeconds()), seconds(e.GetRecentObservedTtftSeconds()), 100*e.GetRecentTtftError())
+}
 
 func seconds(s float64) string { return strconv.FormatFloat(s, 'f', 3, 64) + "s" }
 

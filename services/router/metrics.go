@@ -27,6 +27,7 @@ type metrics struct {
 	promptTokens    *prometheus.CounterVec
 	cachedTokens    *prometheus.CounterVec
 	predictionError prometheus.Histogram
+	routedError     prometheus.Histogram
 }
 
 // newMetrics builds a registry per server, so several routers (tests,
@@ -74,9 +75,14 @@ func newMetrics(table *load.Table, kv *kvblock.Index, kvStats func() (kvsync.Sta
 			Help:    "Absolute difference between observed and predicted TTFT of completed requests (prediction made with the request's actual cached tokens).",
 			Buckets: []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10},
 		}),
+		routedError: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "switchyard_router_ttft_prediction_relative_error",
+			Help:    "Absolute error of the TTFT each completed request was routed on, relative to its observed TTFT (|predicted - observed| / observed: 0.1 is 10 %).",
+			Buckets: []float64{0.02, 0.05, 0.1, 0.2, 0.3, 0.5, 1, 2, 5},
+		}),
 	}
 	m.reg.MustRegister(m.routeDuration, m.decisions, m.scrapeErrors, m.syncEvents,
-		m.promptReads, m.promptTokens, m.cachedTokens, m.predictionError,
+		m.promptReads, m.promptTokens, m.cachedTokens, m.predictionError, m.routedError,
 		&tableCollector{table: table},
 		&kvCollector{index: kv, stats: kvStats},
 		external.Failures,

@@ -103,8 +103,9 @@ func New(cfg Config, log zerolog.Logger) (*Server, error) {
 		approx: kvblock.NewIndex(),
 	}
 	s.metrics = newMetrics(table, s.kv, s.kvStats)
-	table.OnLearn(func(_ string, predicted, observed float64) {
+	table.OnLearn(func(_ string, predicted, routed, observed float64) {
 		s.metrics.predictionError.Observe(math.Abs(observed - predicted))
+		s.metrics.routedError.Observe(math.Abs(observed-routed) / observed)
 	})
 	if s.svc, err = newService(cfg, table, s.metrics, s.kv, s.approx, toks); err != nil {
 		return nil, fmt.Errorf("router config: %w", err)

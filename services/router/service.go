@@ -192,6 +192,11 @@ func endpointProto(v load.EndpointView) *routerv1.Endpoint {
 		InFlight:     v.Load.InFlight,
 		KvCacheUsage: v.KVCacheUsage,
 		LastScrape:   timestampOrNil(v.LastScrape),
+
+		RecentPredictedTtftSeconds: v.RecentPredictedTTFT,
+		RecentObservedTtftSeconds:  v.RecentObservedTTFT,
+		RecentTtftError:            v.RecentTTFTError,
+		AccuracySamples:            int64(v.AccuracySamples),
 	}
 }
 

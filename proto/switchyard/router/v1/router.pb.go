@@ -922,10 +922,19 @@ type Endpoint struct {
 	Running   int64  `protobuf:"varint,8,opt,name=running,proto3" json:"running,omitempty"`
 	InFlight  int64  `protobuf:"varint,9,opt,name=in_flight,json=inFlight,proto3" json:"in_flight,omitempty"`
 	// vllm:kv_cache_usage_perc, 0..1.
-	KvCacheUsage  float64                `protobuf:"fixed64,10,opt,name=kv_cache_usage,json=kvCacheUsage,proto3" json:"kv_cache_usage,omitempty"`
-	LastScrape    *timestamppb.Timestamp `protobuf:"bytes,11,opt,name=last_scrape,json=lastScrape,proto3" json:"last_scrape,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	KvCacheUsage float64                `protobuf:"fixed64,10,opt,name=kv_cache_usage,json=kvCacheUsage,proto3" json:"kv_cache_usage,omitempty"`
+	LastScrape   *timestamppb.Timestamp `protobuf:"bytes,11,opt,name=last_scrape,json=lastScrape,proto3" json:"last_scrape,omitempty"`
+	// The router's recent accuracy on the endpoint: the TTFT its decisions
+	// were routed on and what their completions reported, in seconds
+	// (exponential averages over about the last ten completions), and their
+	// mean absolute percentage error (0.1 is 10 %). Zero before the first
+	// completion (accuracy_samples counts them).
+	RecentPredictedTtftSeconds float64 `protobuf:"fixed64,12,opt,name=recent_predicted_ttft_seconds,json=recentPredictedTtftSeconds,proto3" json:"recent_predicted_ttft_seconds,omitempty"`
+	RecentObservedTtftSeconds  float64 `protobuf:"fixed64,13,opt,name=recent_observed_ttft_seconds,json=recentObservedTtftSeconds,proto3" json:"recent_observed_ttft_seconds,omitempty"`
+	RecentTtftError            float64 `protobuf:"fixed64,14,opt,name=recent_ttft_error,json=recentTtftError,proto3" json:"recent_ttft_error,omitempty"`
+	AccuracySamples            int64   `protobuf:"varint,15,opt,name=accuracy_samples,json=accuracySamples,proto3" json:"accuracy_samples,omitempty"`
+	unknownFields              protoimpl.UnknownFields
+	sizeCache                  protoimpl.SizeCache
 }
 
 func (x *Endpoint) Reset() {
@@ -1033,6 +1042,34 @@ func (x *Endpoint) GetLastScrape() *timestamppb.Timestamp {
 		return x.LastScrape
 	}
 	return nil
+}
+
+func (x *Endpoint) GetRecentPredictedTtftSeconds() float64 {
+	if x != nil {
+		return x.RecentPredictedTtftSeconds
+	}
+	return 0
+}
+
+func (x *Endpoint) GetRecentObservedTtftSeconds() float64 {
+	if x != nil {
+		return x.RecentObservedTtftSeconds
+	}
+	return 0
+}
+
+func (x *Endpoint) GetRecentTtftError() float64 {
+	if x != nil {
+		return x.RecentTtftError
+	}
+	return 0
+}
+
+func (x *Endpoint) GetAccuracySamples() int64 {
+	if x != nil {
+		return x.AccuracySamples
+	}
+	return 0
 }
 
 type ListEndpointsResponse struct {
@@ -1144,7 +1181,7 @@ const file_switchyard_router_v1_router_proto_rawDesc = "" +
 	"candidates\x18\x02 \x03(\v2\x1f.switchyard.router.v1.CandidateR\n" +
 	"candidates\",\n" +
 	"\x14ListEndpointsRequest\x12\x14\n" +
-	"\x05model\x18\x01 \x01(\tR\x05model\"\xe7\x02\n" +
+	"\x05model\x18\x01 \x01(\tR\x05model\"\xc2\x04\n" +
 	"\bEndpoint\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x10\n" +
 	"\x03url\x18\x02 \x01(\tR\x03url\x12\x16\n" +
@@ -1159,7 +1196,11 @@ const file_switchyard_router_v1_router_proto_rawDesc = "" +
 	"\x0ekv_cache_usage\x18\n" +
 	" \x01(\x01R\fkvCacheUsage\x12;\n" +
 	"\vlast_scrape\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\n" +
-	"lastScrape\"U\n" +
+	"lastScrape\x12A\n" +
+	"\x1drecent_predicted_ttft_seconds\x18\f \x01(\x01R\x1arecentPredictedTtftSeconds\x12?\n" +
+	"\x1crecent_observed_ttft_seconds\x18\r \x01(\x01R\x19recentObservedTtftSeconds\x12*\n" +
+	"\x11recent_ttft_error\x18\x0e \x01(\x01R\x0frecentTtftError\x12)\n" +
+	"\x10accuracy_samples\x18\x0f \x01(\x03R\x0faccuracySamples\"U\n" +
 	"\x15ListEndpointsResponse\x12<\n" +
 	"\tendpoints\x18\x01 \x03(\v2\x1e.switchyard.router.v1.EndpointR\tendpoints*}\n" +
 	"\aApiKind\x12\x18\n" +

@@ -341,6 +341,15 @@ type EndpointView struct {
 	// Rejected counts completions not learned from: outliers, and requests
 	// in flight while the endpoint failed a scrape.
 	Rejected int
+	// The predictor's recent accuracy: the TTFT its decisions predicted
+	// and what their completions reported (seconds, exponential averages
+	// over about the last ten), their mean absolute percentage error, and
+	// how many completions went into them (requests in flight while the
+	// endpoint failed a scrape do not: they measure the outage).
+	RecentPredictedTTFT float64
+	RecentObservedTTFT  float64
+	RecentTTFTError     float64
+	AccuracySamples     int
 }
 
 // Candidate is an eligible endpoint, listed before the decision for the
@@ -433,7 +442,7 @@ type Table struct {
 	tombstones map[requestKey]time.Time
 
 	// observer, when set, hears every learned completion (metrics).
-	observer func(endpointID string, predicted, observed float64)
+	observer func(endpointID string, predicted, routed, observed float64)
 
 	// fleet learns from every endpoint's completions, per requested
 	// model, and stands in for endpoints with little history of their own.
@@ -483,6 +492,7 @@ type endpoint struct {
 	probeAt     time.Time
 	disturbed   int // completions withheld from learning: in flight across a failed scrape
 	probes      int
+	accuracy    accuracy
 }
 
 type entry struct {
@@ -569,10 +579,11 @@ func (t *Table) probeDue(ep *endpoint, now time.Time) bool {
 	return now.Sub(last) >= t.cfg.ProbeInterval
 }
 
-// OnLearn sets a hook called (under the table lock: keep it cheap) with the
-// predicted and observed TTFT of every completion the predictor learns
-// from.
-func (t *Table) OnLearn(f func(endpointID string, predicted, observed float64)) {
+// OnLearn sets a hook called (under the table lock: keep it cheap) with
+// the TTFTs of every completion the predictor learns from: predicted now
+// with its actual cached tokens, predicted when it was routed, and
+// observed.
+func (t *Table) OnLearn(f func(endpointID string, predicted, routed, observed float64)) {
 	t.mu.Lock()
 	t.observer = f
 	t.mu.Unlock()
@@ -1008,9 +1019,10 @@ func (t *Table) completeLocked(ep *endpoint, c *Completion) bool {
 		// router guessed it would.
 		f := e.feat
 		f.Tokens = max(0, f.Tokens-float64(e.tokens)+float64(uncached))
+		ep.accuracy.add(e.predict, c.TTFTSeconds)
 		if t.observer != nil {
 			m := t.predictor(ep, e.model, c.At)
-			t.observer(ep.spec.ID, m.Predict(f), c.TTFTSeconds)
+			t.observer(ep.spec.ID, m.Predict(f), e.predict, c.TTFTSeconds)
 		}
 		fm := t.fleetModel(e.model)
 		ref := fm
@@ -1125,6 +1137,11 @@ func (ep *endpoint) viewLocked() EndpointView {
 		AvgUncached:  ep.model.AvgUncached(),
 		Learned:      ep.model.Samples(),
 		Rejected:     ep.model.Rejected() + ep.disturbed,
+
+		RecentPredictedTTFT: ep.accuracy.predicted,
+		RecentObservedTTFT:  ep.accuracy.observed,
+		RecentTTFTError:     ep.accuracy.absPctErr,
+		AccuracySamples:     ep.accuracy.samples,
 	}
 }
 

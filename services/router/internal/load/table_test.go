@@ -2,6 +2,7 @@ package load
 
 import (
 	"errors"
+	"math"
 	"strconv"
 	"strings"
 	"sync"
@@ -613,7 +614,7 @@ func TestLearnsPrefillRateFromCompletions(t *testing.T) {
 	tb := fleet(1)
 	const rate, base = 9000.0, 0.02
 	var learned []float64
-	tb.OnLearn(func(_ string, predicted, observed float64) { learned = append(learned, predicted-observed) })
+	tb.OnLearn(func(_ string, predicted, _, observed float64) { learned = append(learned, predicted-observed) })
 	at := t0.Add(time.Second)
 	for i := range 300 {
 		id := "r" + strconv.Itoa(i)
@@ -867,5 +868,36 @@ func TestStartedPrefillStillDelays(t *testing.T) {
 		if row.EndpointID == "e0" && row.Estimate.TokensAhead != 0 {
 			t.Fatalf("tokens ahead on e0 after a's first token: %v", row.Estimate.TokensAhead)
 		}
+	}
+}
+
+// TestRecentAccuracy: an endpoint's view carries the TTFT its decisions
+// were routed on against the TTFT their completions reported, and their
+// mean absolute percentage error; the hook hears the routed prediction.
+func TestRecentAccuracy(t *testing.T) {
+	tb := fleet(1)
+	var routed []float64
+	tb.OnLearn(func(_ string, _, r, _ float64) { routed = append(routed, r) })
+	at := t0.Add(time.Second)
+	var lastPredicted, lastObserved float64
+	for i := range 40 {
+		id := "r" + strconv.Itoa(i)
+		r := routeReq(tb, Request{Model: "m", ID: id, PromptTokens: 4000}, at)
+		// Every request takes twice what it was routed on: 50 % off.
+		lastPredicted = r.choice().Estimate.TTFT
+		lastObserved = 2 * lastPredicted
+		tb.Complete(Completion{RequestID: id, EndpointID: "e0", At: at, Success: true, TTFTSeconds: lastObserved, PromptTokens: 4000})
+		at = at.Add(10 * time.Second)
+	}
+	v := tb.Endpoints("")[0]
+	if v.AccuracySamples != 40 || math.Abs(v.RecentTTFTError-0.5) > 1e-9 {
+		t.Fatalf("accuracy over %d completions: error %v, want 40 at 0.5", v.AccuracySamples, v.RecentTTFTError)
+	}
+	// The averages follow the predictions as the predictor learns.
+	if r := v.RecentObservedTTFT / v.RecentPredictedTTFT; math.Abs(r-2) > 1e-9 || v.RecentPredictedTTFT <= 0 {
+		t.Fatalf("recent predicted %v, observed %v: want a ratio of 2", v.RecentPredictedTTFT, v.RecentObservedTTFT)
+	}
+	if len(routed) != 40 || routed[39] != lastPredicted {
+		t.Fatalf("the hook heard %d routed predictions, last %v, want 40 ending at %v", len(routed), routed[len(routed)-1], lastPredicted)
 	}
 }
