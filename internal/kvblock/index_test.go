@@ -704,3 +704,43 @@ func TestDropSpeculative(t *testing.T) {
 		t.Error("sweep after the drop")
 	}
 }
+
+// TestIndexManyWorkersMatchesModel: 130 workers (most past the inline
+// slots) holding random prefixes, confirmed with holes or speculated,
+// queried in shuffled order with repeats: Prefixes is, for each, the
+// leading run of blocks it holds.
+func TestIndexManyWorkersMatchesModel(t *testing.T) {
+	rng := rand.New(rand.NewPCG(11, 3))
+	x := NewIndex()
+	p := prompt(9, 40)
+	want := map[string]int{}
+	var workers []string
+	for i := range 130 {
+		w := "w" + strconv.Itoa(i)
+		workers = append(workers, w)
+		n := rng.IntN(len(p) + 1)
+		want[w] = n
+		switch {
+		case rng.IntN(3) == 0:
+			x.Speculate(w, p[:n], now0.Add(time.Second))
+		default:
+			x.Store(w, p[:n])
+			if n > 2 && rng.IntN(3) == 0 {
+				hole := rng.IntN(n)
+				x.Remove(w, p[hole:hole+1])
+				want[w] = hole
+			}
+		}
+	}
+	for round := range 20 {
+		q := slices.Clone(workers)
+		rng.Shuffle(len(q), func(i, j int) { q[i], q[j] = q[j], q[i] })
+		q = append(q[:20+round*5], q[:3]...) // a subset, with repeats
+		got := x.Prefixes(p, q, now0, nil)
+		for k, w := range q {
+			if got[k] != want[w] {
+				t.Fatalf("round %d: %s: %d among %d candidates, want %d", round, w, got[k], len(q), want[w])
+			}
+		}
+	}
+}

@@ -21,12 +21,16 @@ import (
 // endpoints with some load, an index in which each endpoint holds a
 // different share of the benchmark prompt's 8k-token prefix (and other
 // prompts' blocks), like a warm fleet.
-func benchService(tb testing.TB) (*service, []byte) {
+func benchService(tb testing.TB) (*service, []byte) { return benchFleet(tb, 16) }
+
+// benchFleet is benchService with n endpoints, endpoint i holding
+// i/(n-1) of the prefix.
+func benchFleet(tb testing.TB, n int) (*service, []byte) {
 	tb.Helper()
 	cfg := DefaultConfig()
 	table := load.NewTable(load.Config{Prior: cfg.predictPrior(), RecomputeWeight: cfg.RecomputeWeight})
 	var specs []endpoints.Spec
-	for i := range 16 {
+	for i := range n {
 		specs = append(specs, endpoints.Spec{ID: "w" + strconv.Itoa(i), URL: "http://w" + strconv.Itoa(i), Kind: endpoints.KindLocal, Models: []string{"m"}})
 	}
 	table.SetEndpoints(specs)
@@ -50,10 +54,10 @@ func benchService(tb testing.TB) (*service, []byte) {
 	body := []byte(`{"model":"m","messages":[{"role":"system","content":"` + system + `"},{"role":"user","content":"Summarise."}]}`)
 	tok := tokenizer.NewSimple()
 	for i, sp := range specs {
-		// Endpoint i holds i/15 of the prompt, and 2,000 unrelated blocks.
+		// Endpoint i holds i/(n-1) of the prompt, and 2,000 unrelated blocks.
 		ids := tok.Encode("<|im_start|>system\n" + system)
 		hashes := kvblock.Chain(nil, kvblock.Root, ids, 16, "")
-		s.kv.Store(sp.ID, hashes[:len(hashes)*i/15])
+		s.kv.Store(sp.ID, hashes[:len(hashes)*i/(n-1)])
 		other := kvblock.Chain(nil, kvblock.Root, tok.Encode(strings.Repeat("noise "+sp.ID+" ", 4000)), 16, "")
 		s.kv.Store(sp.ID, other)
 	}
@@ -73,7 +77,13 @@ func (eventSizes) BlockSize(string) int { return 16 }
 // Each decision's request completes right away, so the table stays at a
 // steady size.
 func BenchmarkDecide8k(b *testing.B) {
-	s, body := benchService(b)
+	for _, n := range []int{16, 128} {
+		b.Run(strconv.Itoa(n)+"-endpoints", func(b *testing.B) { benchDecide8k(b, n) })
+	}
+}
+
+func benchDecide8k(b *testing.B, n int) {
+	s, body := benchFleet(b, n)
 	req := &routerv1.RouteRequest{Model: "m", Api: routerv1.ApiKind_API_KIND_CHAT_COMPLETIONS, Body: body}
 	ids := make([]string, 4096)
 	for i := range ids {
