@@ -40,6 +40,7 @@ Flags:
 	if code, ok := parse(fs, args); !ok {
 		return code
 	}
+	cfg.Parsed(fs)
 	if err := cfg.Validate(); err != nil {
 		fmt.Fprintf(stderr, "loadtest compare: invalid configuration: %v\n", err)
 		return 2

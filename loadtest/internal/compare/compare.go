@@ -72,8 +72,8 @@ type Config struct {
 	SaturationStrategy string
 	// MaxInFlight bounds the open loop's sessions in flight.
 	MaxInFlight int
-	// sweepSet and ratesSet say --sweep and --rates were given.
-	sweepSet, ratesSet bool
+	// set are the flags given on the command line (see Parsed).
+	set map[string]bool
 	// Bin is the switchyard binary.
 	Bin        string
 	Workers    int
@@ -227,13 +227,12 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	})
 	fs.IntVar(&c.Concurrency, "concurrency", d.Concurrency, "headline concurrency of every workload, added to the levels run (0: per workload, the level at which random's median TTFT is closest to the reference Service baseline's)")
 	fs.Func("sweep", "--load concurrency: concurrency levels to run, comma-separated: LEVELS for every workload, WORKLOAD=LEVELS for one; repeatable, later ones win (default "+describeSweep(d)+")", func(s string) error {
-		c.sweepSet = true
 		return setPerWorkload(s, ParseInts, &c.Sweep, c.SweepFor)
 	})
 	fs.StringVar(&c.Load, "load", d.Load, "concurrency (closed loop at each --sweep level: the routing benchmark and its bar), rate (open loop at each --rates rate) or rate-sweep (open loop at --rate-points rates spread below each workload's saturation rate, measured once per workload by a closed loop of --saturation-strategy at --saturation-concurrency clients, so every strategy runs at the same rates)")
 	fs.Func("rates", "--load rate: offered rates, comma-separated, in sessions per model second (requests per second; conversations per second for multi-turn)", func(s string) error {
 		v, err := ParseRates(s)
-		c.Rates, c.ratesSet = v, true
+		c.Rates = v
 		return err
 	})
 	fs.Func("arrivals", "open-loop arrival process: constant (evenly spaced) or poisson (exponential gaps: the bursts of independent users) (default "+string(d.Arrivals)+")", func(s string) error {
@@ -270,6 +269,19 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.BoolVar(&c.Progress, "progress", d.Progress, "show a progress bar when stderr is a terminal")
 }
 
+// Parsed records which of fs's flags were given, after fs.Parse, so that
+// Validate can refuse a flag that the load would ignore.
+func (c *Config) Parsed(fs *flag.FlagSet) {
+	c.set = map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { c.set[f.Name] = true })
+}
+
+// Flags that only some loads use.
+var (
+	rateSweepFlags = []string{"rate-points", "rate-low", "rate-high", "saturation-concurrency", "saturation-strategy"}
+	openLoopFlags  = []string{"arrivals", "max-in-flight"}
+)
+
 // Validate reports every unusable setting.
 func (c *Config) Validate() error {
 	var errs []error
@@ -304,7 +316,7 @@ func (c *Config) Validate() error {
 	if c.Load == LoadRate && len(c.Rates) == 0 {
 		errs = append(errs, errors.New("rates: --load rate needs at least one rate"))
 	}
-	if c.ratesSet && c.Load != LoadRate {
+	if c.set["rates"] && c.Load != LoadRate {
 		errs = append(errs, fmt.Errorf("rates: only with --load rate (load is %s)", c.Load))
 	}
 	for _, r := range c.Rates {
@@ -327,8 +339,18 @@ func (c *Config) Validate() error {
 	if open && c.Concurrency > 0 {
 		errs = append(errs, fmt.Errorf("concurrency: the headline level of --load concurrency; with --load %s the headline is the highest rate", c.Load))
 	}
-	if open && c.sweepSet {
+	if open && c.set["sweep"] {
 		errs = append(errs, fmt.Errorf("sweep: concurrency levels are for --load concurrency; --load %s runs rates", c.Load))
+	}
+	for _, f := range rateSweepFlags {
+		if c.set[f] && c.Load != LoadRateSweep {
+			errs = append(errs, fmt.Errorf("%s: only with --load rate-sweep (load is %s)", f, c.Load))
+		}
+	}
+	for _, f := range openLoopFlags {
+		if c.set[f] && !open {
+			errs = append(errs, fmt.Errorf("%s: only with the open-loop loads, --load rate or rate-sweep (load is %s)", f, c.Load))
+		}
 	}
 	for _, k := range c.Workloads {
 		levels := c.Levels(k)
