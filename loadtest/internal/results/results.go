@@ -159,7 +159,7 @@ type Summary struct {
 	// MaxInFlight sessions were already in flight (the client's bound, not
 	// the server's refusal), PeakInFlight the most sessions in flight.
 	Arrivals          int `json:"arrivals,omitempty"`
-	ArrivalsOverBound int `json:"arrivals_over_bound,omitempty"`
+	ArrivalsOverBound int `json:"arrivals_over_bound"`
 	MaxInFlight       int `json:"max_in_flight,omitempty"`
 	PeakInFlight      int `json:"peak_in_flight,omitempty"`
 	ShedCount         int `json:"shed"`
@@ -256,7 +256,8 @@ type Point struct {
 	OutputTokensPerS  Num `json:"output_tokens_per_s"`
 	AchievedRate      Num `json:"achieved_rate"`
 	Arrivals          int `json:"arrivals,omitempty"`
-	ArrivalsOverBound int `json:"arrivals_over_bound,omitempty"`
+	ArrivalsOverBound int `json:"arrivals_over_bound"`
+	PeakInFlight      int `json:"peak_in_flight,omitempty"`
 	ThroughputRPS     Num `json:"throughput_rps"`
 	GoodputRPM        Num `json:"goodput_rpm"`
 	SLOAttainment     Num `json:"slo_attainment"`
@@ -273,7 +274,7 @@ func (s *Summary) Point() Point {
 		TTFTP50: s.TTFTP50, TTFTP90: s.TTFTP90, TTFTP95: s.TTFTP95, TTFTP99: s.TTFTP99,
 		E2EP50: s.E2EP50, E2EP90: s.E2EP90, ITLP50: s.ITLP50, ITLP90: s.ITLP90,
 		OutputTokensPerS: s.OutputTokensPerS, AchievedRate: s.AchievedRate,
-		Arrivals: s.Arrivals, ArrivalsOverBound: s.ArrivalsOverBound,
+		Arrivals: s.Arrivals, ArrivalsOverBound: s.ArrivalsOverBound, PeakInFlight: s.PeakInFlight,
 		ThroughputRPS: s.ThroughputRPS, GoodputRPM: s.GoodputRPM, SLOAttainment: s.SLOAttainment,
 		ShedRate: s.ShedRate, CacheHitRatio: s.CacheHitRatio, ProjectedTTFTP50: s.ProjectedTTFTP50,
 	}
