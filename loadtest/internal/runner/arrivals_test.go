@@ -107,7 +107,9 @@ func TestInFlightBound(t *testing.T) {
 			if o.Arrivals < 150 || o.Arrivals > 260 || o.OverBound != o.Arrivals-o.Sent {
 				t.Errorf("%d arrivals, %d over the bound, %d sent", o.Arrivals, o.OverBound, o.Sent)
 			}
-			if mode == Constant && (o.Arrivals < 195 || o.Arrivals > 201) {
+			// 200 are due; a scheduler delayed past the end by a loaded
+			// machine sees a few fewer.
+			if mode == Constant && (o.Arrivals < 180 || o.Arrivals > 200) {
 				t.Errorf("constant: %d arrivals in 2 model seconds at 100/s", o.Arrivals)
 			}
 			for _, r := range out.Records {
@@ -124,7 +126,7 @@ func TestInFlightBound(t *testing.T) {
 func TestOpenLoopStartsOnSchedule(t *testing.T) {
 	e := newEnv(t, 1, results.Direct, func(r fakeoai.Request) fakeoai.Script {
 		sc := fakeoai.Echo(r)
-		sc.Gap = 30 * time.Millisecond // each request lasts longer than the spacing
+		sc.Gap = 100 * time.Millisecond // three chunks: each answer takes ≥ 200 ms of wall
 		return sc
 	})
 	gen, _ := workload.NewGenerator(smallSpec(workload.Control))
@@ -142,8 +144,8 @@ func TestOpenLoopStartsOnSchedule(t *testing.T) {
 		last = max(last, r.StartS)
 	}
 	// Ten arrivals 0.02 model seconds apart: the last starts near 0.18,
-	// long before the first answer (≥ 0.9 model seconds) came back.
-	if last > 0.6 {
+	// long before the first answer (≥ 2 model seconds) came back.
+	if last > 1 {
 		t.Errorf("last request started at %v model seconds: arrivals waited for completions", last)
 	}
 	if peak := out.Open[0].PeakInFlight; peak < 5 {
