@@ -191,3 +191,23 @@ func TestGapZero(t *testing.T) {
 		t.Errorf("Gap(-0.001) = %q", got)
 	}
 }
+
+func TestTablePredictor(t *testing.T) {
+	f := sample()
+	var b bytes.Buffer
+	if err := WriteTable(&b, f); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(b.String(), "TTFT predictor") {
+		t.Fatal("a predictor table without predictions")
+	}
+	sy := f.Workloads["shared-prefix"]["switchyard"]
+	sy.PredictorSamples, sy.PredictorMAPE, sy.PredictorP90AbsErr = 160, 0.084, 0.12
+	b.Reset()
+	if err := WriteTable(&b, f); err != nil {
+		t.Fatal(err)
+	}
+	if want := "| shared-prefix | switchyard | 16 | 160 | 8.4 % | 120 ms |"; !strings.Contains(b.String(), want) {
+		t.Fatalf("no row %q in\n%s", want, b.String())
+	}
+}

@@ -124,6 +124,7 @@ func WriteTable(w io.Writer, f *results.File) error {
 		}
 	}
 	writeTenants(&b, f)
+	writePredictor(&b, f)
 	writeGoodput(&b, f, hasRandom)
 	writeSweep(&b, f)
 	writeRates(&b, f)
@@ -150,6 +151,31 @@ func WriteTable(w io.Writer, f *results.File) error {
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// writePredictor is the router's TTFT predictor against what happened,
+// for the strategies whose answers carried its prediction.
+func writePredictor(b *strings.Builder, f *results.File) {
+	var rows []string
+	for _, wl := range Workloads(f) {
+		bs := f.Workloads[wl]
+		for _, st := range Strategies(bs) {
+			s := bs[st]
+			if s.PredictorSamples == 0 {
+				continue
+			}
+			rows = append(rows, fmt.Sprintf("| %s | %s | %s | %d | %s | %s |\n", wl, st, level(s.Concurrency, s.Rate),
+				s.PredictorSamples, Pct(s.PredictorMAPE), Sec(s.PredictorP90AbsErr)))
+		}
+	}
+	if len(rows) == 0 {
+		return
+	}
+	b.WriteString("\nTTFT predictor: the TTFT the router predicted when it routed each request against the simulator's own TTFT for it (mean absolute percentage error, and the 90th percentile of the absolute error).\n\n")
+	b.WriteString("| workload | strategy | c | requests | MAPE | p90 abs error |\n|---|---|---:|---:|---:|---:|\n")
+	for _, r := range rows {
+		b.WriteString(r)
+	}
 }
 
 // writeLoad describes the load: the mode, the headline level of each

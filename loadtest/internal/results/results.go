@@ -80,7 +80,11 @@ type Record struct {
 	// wall speed. Scaling that outside time by the time scale, as TTFTS
 	// does, would charge a proxy's few milliseconds ten or twenty times
 	// over. Null against a real server.
-	ProjectedTTFTS   Num `json:"projected_ttft_s"`
+	ProjectedTTFTS Num `json:"projected_ttft_s"`
+	// PredictedTTFTS is the TTFT the router predicted when it routed the
+	// request (model seconds: its wall prediction × the time scale), from
+	// a Switchyard gateway with --decision-headers; null otherwise.
+	PredictedTTFTS   Num `json:"predicted_ttft_s"`
 	PromptTokens     int `json:"prompt_tokens"`
 	CachedTokens     int `json:"cached_tokens"`
 	CompletionTokens int `json:"completion_tokens"`
@@ -195,6 +199,16 @@ type Summary struct {
 	// usage the server reported.
 	CacheHitRatio    Num `json:"cache_hit_ratio"`
 	PromptTokensMean Num `json:"prompt_tokens_mean"`
+
+	// The router's TTFT predictor against what happened, over the
+	// successful requests that carry a prediction (PredictorSamples; 0
+	// for strategies that are not the router): its mean absolute
+	// percentage error and the 90th percentile of its absolute error
+	// (model seconds). The truth is the simulator's own TTFT where there
+	// is one (free of the client's time), else the client's.
+	PredictorSamples   int `json:"predictor_samples,omitempty"`
+	PredictorMAPE      Num `json:"predictor_mape,omitzero"`
+	PredictorP90AbsErr Num `json:"predictor_p90_abs_error_s,omitzero"`
 
 	// Runs are each run's TTFT figures when the configuration ran more
 	// than once (compare --repeat); the figures above are their medians.
@@ -477,7 +491,7 @@ const UnknownReason = "unknown"
 func Summarize(recs []Record, scale, slo float64) *Summary {
 	s := &Summary{TimeScale: scale, SLOTTFTS: slo, Requests: len(recs),
 		GoodputAtSLORPM: NaN, GoodputBestRPM: NaN}
-	var ttft, itl, e2e, wttft, witl, we2e, sim, lag, proj []float64
+	var ttft, itl, e2e, wttft, witl, we2e, sim, lag, proj, predAbs, predPct []float64
 	var prompt, cached, output, good int
 	first, last := math.Inf(1), math.Inf(-1)
 	seen := map[string]bool{}
@@ -532,6 +546,14 @@ func Summarize(recs []Record, scale, slo float64) *Summary {
 		if r.SimTTFTS.Valid() && r.ProjectedTTFTS.Valid() {
 			proj = append(proj, float64(r.ProjectedTTFTS))
 		}
+		truth := Num(wt * scale)
+		if r.SimTTFTS.Valid() {
+			truth = r.SimTTFTS
+		}
+		if r.PredictedTTFTS.Valid() && r.PredictedTTFTS > 0 && truth.Valid() && truth > 0 {
+			abs := math.Abs(float64(r.PredictedTTFTS - truth))
+			predAbs, predPct = append(predAbs, abs), append(predPct, abs/float64(truth))
+		}
 		prompt += r.PromptTokens
 		cached += r.CachedTokens
 		output += r.CompletionTokens
@@ -549,6 +571,10 @@ func Summarize(recs []Record, scale, slo float64) *Summary {
 	if len(proj) > 0 && len(proj) == len(ttft) {
 		pr := stats.Summarize(proj)
 		s.ProjectedTTFTP50, s.ProjectedTTFTP95 = Num(pr.P50), Num(pr.P95)
+	}
+	if s.PredictorSamples = len(predAbs); s.PredictorSamples > 0 {
+		s.PredictorMAPE = Num(stats.Summarize(predPct).Mean)
+		s.PredictorP90AbsErr = Num(stats.Summarize(predAbs).P90)
 	}
 	s.TTFTQuantiles = nums(stats.Quantiles(ttft, 50))
 	n := float64(len(recs))

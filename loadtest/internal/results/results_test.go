@@ -252,3 +252,33 @@ func TestAchievedRate(t *testing.T) {
 		t.Errorf("point %+v lacks the summary's figures", p)
 	}
 }
+
+// TestSummarizePredictor: the predictor's error is taken against the
+// simulator's own TTFT where a record has one, else the client's, over
+// the successful records carrying a prediction.
+func TestSummarizePredictor(t *testing.T) {
+	var recs []Record
+	for i, c := range []struct{ predicted, sim float64 }{{1, 1}, {1.2, 1}, {0.5, 1}, {2, 1}} {
+		r := rec(float64(i), 0.2, 1) // client TTFT 0.2 wall = 2 model s
+		r.PredictedTTFTS, r.SimTTFTS = Num(c.predicted), Num(c.sim)
+		recs = append(recs, r)
+	}
+	noSim := rec(5, 0.2, 1)
+	noSim.PredictedTTFTS = 1 // against the client's 2 s: 50 % off
+	failed := rec(6, 0.2, 1)
+	failed.PredictedTTFTS, failed.Error = 9, "boom"
+	unpredicted := rec(7, 0.2, 1)
+	unpredicted.PredictedTTFTS = NaN
+	recs = append(recs, noSim, failed, unpredicted)
+	s := Summarize(recs, 10, 8)
+	// Errors 0, 0.2, 0.5, 1 (of 1 s) and 1 (of 2 s): 0 %, 20 %, 50 %, 100 %, 50 %.
+	if s.PredictorSamples != 5 || !near(s.PredictorMAPE, (0+0.2+0.5+1+0.5)/5) {
+		t.Fatalf("predictor over %d: MAPE %v", s.PredictorSamples, s.PredictorMAPE)
+	}
+	if s.PredictorP90AbsErr < 0.5 || s.PredictorP90AbsErr > 1 {
+		t.Fatalf("p90 absolute error %v, want within the largest errors (0.5 to 1 s)", s.PredictorP90AbsErr)
+	}
+	if s := Summarize([]Record{unpredicted}, 10, 8); s.PredictorSamples != 0 || s.PredictorMAPE != 0 {
+		t.Fatalf("without predictions: %+v", s)
+	}
+}

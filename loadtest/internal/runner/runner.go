@@ -407,6 +407,7 @@ func (p *population) request(ctx context.Context, s *workload.Session, k int, an
 		Session: s.ID, Turn: k, Group: s.Group,
 		TTFTS: results.NaN, E2ES: results.NaN, ITLMeanS: results.NaN,
 		WallTTFTS: results.NaN, WallE2ES: results.NaN, SimTTFTS: results.NaN, ProjectedTTFTS: results.NaN,
+		PredictedTTFTS: results.NaN,
 	}
 	if p.t.Name == "" {
 		// A run without tenants names its workload as the caller did.
@@ -478,6 +479,9 @@ func (p *population) request(ctx context.Context, s *workload.Session, k int, an
 	}
 	if res.SimWorker >= 0 {
 		rec.SimWorker = &res.SimWorker
+	}
+	if res.PredictedTTFT > 0 {
+		rec.PredictedTTFTS = results.Num(res.PredictedTTFT * pl.TimeScale)
 	}
 	rec.WallE2ES = results.Num((waited + res.E2E).Seconds())
 	rec.E2ES = rec.WallE2ES * results.Num(pl.TimeScale)

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"strconv"
@@ -95,6 +96,24 @@ type Result struct {
 	// RetryAfter is the wait a refusal's Retry-After header asked for;
 	// negative without a usable one.
 	RetryAfter time.Duration
+	// PredictedTTFT is the TTFT the router predicted when it routed the
+	// request, in (wall) seconds, from a Switchyard gateway's
+	// PredictedTTFTHeader (its --decision-headers); -1 without one.
+	PredictedTTFT float64
+}
+
+// PredictedTTFTHeader is where a Switchyard gateway with
+// --decision-headers says what TTFT the router predicted, in seconds.
+const PredictedTTFTHeader = "X-Switchyard-Predicted-TTFT"
+
+// predictedTTFT reads PredictedTTFTHeader: -1 when absent or not a
+// positive number.
+func predictedTTFT(h http.Header) float64 {
+	v, err := strconv.ParseFloat(strings.TrimSpace(h.Get(PredictedTTFTHeader)), 64)
+	if err != nil || !(v > 0) || math.IsInf(v, 0) {
+		return -1
+	}
+	return v
 }
 
 // OK reports a complete, successful stream.
@@ -143,7 +162,7 @@ const maxErrorBody = 8 << 10
 // Chat posts body to baseURL+"/chat/completions" and reads the stream.
 // keepText keeps the generated text (multi-turn needs the answers).
 func (c *Client) Chat(ctx context.Context, baseURL string, body []byte, keepText bool) Result {
-	res := Result{SimTTFT: -1, SimWorker: -1, RetryAfter: -1, Sent: c.now()}
+	res := Result{SimTTFT: -1, SimWorker: -1, RetryAfter: -1, PredictedTTFT: -1, Sent: c.now()}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimSuffix(baseURL, "/")+"/chat/completions", bytes.NewReader(body))
 	if err != nil {
 		res.Err = fmt.Sprintf("build request: %v", err)
@@ -165,6 +184,7 @@ func (c *Client) Chat(ctx context.Context, baseURL string, body []byte, keepText
 	}
 	defer resp.Body.Close()
 	res.Status = resp.StatusCode
+	res.PredictedTTFT = predictedTTFT(resp.Header)
 	if resp.StatusCode != http.StatusOK {
 		msg, code := errorMessage(io.LimitReader(resp.Body, maxErrorBody))
 		res.E2E = c.now().Sub(res.Sent)

@@ -338,3 +338,20 @@ func TestParseRetryAfter(t *testing.T) {
 		}
 	}
 }
+
+func TestPredictedTTFTHeader(t *testing.T) {
+	for _, tc := range []struct {
+		value string
+		want  float64
+	}{
+		{"0.3125", 0.3125}, {" 2 ", 2}, {"", -1}, {"0", -1}, {"-1", -1}, {"NaN", -1}, {"+Inf", -1}, {"soon", -1},
+	} {
+		h := http.Header{}
+		if tc.value != "" {
+			h.Set(PredictedTTFTHeader, tc.value)
+		}
+		if got := predictedTTFT(h); got != tc.want {
+			t.Errorf("%q: %v, want %v", tc.value, got, tc.want)
+		}
+	}
+}
