@@ -343,6 +343,14 @@ func Start(ctx context.Context, cfg Config, log zerolog.Logger) (_ *Stack, err e
 		rc.PolicydAddr = s.policyd.GRPCAddr()
 	}
 	rc.ScrapeInterval = cfg.ScrapeInterval
+	if ts := cfg.Sim.TimeScale; cfg.Endpoints == "" && ts > 0 && ts != 1 {
+		// The simulated workers run ts times faster than the GPU the
+		// router's prior describes: so must the prior, or every TTFT is
+		// predicted ts times too long until the router has learned.
+		rc.PrefillRatePrior *= ts
+		rc.QueueCostPrior = time.Duration(float64(rc.QueueCostPrior) / ts)
+		rc.BaseTTFTPrior = time.Duration(float64(rc.BaseTTFTPrior) / ts)
+	}
 	rs, err := router.New(rc, log.With().Str("service", "router").Logger())
 	if err != nil {
 		return nil, fmt.Errorf("start router: %w", err)
