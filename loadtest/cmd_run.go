@@ -87,7 +87,7 @@ func (c *runConfig) registerFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.label, "label", "", "strategy name in the results (default: the strategy)")
 	fs.StringVar(&c.model, "model", "", "model name (default: the first model the target lists)")
 	fs.StringVar(&c.apiKeyEnv, "api-key-env", "OPENAI_API_KEY", "environment variable holding the API key sent as a bearer token (unset: none)")
-	fs.Func("workload", "control, shared-prefix or multi-turn (default shared-prefix)", func(s string) error {
+	fs.Func("workload", "control, shared-prefix, multi-turn or prefix-pressure (default shared-prefix; prefix-pressure needs --pressure-groups or --pressure-kv-tokens)", func(s string) error {
 		k, err := workload.ParseKind(s)
 		c.kind = k
 		return err

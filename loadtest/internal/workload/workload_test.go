@@ -23,10 +23,26 @@ func sessions(t *testing.T, spec Spec, n int) []Session {
 	return out
 }
 
+// simBlocks and simBlockSize are what a default `switchyard sim` worker
+// reports in cache_config_info (internal/sim/engine: 1,781 blocks of 16
+// tokens, derived from a 48 GB GPU in the package doc's arithmetic);
+// compare reads them from a running worker, the tests from here.
+const simBlocks, simBlockSize = 1781, 16
+
+// testSpec is kind's default spec, prefix-pressure's sized for the default
+// 3-worker simulated fleet.
+func testSpec(kind Kind) Spec {
+	spec := DefaultSpec(kind)
+	if kind == PrefixPressure {
+		spec.PressureKVTokens = FleetKVTokens(simBlocks, simBlockSize, 3)
+	}
+	return spec
+}
+
 func TestDeterministicPerSeed(t *testing.T) {
 	for _, kind := range Kinds {
 		t.Run(string(kind), func(t *testing.T) {
-			spec := DefaultSpec(kind)
+			spec := testSpec(kind)
 			spec.Seed = 42
 			a, b := sessions(t, spec, 20), sessions(t, spec, 20)
 			if !reflect.DeepEqual(a, b) {
@@ -249,5 +265,137 @@ func TestCalibrate(t *testing.T) {
 	boom := errors.New("boom")
 	if _, err := Calibrate(context.Background(), func(context.Context, string) (int, error) { return 0, boom }); !errors.Is(err, boom) {
 		t.Errorf("err %v, want the probe's", err)
+	}
+}
+
+// TestPrefixPressureGroupsFromKV: the groups' prefixes fill the share of
+// the fleet's KV cache llm-d's did, to the nearest group.
+func TestPrefixPressureGroupsFromKV(t *testing.T) {
+	kv := FleetKVTokens(simBlocks, simBlockSize, 3)
+	if kv != 3*1780*16 {
+		t.Fatalf("fleet KV %d tokens: want 3 workers × 1,780 usable blocks × 16", kv)
+	}
+	spec := testSpec(PrefixPressure)
+	g := spec.Groups()
+	// 0.73 × 85,440 / 3,000 = 20.8.
+	if g != 21 {
+		t.Errorf("%d groups on the default fleet, want 21", g)
+	}
+	for _, tc := range []struct {
+		kv     int
+		fill   float64
+		prefix int
+	}{{kv, 0.73, 3000}, {kv, 0.73, 6000}, {kv, 0.5, 1500}, {FleetKVTokens(simBlocks, simBlockSize, 8), 0.73, 6000}, {4 << 20, 0.73, 6000}} {
+		g := GroupsForKV(tc.kv, tc.fill, tc.prefix)
+		// The nearest group: the fill is off by at most half a prefix.
+		if got := float64(g*tc.prefix) / float64(tc.kv); math.Abs(got-tc.fill) > float64(tc.prefix)/2/float64(tc.kv)+1e-12 {
+			t.Errorf("%+v: %d groups fill %.3f of the KV cache, want %.2f to half a prefix", tc, g, got, tc.fill)
+		}
+	}
+	// llm-d's own case: 150 groups of 6,000 tokens at 73 % is a fleet of
+	// about 1.23M tokens of KV.
+	if g := GroupsForKV(1_233_000, 0.73, 6000); g != 150 {
+		t.Errorf("llm-d's fleet: %d groups, want 150", g)
+	}
+	if g := GroupsForKV(100, 0.73, 6000); g != 1 {
+		t.Errorf("a cache smaller than a prefix: %d groups, want at least 1", g)
+	}
+	if GroupsForKV(0, 0.73, 6000) != 0 || FleetKVTokens(1, 16, 3) != 0 {
+		t.Error("no capacity must give no groups")
+	}
+	spec.PressureGroups = 7
+	if spec.Groups() != 7 {
+		t.Errorf("--pressure-groups 7 gave %d groups", spec.Groups())
+	}
+	if sh := testSpec(PrefixPressure).Shape(); sh.PressureGroups != 21 || sh.PressureKVTokens != kv || sh.Prefixes != 0 {
+		t.Errorf("shape %+v: want the derived groups recorded beside the capacity", sh)
+	}
+}
+
+func TestPrefixPressureShape(t *testing.T) {
+	spec := testSpec(PrefixPressure)
+	spec.PressureQuestionTokens, spec.PressureOutputTokens = Const(600), Const(500)
+	groups, users := spec.Groups(), spec.PressureUsers
+	n := 3 * groups * users
+	prefix := map[int]string{}
+	questions := map[string]bool{}
+	asked := map[int]int{}
+	ss := sessions(t, spec, n)
+	for i, s := range ss {
+		if s.Group < 0 || s.Group >= groups || s.User < 0 || s.User/users != s.Group {
+			t.Fatalf("session %d: group %d, user %d of %d groups × %d users", i, s.Group, s.User, groups, users)
+		}
+		if p, ok := prefix[s.Group]; ok && p != s.System {
+			t.Fatalf("group %d has two system prompts", s.Group)
+		}
+		prefix[s.Group] = s.System
+		if len(s.Turns) != 1 {
+			t.Fatalf("session %d: %d turns, want one question", i, len(s.Turns))
+		}
+		q := s.Turns[0]
+		if questions[q.User] {
+			t.Fatal("a question was asked twice")
+		}
+		questions[q.User] = true
+		if n := tokens(s.System, spec.CharsPerToken); math.Abs(n-3000) > 5 {
+			t.Errorf("system prompt of %.0f tokens, want about 3000", n)
+		}
+		if n := tokens(q.User, spec.CharsPerToken); math.Abs(n-600) > 5 {
+			t.Errorf("question of %.0f tokens, want about 600", n)
+		}
+		if q.MaxTokens != 500 {
+			t.Errorf("max tokens %d, want 500", q.MaxTokens)
+		}
+		asked[s.User]++
+		// Every round of groups × users sessions has each user once.
+		if end := i + 1; end%(groups*users) == 0 {
+			for u := range groups * users {
+				if asked[u] != end/(groups*users) {
+					t.Fatalf("after %d sessions user %d asked %d times, want %d", end, u, asked[u], end/(groups*users))
+				}
+			}
+		}
+	}
+	if len(prefix) != groups {
+		t.Fatalf("%d groups asked, want %d", len(prefix), groups)
+	}
+	seen := map[string]bool{}
+	for _, p := range prefix {
+		if seen[p[:64]] {
+			t.Fatal("two groups share a system prompt's start")
+		}
+		seen[p[:64]] = true
+	}
+	// The system prompt is 5× the question, as in llm-d's case (6,000 and
+	// 1,200 tokens).
+	if r := float64(spec.PressurePrefixTokens) / spec.PressureQuestionTokens.Mean(); r != 5 {
+		t.Errorf("default prefix/question ratio %v, want 5", r)
+	}
+	// The order is not group by group: the first round mixes them.
+	if ss[0].Group == ss[1].Group && ss[1].Group == ss[2].Group && ss[2].Group == ss[3].Group {
+		t.Error("the first four sessions come from one group: the round is not shuffled")
+	}
+}
+
+func TestPrefixPressureValidate(t *testing.T) {
+	spec := DefaultSpec(PrefixPressure)
+	if err := spec.Validate(); err == nil || !strings.Contains(err.Error(), "--pressure-kv-tokens") {
+		t.Errorf("no groups and no capacity: err %v", err)
+	}
+	if err := spec.ValidateBeforeKV(); err != nil {
+		t.Errorf("before the capacity is measured: %v", err)
+	}
+	spec.PressureKVFill, spec.PressureUsers, spec.PressurePrefixTokens = 1.5, 0, 0
+	spec.PressureOutputTokens = Dist{}
+	err := spec.ValidateBeforeKV()
+	for _, want := range []string{"pressure-kv-fill", "pressure-users", "pressure-prefix-tokens", "pressure-output-tokens"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("err %v: want one mentioning %s", err, want)
+		}
+	}
+	spec = DefaultSpec(PrefixPressure)
+	spec.PressureGroups = 70000
+	if err := spec.Validate(); err == nil || !strings.Contains(err.Error(), "70000 groups") {
+		t.Errorf("70,000 groups: err %v", err)
 	}
 }
