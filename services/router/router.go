@@ -19,6 +19,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"net/http"
 	"net/http/pprof"
 	"os"
@@ -94,7 +95,7 @@ func New(cfg Config, log zerolog.Logger) (*Server, error) {
 	}
 	log = log.With().Str("component", "router").Str("router_id", cfg.RouterID).Logger()
 	table := load.NewTable(load.Config{Prior: cfg.predictPrior(), RecomputeWeight: cfg.RecomputeWeight, PressureWeight: cfg.KVPressureWeight,
-		Breaker: load.Breaker{Failures: cfg.BreakerFailures, OpenFor: cfg.BreakerOpenFor}})
+		Breaker: load.Breaker{Failures: cfg.BreakerFailures, OpenFor: cfg.BreakerOpenFor}, FirstRotation: rand.Uint64()})
 	s := &Server{
 		cfg:    cfg,
 		log:    log,
