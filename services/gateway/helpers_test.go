@@ -102,7 +102,7 @@ func (tr *testRouter) Route(_ context.Context, req *routerv1.RouteRequest) (*rou
 	for _, t := range targets {
 		if !slices.Contains(req.GetExcludeEndpoints(), t.GetId()) {
 			return &routerv1.RouteResponse{
-				Target:   t,
+				Target: t,
 				Decision: &routerv1.Decision{Strategy: "first", PromptTokens: promptTokens, CachedTokens: 2, Policy: tr.decisionPolicy, Rule: tr.decisionRule,
 					PredictedTtftSeconds: testPredictedTTFT},
 			}, nil

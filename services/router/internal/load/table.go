@@ -510,11 +510,11 @@ type entry struct {
 	// prefilling: a scrape showed it started, and its first token is not
 	// due yet: the rest of its prefill still delays the requests after it.
 	prefilling bool
-	tokens     int64 // uncached prompt tokens, as predicted
-	claim   int64     // KV cache claimed at its peak: tokens plus its output limit
-	doneAt  time.Time // predicted first token
-	feat    predict.Features
-	predict float64
+	tokens     int64     // uncached prompt tokens, as predicted
+	claim      int64     // KV cache claimed at its peak: tokens plus its output limit
+	doneAt     time.Time // predicted first token
+	feat       predict.Features
+	predict    float64
 }
 
 // NewTable returns an empty table.
