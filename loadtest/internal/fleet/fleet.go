@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -136,11 +137,27 @@ type Gateway struct {
 	p *process
 	// URL is the gateway's base URL (without /v1).
 	URL string
+	// routerURL is the router's REST base URL from the banner's next
+	// line, once seen.
+	routerURL atomic.Pointer[string]
+}
+
+// RouterURL is the router's REST base URL (its /metrics, /v1/endpoints),
+// or "" when the banner named none.
+func (g *Gateway) RouterURL() string {
+	if u := g.routerURL.Load(); u != nil {
+		return *u
+	}
+	return ""
 }
 
 // gatewayLine is the line of `switchyard dev`'s banner that names the
 // gateway: "  gateway    http://127.0.0.1:8080/v1  OpenAI API".
 var gatewayLine = regexp.MustCompile(`(?m)^\s*gateway\s+(http://\S+?)/v1\b`)
+
+// routerLine is the next line: "  router  grpc 127.0.0.1:9090  REST
+// http://127.0.0.1:9091: GET /v1/endpoints, ...".
+var routerLine = regexp.MustCompile(`(?m)^\s*router\s+grpc\s+\S+\s+REST\s+(http://[^\s/]+?):?(?:\s|$)`)
 
 // StartGateway starts `switchyard dev` on free loopback ports and returns
 // once the gateway is ready.
@@ -164,7 +181,12 @@ func StartGateway(ctx context.Context, o GatewayOptions) (*Gateway, error) {
 		for i, w := range o.Workers {
 			eps[i] = w.ID + "=" + w.URL
 		}
-		args = append(args, "--endpoints", strings.Join(eps, ","))
+		// No shared Redis here either: a kvtracker of an earlier stack
+		// (a --kv-events run's) leaves KV snapshots there under the same
+		// worker ids, which this router would adopt at start — stale
+		// blocks, and workers it would then take for ones that send KV
+		// events, so that it never consults its approximate index.
+		args = append(args, "--endpoints", strings.Join(eps, ","), "--redis-url", "none")
 	} else {
 		events, err := kvEventsConfig(o.Sim.Workers)
 		if err != nil {
@@ -189,10 +211,20 @@ func StartGateway(ctx context.Context, o GatewayOptions) (*Gateway, error) {
 	args = append(args, o.Args...)
 	found := make(chan struct{})
 	var url string
+	g := &Gateway{}
 	p, err := startProcess(o.Name, o.Bin, args, o.LogDir, func(line string) bool {
-		if m := gatewayLine.FindStringSubmatch(line); m != nil {
-			url = m[1]
-			close(found)
+		if url == "" {
+			if m := gatewayLine.FindStringSubmatch(line); m != nil {
+				url = m[1]
+				close(found)
+			}
+			return false
+		}
+		// The router's line follows the gateway's in the same banner;
+		// the gateway is usable without it.
+		if m := routerLine.FindStringSubmatch(line); m != nil {
+			u := m[1]
+			g.routerURL.Store(&u)
 			return true
 		}
 		return false
@@ -204,7 +236,7 @@ func StartGateway(ctx context.Context, o GatewayOptions) (*Gateway, error) {
 		_ = p.stop(StopTimeout)
 		return nil, err
 	}
-	g := &Gateway{p: p, URL: url}
+	g.p, g.URL = p, url
 	if err := waitOK(ctx, p, url+"/readyz"); err != nil {
 		_ = p.stop(StopTimeout)
 		return nil, err

@@ -43,3 +43,30 @@ func TestGatewayURLLine(t *testing.T) {
 		t.Errorf("match %q", m)
 	}
 }
+
+func TestParseCacheInfo(t *testing.T) {
+	// What a default `switchyard sim` worker exports (and vLLM, with more
+	// labels).
+	metrics := "# HELP vllm:cache_config_info Information of the LLMEngine CacheConfig\n# TYPE vllm:cache_config_info gauge\n" +
+		`vllm:cache_config_info{block_size="16",cache_dtype="auto",enable_prefix_caching="True",engine="0",gpu_memory_utilization="0.9",num_cpu_blocks="None",num_gpu_blocks="1781",num_gpu_blocks_override="None"} 1` + "\n"
+	ci, err := ParseCacheInfo(strings.NewReader(metrics))
+	if err != nil || ci != (CacheInfo{BlockSize: 16, NumGPUBlocks: 1781}) {
+		t.Errorf("%+v, %v", ci, err)
+	}
+	for _, bad := range []string{
+		"vllm:num_requests_running 0\n",
+		`vllm:cache_config_info{block_size="16",num_gpu_blocks="None"} 1` + "\n",
+		`vllm:cache_config_info{num_gpu_blocks="100"} 1` + "\n",
+	} {
+		if _, err := ParseCacheInfo(strings.NewReader(bad)); err == nil {
+			t.Errorf("%q: no error", bad)
+		}
+	}
+}
+
+func TestRouterURLLine(t *testing.T) {
+	m := routerLine.FindStringSubmatch("  router     grpc 127.0.0.1:40124  REST http://127.0.0.1:40125: GET /v1/endpoints, POST /v1/route:explain")
+	if m == nil || m[1] != "http://127.0.0.1:40125" {
+		t.Errorf("match %q", m)
+	}
+}
