@@ -136,7 +136,8 @@ func Bar(f *results.File) []results.Check {
 		}
 		out = append(out, c)
 	}
-	return append(out, bestSimpleChecks(f, projected)...)
+	out = append(out, bestSimpleChecks(f, projected)...)
+	return append(out, PrefixPressureChecks(f, projected)...)
 }
 
 // Bars against the better of the simple strategies on traffic that shares
@@ -196,6 +197,74 @@ func bestSimpleChecks(f *results.File, projected bool) []results.Check {
 		}
 		out = append(out, check("worst_run_ttft_gap_to_best_simple", worst, bestSimpleRunGap,
 			fmt.Sprintf("no run's p50 or p95 more than 15 %% above the better simple strategy's median (%d runs)", len(sy.Runs))))
+	}
+	return out
+}
+
+// llm-d's published precise-prefix case (see package workload's
+// prefix-pressure): TTFT p90 0.54 s with its precise prefix scorer, 31 s
+// with its approximate one, 93–95 s load-only (random); 8,730 against
+// 6,944 output tokens/s, precise against approximate. The bars are its
+// ratios, rounded down: 93 / 0.54 = 172×, 31 / 0.54 = 57.4×, 8,730 /
+// 6,944 = 1.257×; and, as for the other workloads, within 15 % of the
+// oracle.
+const (
+	pressureVsRandom        = 170
+	pressureVsApproximate   = 57
+	pressureTokensVsApprox  = 1.25
+	pressureGapToOracle     = 0.15
+	metricPressureVsRandom  = "ttft_p90_vs_random"
+	metricPressureVsApprox  = "ttft_p90_vs_approximate"
+	metricPressureTokens    = "output_tokens_per_s_vs_approximate"
+	metricPressureGapOracle = "ttft_p90_gap_to_oracle"
+)
+
+// PrefixPressureChecks checks Switchyard (with KV events, its precise
+// index) on prefix-pressure at the headline against llm-d's ratios: its
+// TTFT p90 against random's and approximate's, its output tokens/s against
+// approximate's, and its TTFT p90's gap to the oracle's, each when the
+// other strategy ran. llm-d measured it in an open loop, so unlike the
+// other references these apply to every load (at the headline: the top
+// rate, or the headline concurrency). TTFT figures are on projected's
+// basis when it is set.
+func PrefixPressureChecks(f *results.File, projected bool) []results.Check {
+	byStrategy := f.Workloads[string(workload.PrefixPressure)]
+	sy := byStrategy[results.Switchyard]
+	if sy == nil {
+		return nil
+	}
+	p90 := func(s *results.Summary) results.Num {
+		if projected {
+			return s.ProjectedTTFTP90
+		}
+		return s.TTFTP90
+	}
+	var out []results.Check
+	add := func(other, metric string, got results.Num, want float64, atLeast bool, note string) {
+		if byStrategy[other] == nil {
+			return
+		}
+		c := results.Check{Workload: string(workload.PrefixPressure), Metric: metric, Want: results.Num(want), Got: got,
+			Concurrency: sy.Concurrency, Rate: sy.Rate, Note: note}
+		switch {
+		case !got.Valid():
+		case atLeast:
+			c.Pass = float64(got) >= want
+		default:
+			c.Pass = float64(got) <= want
+		}
+		out = append(out, c)
+	}
+	rnd, apx, orc := byStrategy[results.Random], byStrategy[results.Approximate], byStrategy[results.Oracle]
+	if rnd != nil {
+		add(results.Random, metricPressureVsRandom, div(p90(rnd), p90(sy)), pressureVsRandom, true, "llm-d precise 0.54 s vs random 93–95 s")
+	}
+	if apx != nil {
+		add(results.Approximate, metricPressureVsApprox, div(p90(apx), p90(sy)), pressureVsApproximate, true, "llm-d precise 0.54 s vs approximate 31 s")
+		add(results.Approximate, metricPressureTokens, div(sy.OutputTokensPerS, apx.OutputTokensPerS), pressureTokensVsApprox, true, "llm-d 8,730 vs 6,944 output tokens/s")
+	}
+	if orc != nil {
+		add(results.Oracle, metricPressureGapOracle, div(p90(sy), p90(orc))-1, pressureGapToOracle, false, "within 15 % of oracle")
 	}
 	return out
 }

@@ -33,7 +33,14 @@ import (
 )
 
 // Strategies in the order they run and are reported.
-var Strategies = []string{results.Random, results.RoundRobin, results.LeastQueue, results.Switchyard, results.Oracle}
+var Strategies = []string{results.Random, results.RoundRobin, results.LeastQueue, results.Approximate, results.Switchyard, results.Oracle}
+
+// DefaultStrategies are what runs without --strategies: the routing
+// benchmark's baselines, Switchyard and the oracle. approximate — the
+// same router without KV events — is for prefix-pressure, where llm-d
+// compared its precise scorer with its approximate one; on the default
+// fleet without --kv-events it is the switchyard run itself.
+var DefaultStrategies = []string{results.Random, results.RoundRobin, results.LeastQueue, results.Switchyard, results.Oracle}
 
 // DefaultSLO is the TTFT SLO per workload, model seconds: the reference
 // benchmark's 8 s (shared prefix) and 4 s (multi-turn); control, which it
@@ -42,6 +49,9 @@ var DefaultSLO = map[workload.Kind]float64{
 	workload.SharedPrefix: 8,
 	workload.MultiTurn:    4,
 	workload.Control:      8,
+	// llm-d published no SLO for its prefix-pressure case; its prompts
+	// (prefix and question) are long, as shared-prefix's are.
+	workload.PrefixPressure: 8,
 }
 
 // Loads.
@@ -119,6 +129,9 @@ type Config struct {
 	RequestTimeout time.Duration
 	// Progress shows a bar per run on stderr when it is a terminal.
 	Progress bool
+	// onGateway, when set (tests), is called with each Switchyard stack
+	// and the run's workload after its run, before the stack stops.
+	onGateway func(ctx context.Context, strategy string, spec workload.Spec, gw *fleet.Gateway) error
 }
 
 // DefaultConfig is the full benchmark's configuration.
@@ -145,8 +158,8 @@ func DefaultConfig() Config {
 		Workers:            3,
 		TimeScale:          10,
 		Model:              "qwen-3.6-27b",
-		Workloads:          slices.Clone(workload.Kinds),
-		Strategies:         slices.Clone(Strategies),
+		Workloads:          slices.Clone(workload.DefaultKinds),
+		Strategies:         slices.Clone(DefaultStrategies),
 		Sweep:              slices.Clone(DefaultSweep),
 		SweepFor:           sweepFor,
 		Requests:           DefaultRequests,
@@ -202,7 +215,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.IntVar(&c.Workers, "workers", d.Workers, "simulated vLLM workers")
 	fs.Float64Var(&c.TimeScale, "time-scale", d.TimeScale, "simulated time runs this many times faster than the wall; reported times are model seconds")
 	fs.StringVar(&c.Model, "model", d.Model, "served model name")
-	fs.Func("workloads", "comma-separated workloads (default "+joinKinds(d.Workloads)+")", func(s string) error {
+	fs.Func("workloads", "comma-separated workloads, of "+joinKinds(workload.Kinds)+"; prefix-pressure's groups fill --pressure-kv-fill of the fleet's KV cache, read from a simulated worker's cache_config_info (default "+joinKinds(d.Workloads)+")", func(s string) error {
 		var ks []workload.Kind
 		for _, n := range splitList(s) {
 			k, err := workload.ParseKind(n)
@@ -214,7 +227,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 		c.Workloads = ks
 		return nil
 	})
-	fs.Func("strategies", "comma-separated strategies (default "+strings.Join(d.Strategies, ",")+")", func(s string) error {
+	fs.Func("strategies", "comma-separated strategies, of "+strings.Join(Strategies, ",")+"; approximate is switchyard's router without KV events, on its approximate index, over a `switchyard sim` fleet like the baselines' whatever --kv-events says (default "+strings.Join(d.Strategies, ",")+")", func(s string) error {
 		var ss []string
 		for _, n := range splitList(s) {
 			if !slices.Contains(Strategies, n) {
@@ -373,7 +386,8 @@ func (c *Config) Validate() error {
 		}
 		spec := c.Spec
 		spec.Kind = k
-		if err := spec.Validate(); err != nil {
+		// Run measures prefix-pressure's KV capacity before generating.
+		if err := spec.ValidateBeforeKV(); err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", k, err))
 		}
 	}
@@ -496,13 +510,28 @@ func Run(ctx context.Context, cfg Config, out Output, log zerolog.Logger) (*resu
 		return nil, fmt.Errorf("log dir: %w", err)
 	}
 	spec := cfg.Spec
-	if cfg.Calibrate {
-		cpt, err := calibrate(ctx, cfg)
+	measureKV := slices.Contains(cfg.Workloads, workload.PrefixPressure) && spec.PressureGroups == 0 && spec.PressureKVTokens == 0
+	if cfg.Calibrate || measureKV {
+		cpt, ci, err := probe(ctx, cfg, cfg.Calibrate, measureKV)
 		if err != nil {
 			return nil, err
 		}
-		log.Info().Float64("chars_per_token", cpt).Msg("calibrated prompt text against the simulated worker")
-		spec.CharsPerToken = cpt
+		if cfg.Calibrate {
+			log.Info().Float64("chars_per_token", cpt).Msg("calibrated prompt text against the simulated worker")
+			spec.CharsPerToken = cpt
+		}
+		if measureKV {
+			spec.PressureKVTokens = workload.FleetKVTokens(ci.NumGPUBlocks, ci.BlockSize, cfg.Workers)
+			log.Info().Int("num_gpu_blocks", ci.NumGPUBlocks).Int("block_size", ci.BlockSize).Int("fleet_kv_tokens", spec.PressureKVTokens).
+				Msg("sized prefix-pressure on the simulated workers' KV cache")
+		}
+	}
+	if slices.Contains(cfg.Workloads, workload.PrefixPressure) {
+		ps := spec
+		ps.Kind = workload.PrefixPressure
+		if err := ps.Validate(); err != nil {
+			return nil, fmt.Errorf("%s: %w", ps.Kind, err)
+		}
 	}
 	f := &results.File{
 		Schema:    results.Schema,
@@ -699,9 +728,12 @@ func Run(ctx context.Context, cfg Config, out Output, log zerolog.Logger) (*resu
 	}
 	f.Params.TTFTBasis = Basis(f)
 	// The bar's reference figures were measured in a closed loop at named
-	// concurrencies: it applies to --load concurrency only.
+	// concurrencies: it applies to --load concurrency only, but for
+	// llm-d's prefix-pressure figures, measured in an open loop.
 	if !open {
 		f.Bar = Bar(f)
+	} else {
+		f.Bar = PrefixPressureChecks(f, f.Params.TTFTBasis == results.BasisProjected)
 	}
 	f.Params.WallSeconds = math.Round(time.Since(started).Seconds())
 	if removeLogs {
@@ -794,6 +826,9 @@ func runOne(ctx context.Context, cfg Config, spec workload.Spec, strat string, l
 		Args: cfg.SimArgs, LogDir: cfg.LogDir, Name: name + "-sim",
 	}
 	var workers []fleet.Worker
+	// Every strategy but switchyard with --kv-events routes over a
+	// `switchyard sim` fleet: approximate always, so that its router sees
+	// no KV events even when switchyard's does.
 	if strat != results.Switchyard || !cfg.KVEvents {
 		sim, err := fleet.StartSim(startCtx, simOpts)
 		if err != nil {
@@ -812,7 +847,11 @@ func runOne(ctx context.Context, cfg Config, spec workload.Spec, strat string, l
 	var picker pick.Picker
 	bgCtx, stopBG := context.WithCancel(ctx)
 	defer stopBG()
-	if strat == results.Switchyard {
+	if strat == results.Switchyard || strat == results.Approximate {
+		// switchyard dev --endpoints: the router scrapes the workers but
+		// gets no KV events, so it finds prefixes in its approximate
+		// index of its own decisions (services/router: kept --approx-ttl,
+		// blind to evictions) — llm-d's approximate scorer's regime.
 		gw, err := fleet.StartGateway(startCtx, fleet.GatewayOptions{
 			Bin: cfg.Bin, Workers: workers, Sim: simOpts, Model: cfg.Model, Args: cfg.DevArgs, LogDir: cfg.LogDir, Name: name + "-switchyard",
 		})
@@ -825,6 +864,13 @@ func runOne(ctx context.Context, cfg Config, spec workload.Spec, strat string, l
 			}
 		}()
 		targets = []runner.Target{{ID: "gateway", APIBase: gw.URL + "/v1"}}
+		if o := cfg.onGateway; o != nil {
+			defer func() {
+				if oerr := o(ctx, strat, spec, gw); oerr != nil && err == nil {
+					err = oerr
+				}
+			}()
+		}
 		picker, _ = pick.New(results.Direct, []pick.Target{{ID: "gateway", URL: gw.URL}}, pick.Options{})
 	} else {
 		pts := make([]pick.Target, len(workers))
@@ -859,24 +905,33 @@ func runOne(ctx context.Context, cfg Config, spec workload.Spec, strat string, l
 	return o, err
 }
 
-// calibrate measures characters per token on a one-worker fleet of its
-// own, so no probe lands in a measured run's cache.
-func calibrate(ctx context.Context, cfg Config) (float64, error) {
+// probe measures, on a one-worker fleet of its own (so no probe lands in a
+// measured run's cache) started with the runs' --sim-arg flags, characters
+// per token (calibrate) and the worker's KV cache (kv).
+func probe(ctx context.Context, cfg Config, calibrate, kv bool) (cpt float64, ci fleet.CacheInfo, err error) {
 	sctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
 	sim, err := fleet.StartSim(sctx, fleet.SimOptions{
 		Bin: cfg.Bin, Workers: 1, TimeScale: cfg.TimeScale, Model: cfg.Model, Args: cfg.SimArgs, LogDir: cfg.LogDir, Name: "calibrate-sim",
 	})
 	if err != nil {
-		return 0, err
+		return 0, ci, err
 	}
 	defer sim.Stop()
 	client := stream.NewClient(1)
 	defer client.CloseIdle()
-	base := sim.Workers[0].URL + "/v1"
-	return workload.Calibrate(sctx, func(ctx context.Context, text string) (int, error) {
-		return client.CountPrompt(ctx, base, cfg.Model, text)
-	})
+	if kv {
+		if ci, err = fleet.ReadCacheInfo(sctx, client.HTTP, sim.Workers[0].URL); err != nil {
+			return 0, ci, err
+		}
+	}
+	if calibrate {
+		base := sim.Workers[0].URL + "/v1"
+		cpt, err = workload.Calibrate(sctx, func(ctx context.Context, text string) (int, error) {
+			return client.CountPrompt(ctx, base, cfg.Model, text)
+		})
+	}
+	return cpt, ci, err
 }
 
 func orDiscard(w io.Writer) io.Writer {

@@ -88,12 +88,12 @@ func TestCompareEndToEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	wls := generic["workloads"].(map[string]any)
-	for _, kind := range workload.Kinds {
+	for _, kind := range workload.DefaultKinds {
 		byStrategy, ok := wls[string(kind)].(map[string]any)
 		if !ok {
 			t.Fatalf("no workloads.%s", kind)
 		}
-		for _, strat := range Strategies {
+		for _, strat := range DefaultStrategies {
 			s, ok := byStrategy[strat].(map[string]any)
 			if !ok {
 				t.Fatalf("no workloads.%s.%s", kind, strat)
@@ -158,7 +158,7 @@ func TestCompareEndToEnd(t *testing.T) {
 		}
 		n++
 	}
-	if want := len(workload.Kinds) * len(Strategies) * 2 * (4 + 4); n != want {
+	if want := len(workload.DefaultKinds) * len(DefaultStrategies) * 2 * (4 + 4); n != want {
 		t.Errorf("%d records, want %d", n, want)
 	}
 }

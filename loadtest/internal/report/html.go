@@ -12,12 +12,13 @@ import (
 
 // colors per strategy; Switchyard is drawn bold, oracle dashed.
 var colors = map[string]string{
-	results.Random:     "#7f7f7f",
-	results.RoundRobin: "#1f77b4",
-	results.LeastQueue: "#ff7f0e",
-	results.Switchyard: "#2ca02c",
-	results.Oracle:     "#9467bd",
-	results.Direct:     "#d62728",
+	results.Random:      "#7f7f7f",
+	results.RoundRobin:  "#1f77b4",
+	results.LeastQueue:  "#ff7f0e",
+	results.Switchyard:  "#2ca02c",
+	results.Approximate: "#bcbd22",
+	results.Oracle:      "#9467bd",
+	results.Direct:      "#d62728",
 }
 
 // levelLabel names a summary's load: c=8, or 0.5/s for an offered rate.

@@ -28,8 +28,12 @@ const (
 	RoundRobin = "round-robin"
 	LeastQueue = "least-queue"
 	Switchyard = "switchyard"
-	Oracle     = "oracle"
-	Direct     = "direct"
+	// Approximate is Switchyard's router without KV events, on its
+	// approximate index of its own past decisions (compare's analogue of
+	// llm-d's approximate prefix scorer).
+	Approximate = "approximate"
+	Oracle      = "oracle"
+	Direct      = "direct"
 )
 
 // Record is one request.
@@ -141,6 +145,7 @@ type Summary struct {
 	// the ratios against random and oracle use when every strategy has
 	// them (see Params.TTFTBasis).
 	ProjectedTTFTP50 Num `json:"projected_ttft_p50_s"`
+	ProjectedTTFTP90 Num `json:"projected_ttft_p90_s"`
 	ProjectedTTFTP95 Num `json:"projected_ttft_p95_s"`
 
 	Concurrency int `json:"concurrency,omitempty"`
@@ -469,9 +474,11 @@ type Check struct {
 	Want Num  `json:"want"`
 	Got  Num  `json:"got"`
 	Pass bool `json:"pass"`
-	// Concurrency is the level the figure was taken at, when it was one.
-	Concurrency int    `json:"concurrency,omitempty"`
-	Note        string `json:"note,omitempty"`
+	// Concurrency is the level the figure was taken at, when it was one;
+	// Rate the offered rate, in the open-loop loads.
+	Concurrency int     `json:"concurrency,omitempty"`
+	Rate        float64 `json:"rate,omitempty"`
+	Note        string  `json:"note,omitempty"`
 }
 
 // RunFigures are one run's TTFT percentiles (model seconds), plain and
@@ -567,10 +574,10 @@ func Summarize(recs []Record, scale, slo float64) *Summary {
 	s.SimTTFTP50, s.SimTTFTP95, s.SimLagP50, s.SimLagP95 = Num(p.P50), Num(p.P95), Num(l.P50), Num(l.P95)
 	// Projected figures only when every successful request has one: a
 	// percentile over part of a run would not be the run's.
-	s.ProjectedTTFTP50, s.ProjectedTTFTP95 = NaN, NaN
+	s.ProjectedTTFTP50, s.ProjectedTTFTP90, s.ProjectedTTFTP95 = NaN, NaN, NaN
 	if len(proj) > 0 && len(proj) == len(ttft) {
 		pr := stats.Summarize(proj)
-		s.ProjectedTTFTP50, s.ProjectedTTFTP95 = Num(pr.P50), Num(pr.P95)
+		s.ProjectedTTFTP50, s.ProjectedTTFTP90, s.ProjectedTTFTP95 = Num(pr.P50), Num(pr.P90), Num(pr.P95)
 	}
 	if s.PredictorSamples = len(predAbs); s.PredictorSamples > 0 {
 		s.PredictorMAPE = Num(stats.Summarize(predPct).Mean)
