@@ -3,6 +3,15 @@
 // the baselines picking workers inside the load generator, Switchyard
 // through its real router and gateway — restarting the fleet before every
 // run so that each starts with cold caches.
+//
+// Switchyard runs twice over where llm-d compared its precise and
+// approximate prefix scorers: switchyard (with --kv-events, the router's
+// index of the blocks the workers report) and approximate (the same router
+// with no KV events, on its approximate index of its own decisions, which
+// cannot see evictions). The prefix-pressure workload, whose groups'
+// prefixes fill most of the fleet's KV cache, is where the two part: it is
+// sized on the KV cache a simulated worker reports (probe), and checked
+// against llm-d's ratios in every load (PrefixPressureChecks).
 package compare
 
 import (
