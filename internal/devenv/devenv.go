@@ -159,7 +159,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.IntVar(&c.Sim.Workers, "workers", d.Sim.Workers, "number of simulated vLLM workers")
 	fs.IntVar(&c.Sim.Port, "sim-port", d.Sim.Port, "HTTP port of the first simulated worker (worker i uses port+i)")
 	fs.StringVar(&c.Sim.ServedModelName, "served-model-name", d.Sim.ServedModelName, "model name the simulated workers serve")
-	fs.Float64Var(&c.Sim.TimeScale, "time-scale", d.Sim.TimeScale, "run the simulated GPUs this many times faster than real time")
+	fs.Float64Var(&c.Sim.TimeScale, "time-scale", d.Sim.TimeScale, "run the simulated GPUs this many times faster than real time (with --endpoints: the time scale those simulated workers run at, for the router's prior)")
 	fs.StringVar(&c.Sim.KVEventsConfig, "kv-events-config", d.Sim.KVEventsConfig, "vLLM KV events config of the workers (ports offset per worker); empty disables")
 	fs.StringVar(&c.Endpoints, "endpoints", "", "use running workers (id=url,id=url) instead of starting simulated ones")
 	fs.StringVar(&c.Policies, "policies", d.Policies, "catalog directory run by an in-process policyd, whose worker sets and providers are simulated ("+DefaultPolicies+" when run from a checkout; empty: --workers anonymous workers, no policies)")
@@ -343,10 +343,11 @@ func Start(ctx context.Context, cfg Config, log zerolog.Logger) (_ *Stack, err e
 		rc.PolicydAddr = s.policyd.GRPCAddr()
 	}
 	rc.ScrapeInterval = cfg.ScrapeInterval
-	if ts := cfg.Sim.TimeScale; cfg.Endpoints == "" && ts > 0 && ts != 1 {
-		// The simulated workers run ts times faster than the GPU the
-		// router's prior describes: so must the prior, or every TTFT is
-		// predicted ts times too long until the router has learned.
+	if ts := cfg.Sim.TimeScale; ts > 0 && ts != 1 {
+		// The simulated workers (dev's own, or --endpoints' at this time
+		// scale) run ts times faster than the GPU the router's prior
+		// describes: so must the prior, or every TTFT is predicted ts
+		// times too long until the router has learned.
 		rc.PrefillRatePrior *= ts
 		rc.QueueCostPrior = time.Duration(float64(rc.QueueCostPrior) / ts)
 		rc.BaseTTFTPrior = time.Duration(float64(rc.BaseTTFTPrior) / ts)

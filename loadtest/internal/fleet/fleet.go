@@ -187,6 +187,10 @@ func StartGateway(ctx context.Context, o GatewayOptions) (*Gateway, error) {
 		// blocks, and workers it would then take for ones that send KV
 		// events, so that it never consults its approximate index.
 		args = append(args, "--endpoints", strings.Join(eps, ","), "--redis-url", "none")
+		if o.Sim.TimeScale > 0 {
+			// The router's prior runs at the workers' time scale.
+			args = append(args, "--time-scale", strconv.FormatFloat(o.Sim.TimeScale, 'g', -1, 64))
+		}
 	} else {
 		events, err := kvEventsConfig(o.Sim.Workers)
 		if err != nil {
