@@ -202,12 +202,12 @@ func TestTablePredictor(t *testing.T) {
 		t.Fatal("a predictor table without predictions")
 	}
 	sy := f.Workloads["shared-prefix"]["switchyard"]
-	sy.PredictorSamples, sy.PredictorMAPE, sy.PredictorP90AbsErr = 160, 0.084, 0.12
+	sy.PredictorSamples, sy.PredictorMAPE, sy.PredictorMedianAPE, sy.PredictorP90AbsErr = 160, 0.084, 0.05, 0.12
 	b.Reset()
 	if err := WriteTable(&b, f); err != nil {
 		t.Fatal(err)
 	}
-	if want := "| shared-prefix | switchyard | 16 | 160 | 8.4 % | 120 ms |"; !strings.Contains(b.String(), want) {
+	if want := "| shared-prefix | switchyard | 16 | 160 | 8.4 % | 5.0 % | 120 ms |"; !strings.Contains(b.String(), want) {
 		t.Fatalf("no row %q in\n%s", want, b.String())
 	}
 }

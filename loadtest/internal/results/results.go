@@ -208,11 +208,14 @@ type Summary struct {
 	// The router's TTFT predictor against what happened, over the
 	// successful requests that carry a prediction (PredictorSamples; 0
 	// for strategies that are not the router): its mean absolute
-	// percentage error and the 90th percentile of its absolute error
-	// (model seconds). The truth is the simulator's own TTFT where there
-	// is one (free of the client's time), else the client's.
+	// percentage error, its median (a few requests far off move the mean
+	// between runs of one build; the median says what most requests saw)
+	// and the 90th percentile of its absolute error (model seconds). The
+	// truth is the simulator's own TTFT where there is one (free of the
+	// client's time), else the client's.
 	PredictorSamples   int `json:"predictor_samples,omitempty"`
 	PredictorMAPE      Num `json:"predictor_mape,omitzero"`
+	PredictorMedianAPE Num `json:"predictor_median_ape,omitzero"`
 	PredictorP90AbsErr Num `json:"predictor_p90_abs_error_s,omitzero"`
 
 	// Runs are each run's TTFT figures when the configuration ran more
@@ -580,7 +583,8 @@ func Summarize(recs []Record, scale, slo float64) *Summary {
 		s.ProjectedTTFTP50, s.ProjectedTTFTP90, s.ProjectedTTFTP95 = Num(pr.P50), Num(pr.P90), Num(pr.P95)
 	}
 	if s.PredictorSamples = len(predAbs); s.PredictorSamples > 0 {
-		s.PredictorMAPE = Num(stats.Summarize(predPct).Mean)
+		pct := stats.Summarize(predPct)
+		s.PredictorMAPE, s.PredictorMedianAPE = Num(pct.Mean), Num(pct.P50)
 		s.PredictorP90AbsErr = Num(stats.Summarize(predAbs).P90)
 	}
 	s.TTFTQuantiles = nums(stats.Quantiles(ttft, 50))

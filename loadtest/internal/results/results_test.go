@@ -275,6 +275,9 @@ func TestSummarizePredictor(t *testing.T) {
 	if s.PredictorSamples != 5 || !near(s.PredictorMAPE, (0+0.2+0.5+1+0.5)/5) {
 		t.Fatalf("predictor over %d: MAPE %v", s.PredictorSamples, s.PredictorMAPE)
 	}
+	if !near(s.PredictorMedianAPE, 0.5) {
+		t.Fatalf("median APE %v, want 0.5 (of 0, 0.2, 0.5, 0.5, 1)", s.PredictorMedianAPE)
+	}
 	if s.PredictorP90AbsErr < 0.5 || s.PredictorP90AbsErr > 1 {
 		t.Fatalf("p90 absolute error %v, want within the largest errors (0.5 to 1 s)", s.PredictorP90AbsErr)
 	}
