@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -86,4 +87,17 @@ func FreePort(tb testing.TB) int {
 	}
 	defer ln.Close()
 	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// ReportPercentiles reports the median and 99th percentile of a
+// benchmark's latencies, in microseconds, as name+"p50-µs" and
+// name+"p99-µs" (name "" or a set's, such as "builtins-"). It sorts lat.
+func ReportPercentiles(b *testing.B, name string, lat []time.Duration) {
+	if len(lat) == 0 {
+		return
+	}
+	slices.Sort(lat)
+	pct := func(p float64) float64 { return float64(lat[int(p*float64(len(lat)-1))].Nanoseconds()) / 1e3 }
+	b.ReportMetric(pct(0.50), name+"p50-µs")
+	b.ReportMetric(pct(0.99), name+"p99-µs")
 }

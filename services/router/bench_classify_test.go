@@ -2,11 +2,11 @@ package router_test
 
 import (
 	"context"
-	"slices"
 	"strconv"
 	"testing"
 	"time"
 
+	"github.com/switchyard-dev/switchyard/internal/testkit"
 	routerv1 "github.com/switchyard-dev/switchyard/proto/switchyard/router/v1"
 	"github.com/switchyard-dev/switchyard/services/router"
 )
@@ -22,11 +22,7 @@ import (
 // the difference of their p50 and p99 is what classification adds to
 // Route (BenchmarkClassify8k is the classify step alone).
 func BenchmarkRoute8kClassifiers(b *testing.B) {
-	sets := []struct{ name, classifiers string }{
-		{"tags-only", "header-tags,tenant-tags"},
-		{"builtins", "header-tags,tenant-tags,pii,complexity,external"},
-		{"builtins+pii-rules", "header-tags,tenant-tags,pii,pii-rules,complexity,external"},
-	}
+	sets := router.ClassifierSets
 	q0, q1, g0 := newFakeWorker(b, "qwen-3.6-27b"), newFakeWorker(b, "qwen-3.6-27b"), newFakeWorker(b, "glm-5.3")
 	pd := startPolicyd(b, devCatalog(b, q0, q1, g0))
 	routers := make([]*testRouter, len(sets))
@@ -36,7 +32,7 @@ func BenchmarkRoute8kClassifiers(b *testing.B) {
 			cfg.Endpoints = ""
 			cfg.PolicydAddr = pd.GRPCAddr()
 			cfg.GatewayBackend = "dev"
-			cfg.Classifiers = c.classifiers
+			cfg.Classifiers = c.Classifiers
 		})
 		waitFor(b, "workers known", func() bool { return len(routers[i].endpoints(b, "qwen-3.6-27b")) >= 2 })
 	}
@@ -52,16 +48,12 @@ func BenchmarkRoute8kClassifiers(b *testing.B) {
 			resp, err := routers[j].client.Route(ctx, req)
 			lat[j] = append(lat[j], time.Since(start))
 			if err != nil || resp.GetTarget() == nil {
-				b.Fatalf("%s: route: %v %v", sets[j].name, resp, err)
+				b.Fatalf("%s: route: %v %v", sets[j].Name, resp, err)
 			}
 		}
 	}
 	b.StopTimer()
 	for j, c := range sets {
-		l := lat[j]
-		slices.Sort(l)
-		pct := func(p float64) float64 { return float64(l[int(p*float64(len(l)-1))].Nanoseconds()) / 1e3 }
-		b.ReportMetric(pct(0.50), c.name+"-p50-µs")
-		b.ReportMetric(pct(0.99), c.name+"-p99-µs")
+		testkit.ReportPercentiles(b, c.Name+"-", lat[j])
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/switchyard-dev/switchyard/internal/testkit"
 	"github.com/switchyard-dev/switchyard/internal/tokenizer"
 	routerv1 "github.com/switchyard-dev/switchyard/proto/switchyard/router/v1"
 	"github.com/switchyard-dev/switchyard/services/router"
@@ -203,7 +204,7 @@ func routeChats(b *testing.B, client routerv1.RouterClient, pid int, httpAddr st
 				if over, n := routeOver2ms(b, httpAddr); n > n0 {
 					b.ReportMetric(100*(over-over0)/(n-n0), "handler-over-2ms-%")
 				}
-				reportPercentiles(b, lat)
+				testkit.ReportPercentiles(b, "", lat)
 			})
 		}
 	}

@@ -3,12 +3,12 @@ package router_test
 import (
 	"context"
 	"encoding/json"
-	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/switchyard-dev/switchyard/internal/testkit"
 	"github.com/switchyard-dev/switchyard/internal/tokenizer"
 	routerv1 "github.com/switchyard-dev/switchyard/proto/switchyard/router/v1"
 	"github.com/switchyard-dev/switchyard/services/router"
@@ -43,20 +43,7 @@ func BenchmarkRoute(b *testing.B) {
 		}
 	}
 	b.StopTimer()
-	reportPercentiles(b, lat)
-}
-
-func reportPercentiles(b *testing.B, lat []time.Duration) {
-	if len(lat) == 0 {
-		return
-	}
-	slices.Sort(lat)
-	pct := func(p float64) float64 {
-		i := int(p * float64(len(lat)-1))
-		return float64(lat[i].Nanoseconds()) / 1e3
-	}
-	b.ReportMetric(pct(0.50), "p50-µs")
-	b.ReportMetric(pct(0.99), "p99-µs")
+	testkit.ReportPercentiles(b, "", lat)
 }
 
 // BenchmarkRoute8k is Route end to end over real gRPC with an 8k-token chat
@@ -85,7 +72,7 @@ func BenchmarkRoute8k(b *testing.B) {
 		}
 	}
 	b.StopTimer()
-	reportPercentiles(b, lat)
+	testkit.ReportPercentiles(b, "", lat)
 }
 
 // BenchmarkRouteHostile is Route end to end over real gRPC with the bodies

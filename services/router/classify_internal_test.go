@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/switchyard-dev/switchyard/internal/policy"
+	"github.com/switchyard-dev/switchyard/internal/testkit"
 	routerv1 "github.com/switchyard-dev/switchyard/proto/switchyard/router/v1"
 	"github.com/switchyard-dev/switchyard/services/router/internal/classify/classifytest"
 )
@@ -52,7 +53,7 @@ func examplePolicies(tb testing.TB) *policyState {
 // classifierSets are the sets BenchmarkClassify8k compares: the tags the
 // client and the tenant carry alone, the built-ins, and the built-ins
 // with the example GatewayBackend's own kinds (spec.pii).
-var classifierSets = []struct{ name, classifiers string }{
+var classifierSets = []struct{ Name, Classifiers string }{
 	{"tags-only", "header-tags,tenant-tags"},
 	{"builtins", "header-tags,tenant-tags,pii,complexity,external"},
 	{"builtins+pii-rules", "header-tags,tenant-tags,pii,pii-rules,complexity,external"},
@@ -73,7 +74,7 @@ func BenchmarkClassify8k(b *testing.B) {
 	s.pol.Store(examplePolicies(b))
 	sets := make([][]classifier, len(classifierSets))
 	for i, c := range classifierSets {
-		cls, err := newClassifiers(c.classifiers)
+		cls, err := newClassifiers(c.Classifiers)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -115,11 +116,7 @@ func BenchmarkClassify8k(b *testing.B) {
 		b.Fatalf("tags per set %q: the built-ins did not read the prompt", tags)
 	}
 	for j, c := range classifierSets {
-		l := lat[j]
-		slices.Sort(l)
-		pct := func(p float64) float64 { return float64(l[int(p*float64(len(l)-1))].Nanoseconds()) / 1e3 }
-		b.ReportMetric(pct(0.50), c.name+"-p50-µs")
-		b.ReportMetric(pct(0.99), c.name+"-p99-µs")
-		b.ReportMetric(float64(cpu[j].Nanoseconds())/1e3/float64(len(l)), c.name+"-cpu-µs")
+		b.ReportMetric(float64(cpu[j].Nanoseconds())/1e3/float64(len(lat[j])), c.Name+"-cpu-µs")
+		testkit.ReportPercentiles(b, c.Name+"-", lat[j])
 	}
 }

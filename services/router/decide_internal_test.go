@@ -2,7 +2,6 @@ package router
 
 import (
 	"context"
-	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -10,6 +9,7 @@ import (
 
 	"github.com/switchyard-dev/switchyard/internal/kvblock"
 	"github.com/switchyard-dev/switchyard/internal/policy"
+	"github.com/switchyard-dev/switchyard/internal/testkit"
 	"github.com/switchyard-dev/switchyard/internal/tokenizer"
 	routerv1 "github.com/switchyard-dev/switchyard/proto/switchyard/router/v1"
 	"github.com/switchyard-dev/switchyard/services/router/internal/endpoints"
@@ -108,7 +108,7 @@ func benchDecide8k(b *testing.B, n int) {
 		s.table.Complete(load.Completion{RequestID: req.RequestId, EndpointID: resp.GetTarget().GetId(), At: start})
 	}
 	b.StopTimer()
-	reportPercentiles(b, lat)
+	testkit.ReportPercentiles(b, "", lat)
 }
 
 // BenchmarkReadPrompt8k is the part BenchmarkDecide8k leaves out: parse the
@@ -122,18 +122,6 @@ func BenchmarkReadPrompt8k(b *testing.B) {
 		_ = s.readPrompt(context.Background(), &d.lookup, req)
 	}
 	b.ReportMetric(float64(d.tokens), "prompt-tokens")
-}
-
-func reportPercentiles(b *testing.B, lat []time.Duration) {
-	if len(lat) == 0 {
-		return
-	}
-	slices.Sort(lat)
-	pct := func(p float64) float64 {
-		return float64(lat[int(p*float64(len(lat)-1))].Nanoseconds()) / 1e3
-	}
-	b.ReportMetric(pct(0.50), "p50-µs")
-	b.ReportMetric(pct(0.99), "p99-µs")
 }
 
 // TestDecideMatchesIndex checks the benchmark's setup does what it says:

@@ -14,6 +14,10 @@ func RegisterTestTokenizer(name string, tok tokenizer.Tokenizer) {
 	})
 }
 
+// ClassifierSets are the classifier sets the classification benchmarks
+// compare, for the end-to-end one.
+var ClassifierSets = classifierSets
+
 // RegisterTestClassifier makes c the classifier name (--classifiers name).
 func RegisterTestClassifier(name string, c classify.Classifier) {
 	classifierRegistry.Register(name, func() (classify.Classifier, error) { return c, nil })
