@@ -151,13 +151,12 @@ func testInteropLibzmqSubscriber(t *testing.T, py, format string) {
 	}
 }
 
-// TestInteropLibzmqPublisher: our SUB and decoder read what a libzmq PUB
-// (the transport vLLM uses) sends in vLLM's map encoding.
-func TestInteropLibzmqPublisher(t *testing.T) {
-	py := requireLibzmqPeer(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, py, "testdata/libzmq_peer.py", "pub", "tcp://127.0.0.1:*", "kv", "3")
+// startBoundPeer starts the libzmq peer in a mode that binds (pub,
+// router) and returns the endpoint it printed; the peer stops, its stdin
+// closed, when the test ends.
+func startBoundPeer(ctx context.Context, t *testing.T, py string, args ...string) string {
+	t.Helper()
+	cmd := exec.CommandContext(ctx, py, append([]string{"testdata/libzmq_peer.py"}, args...)...)
 	cmd.Stderr = os.Stderr
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
@@ -170,7 +169,7 @@ func TestInteropLibzmqPublisher(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	defer func() { stdin.Close(); _ = cmd.Wait() }()
+	t.Cleanup(func() { stdin.Close(); _ = cmd.Wait() })
 	sc := bufio.NewScanner(out)
 	if !sc.Scan() {
 		t.Fatal("peer printed no endpoint")
@@ -179,7 +178,16 @@ func TestInteropLibzmqPublisher(t *testing.T) {
 	if err := json.Unmarshal(sc.Bytes(), &hello); err != nil {
 		t.Fatal(err)
 	}
-	sub, err := DialSubscriber(ctx, hello.Endpoint, "kv")
+	return hello.Endpoint
+}
+
+// TestInteropLibzmqPublisher: our SUB and decoder read what a libzmq PUB
+// (the transport vLLM uses) sends in vLLM's map encoding.
+func TestInteropLibzmqPublisher(t *testing.T) {
+	py := requireLibzmqPeer(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	sub, err := DialSubscriber(ctx, startBoundPeer(ctx, t, py, "pub", "tcp://127.0.0.1:*", "kv", "3"), "kv")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -213,33 +221,12 @@ func TestInteropLibzmqReplay(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
 			const n = 4
-			cmd := exec.CommandContext(ctx, py, "testdata/libzmq_peer.py", "router", "tcp://127.0.0.1:*", "kv@w0", format, "4")
-			cmd.Stderr = os.Stderr
-			stdin, err := cmd.StdinPipe()
-			if err != nil {
-				t.Fatal(err)
-			}
-			out, err := cmd.StdoutPipe()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := cmd.Start(); err != nil {
-				t.Fatal(err)
-			}
-			defer func() { stdin.Close(); _ = cmd.Wait() }()
-			sc := bufio.NewScanner(out)
-			if !sc.Scan() {
-				t.Fatal("peer printed no endpoint")
-			}
-			var hello struct{ Endpoint string }
-			if err := json.Unmarshal(sc.Bytes(), &hello); err != nil {
-				t.Fatal(err)
-			}
+			endpoint := startBoundPeer(ctx, t, py, "router", "tcp://127.0.0.1:*", "kv@w0", format, "4")
 			for _, from := range []uint64{0, 2} {
 				var dec kvevents.Decoder
 				var b kvevents.Batch
 				var seqs []uint64
-				err := Replay(ctx, hello.Endpoint, from, func(seq uint64, payload []byte) error {
+				err := Replay(ctx, endpoint, from, func(seq uint64, payload []byte) error {
 					if err := dec.Decode(payload, &b); err != nil {
 						return err
 					}
