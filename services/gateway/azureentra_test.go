@@ -89,21 +89,9 @@ spec:
 			return azuretest.Reply{Text: []string{"Hel", "lo"}, PromptTokens: 5, CompletionTokens: 2}
 		})
 		defer fake.SetReply(azuretest.Echo)
-		stream := client.Chat.Completions.NewStreaming(t.Context(), openai.ChatCompletionNewParams{Model: testModel, Messages: params.Messages,
-			StreamOptions: openai.ChatCompletionStreamOptionsParam{IncludeUsage: openai.Bool(true)}})
-		var text strings.Builder
-		var acc openai.ChatCompletionAccumulator
-		for stream.Next() {
-			acc.AddChunk(stream.Current())
-			for _, c := range stream.Current().Choices {
-				text.WriteString(c.Delta.Content)
-			}
-		}
-		if err := stream.Err(); err != nil {
-			t.Fatal(err)
-		}
-		if text.String() != "Hello" || acc.Usage.CompletionTokens != 2 || fake.TokenRequests() != 1 {
-			t.Fatalf("text %q, usage %+v, %d token requests", text.String(), acc.Usage, fake.TokenRequests())
+		got := streamChat(t, client, params.Messages)
+		if got.text != "Hello" || got.usage.CompletionTokens != 2 || fake.TokenRequests() != 1 {
+			t.Fatalf("text %q, usage %+v, %d token requests", got.text, got.usage, fake.TokenRequests())
 		}
 	})
 

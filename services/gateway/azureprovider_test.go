@@ -108,32 +108,15 @@ spec:
 		fake.SetReply(func(azuretest.Request) azuretest.Reply {
 			return azuretest.Reply{Text: []string{"Hel", "lo", " there"}, PromptTokens: 5, CompletionTokens: 3}
 		})
-		stream := client.Chat.Completions.NewStreaming(t.Context(), openai.ChatCompletionNewParams{
-			Model: testModel, Messages: params.Messages,
-			StreamOptions: openai.ChatCompletionStreamOptionsParam{IncludeUsage: openai.Bool(true)},
-		})
-		var text strings.Builder
-		var chunks int
-		var acc openai.ChatCompletionAccumulator
-		for stream.Next() {
-			ch := stream.Current()
-			if chunks == 0 && len(ch.Choices) == 0 {
-				t.Error("the first chunk has no choices: Azure's prompt-filter chunk came through")
-			}
-			acc.AddChunk(ch)
-			chunks++
-			for _, c := range ch.Choices {
-				text.WriteString(c.Delta.Content)
-			}
+		got := streamChat(t, client, params.Messages)
+		if len(got.chunks) > 0 && len(got.chunks[0].Choices) == 0 {
+			t.Error("the first chunk has no choices: Azure's prompt-filter chunk came through")
 		}
-		if err := stream.Err(); err != nil {
-			t.Fatal(err)
+		if got.text != "Hello there" || len(got.chunks) != 5 {
+			t.Fatalf("text %q in %d chunks", got.text, len(got.chunks))
 		}
-		if text.String() != "Hello there" || chunks != 5 {
-			t.Fatalf("text %q in %d chunks", text.String(), chunks)
-		}
-		if acc.Usage.PromptTokens != 5 || acc.Usage.CompletionTokens != 3 {
-			t.Fatalf("usage %+v", acc.Usage)
+		if got.usage.PromptTokens != 5 || got.usage.CompletionTokens != 3 {
+			t.Fatalf("usage %+v", got.usage)
 		}
 	})
 

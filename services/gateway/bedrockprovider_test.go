@@ -107,29 +107,12 @@ spec:
 			fake.SetReply(func(bedrocktest.Request) bedrocktest.Reply {
 				return bedrocktest.Reply{Text: []string{"Hel", "lo", " there"}, Usage: bedrocktest.Usage{Input: 5, Output: 3, CacheRead: 2}}
 			})
-			stream := client.Chat.Completions.NewStreaming(t.Context(), openai.ChatCompletionNewParams{
-				Model: testModel, Messages: params.Messages,
-				StreamOptions: openai.ChatCompletionStreamOptionsParam{IncludeUsage: openai.Bool(true)},
-			})
-			var text strings.Builder
-			var chunks int
-			var acc openai.ChatCompletionAccumulator
-			for stream.Next() {
-				ch := stream.Current()
-				acc.AddChunk(ch)
-				chunks++
-				for _, c := range ch.Choices {
-					text.WriteString(c.Delta.Content)
-				}
+			got := streamChat(t, client, params.Messages)
+			if got.text != "Hello there" || len(got.chunks) < 5 {
+				t.Fatalf("text %q in %d chunks", got.text, len(got.chunks))
 			}
-			if err := stream.Err(); err != nil {
-				t.Fatal(err)
-			}
-			if text.String() != "Hello there" || chunks < 5 {
-				t.Fatalf("text %q in %d chunks", text.String(), chunks)
-			}
-			if acc.Usage.PromptTokens != 7 || acc.Usage.CompletionTokens != 3 || acc.Usage.PromptTokensDetails.CachedTokens != 2 {
-				t.Fatalf("usage %+v", acc.Usage)
+			if got.usage.PromptTokens != 7 || got.usage.CompletionTokens != 3 || got.usage.PromptTokensDetails.CachedTokens != 2 {
+				t.Fatalf("usage %+v", got.usage)
 			}
 			if r := fake.Requests(); !r[len(r)-1].Stream {
 				t.Fatal("not sent to converse-stream")

@@ -97,23 +97,9 @@ spec:
 				return databrickstest.Reply{Text: []string{"Hel", "lo", " there"}}
 			})
 			defer fake.SetReply(databrickstest.Echo)
-			stream := client.Chat.Completions.NewStreaming(t.Context(), openai.ChatCompletionNewParams{
-				Model: testModel, Messages: params.Messages,
-				StreamOptions: openai.ChatCompletionStreamOptionsParam{IncludeUsage: openai.Bool(true)},
-			})
-			var text strings.Builder
-			var acc openai.ChatCompletionAccumulator
-			for stream.Next() {
-				acc.AddChunk(stream.Current())
-				for _, c := range stream.Current().Choices {
-					text.WriteString(c.Delta.Content)
-				}
-			}
-			if err := stream.Err(); err != nil {
-				t.Fatal(err)
-			}
-			if text.String() != "Hello there" || acc.Usage.PromptTokens != 8 || acc.Usage.CompletionTokens != 2 {
-				t.Fatalf("text %q usage %+v", text.String(), acc.Usage)
+			got := streamChat(t, client, params.Messages)
+			if got.text != "Hello there" || got.usage.PromptTokens != 8 || got.usage.CompletionTokens != 2 {
+				t.Fatalf("text %q usage %+v", got.text, got.usage)
 			}
 		})
 	}

@@ -14,6 +14,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/openai/openai-go/v3"
 	"github.com/rs/zerolog"
 
 	routerv1 "github.com/switchyard-dev/switchyard/proto/switchyard/router/v1"
@@ -240,4 +241,39 @@ func (l *capturedLog) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.b.String()
+}
+
+// streamedChat is a chat completion the official client streamed through
+// the gateway, usage included: its text, its chunks, and the usage the
+// accumulator read from them.
+type streamedChat struct {
+	text   string
+	chunks []openai.ChatCompletionChunk
+	usage  openai.CompletionUsage
+}
+
+// streamChat streams messages to testModel with usage asked for; an error
+// of the stream fails the test.
+func streamChat(t *testing.T, client openai.Client, messages []openai.ChatCompletionMessageParamUnion) streamedChat {
+	t.Helper()
+	stream := client.Chat.Completions.NewStreaming(t.Context(), openai.ChatCompletionNewParams{
+		Model: testModel, Messages: messages,
+		StreamOptions: openai.ChatCompletionStreamOptionsParam{IncludeUsage: openai.Bool(true)},
+	})
+	var out streamedChat
+	var text strings.Builder
+	var acc openai.ChatCompletionAccumulator
+	for stream.Next() {
+		ch := stream.Current()
+		acc.AddChunk(ch)
+		out.chunks = append(out.chunks, ch)
+		for _, c := range ch.Choices {
+			text.WriteString(c.Delta.Content)
+		}
+	}
+	if err := stream.Err(); err != nil {
+		t.Fatal(err)
+	}
+	out.text, out.usage = text.String(), acc.Usage
+	return out
 }
