@@ -52,6 +52,21 @@ func switchyardBin(t *testing.T) string {
 	return bin
 }
 
+// runFleets runs the comparison cfg describes within the time given,
+// returning its file and its request records; its status lines are in
+// the failure when it fails.
+func runFleets(t *testing.T, cfg Config, within time.Duration) (*results.File, *bytes.Buffer) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), within)
+	defer cancel()
+	var recs, status bytes.Buffer
+	f, err := Run(ctx, cfg, Output{Records: &recs, Status: &status}, zerolog.Nop())
+	if err != nil {
+		t.Fatalf("%v\nstatus:\n%s", err, status.String())
+	}
+	return f, &recs
+}
+
 // TestCompareEndToEnd runs every strategy on every workload at a tiny
 // scale against real `switchyard sim` and `switchyard dev` processes.
 func TestCompareEndToEnd(t *testing.T) {
@@ -70,13 +85,7 @@ func TestCompareEndToEnd(t *testing.T) {
 	cfg.Spec.PromptTokens = workload.Const(300)
 	cfg.Spec.Prefixes, cfg.Spec.PrefixTokens, cfg.Spec.SuffixTokens = 2, workload.Const(300), workload.Const(20)
 	cfg.Spec.Turns, cfg.Spec.SystemTokens, cfg.Spec.UserTokens = workload.Const(2), workload.Const(100), workload.Const(20)
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	var recs, status bytes.Buffer
-	f, err := Run(ctx, cfg, Output{Records: &recs, Status: &status}, zerolog.Nop())
-	if err != nil {
-		t.Fatalf("%v\nstatus:\n%s", err, status.String())
-	}
+	f, recs := runFleets(t, cfg, 3*time.Minute)
 
 	// The file must survive a JSON round trip in the stable shape.
 	b, err := json.Marshal(f)
@@ -144,7 +153,7 @@ func TestCompareEndToEnd(t *testing.T) {
 
 	// One record per request, from every run.
 	n := 0
-	sc := bufio.NewScanner(&recs)
+	sc := bufio.NewScanner(recs)
 	for sc.Scan() {
 		var r results.Record
 		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
@@ -180,13 +189,7 @@ func TestCompareKVEvents(t *testing.T) {
 	cfg.LogDir = t.TempDir()
 	cfg.Spec.OutputTokens = workload.Const(4)
 	cfg.Spec.Prefixes, cfg.Spec.PrefixTokens, cfg.Spec.SuffixTokens = 1, workload.Const(300), workload.Const(20)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	var status bytes.Buffer
-	f, err := Run(ctx, cfg, Output{Status: &status}, zerolog.Nop())
-	if err != nil {
-		t.Fatalf("%v\nstatus:\n%s", err, status.String())
-	}
+	f, _ := runFleets(t, cfg, time.Minute)
 	s := f.Workloads[string(workload.SharedPrefix)][results.Switchyard]
 	if !f.Params.KVEvents || s.Succeeded != 4 || !(s.CacheHitRatio > 0.5) {
 		t.Errorf("kv events %v, %d of 4 succeeded, cache hit %v (errors %q)", f.Params.KVEvents, s.Succeeded, s.CacheHitRatio, s.ErrorSamples)
@@ -224,18 +227,21 @@ func TestParseHelpers(t *testing.T) {
 	}
 }
 
+// parseFlags is compare's flag set parsed from args, as main parses it.
+func parseFlags(args ...string) (Config, error) {
+	fs := flag.NewFlagSet("t", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	var c Config
+	c.RegisterFlags(fs)
+	err := fs.Parse(args)
+	c.Parsed(fs)
+	return c, err
+}
+
 // TestPerWorkloadFlags checks that --sweep and --requests take a plain
 // value for every workload and WORKLOAD=VALUE for one, later flags winning.
 func TestPerWorkloadFlags(t *testing.T) {
-	parse := func(args ...string) (Config, error) {
-		fs := flag.NewFlagSet("t", flag.ContinueOnError)
-		fs.SetOutput(io.Discard)
-		var c Config
-		c.RegisterFlags(fs)
-		err := fs.Parse(args)
-		return c, err
-	}
-	c, err := parse()
+	c, err := parseFlags()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -245,7 +251,7 @@ func TestPerWorkloadFlags(t *testing.T) {
 	if got := c.Levels(workload.SharedPrefix); !slices.Equal(got, DefaultSweep) {
 		t.Errorf("default shared-prefix levels %v", got)
 	}
-	c, err = parse("--sweep", "4,8", "--sweep", "multi-turn=2,16", "--requests", "50", "--requests", "control=10", "--concurrency", "6")
+	c, err = parseFlags("--sweep", "4,8", "--sweep", "multi-turn=2,16", "--requests", "50", "--requests", "control=10", "--concurrency", "6")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -262,11 +268,11 @@ func TestPerWorkloadFlags(t *testing.T) {
 		t.Errorf("requests %d/%d", c.RequestsOf(workload.Control), c.RequestsOf(workload.MultiTurn))
 	}
 	for _, bad := range [][]string{{"--sweep", "chat=4"}, {"--sweep", "control=0"}, {"--requests", "x"}, {"--requests", "control=-1"}} {
-		if _, err := parse(bad...); err == nil {
+		if _, err := parseFlags(bad...); err == nil {
 			t.Errorf("%q accepted", bad)
 		}
 	}
-	c, _ = parse("--sweep", "", "--workloads", "control")
+	c, _ = parseFlags("--sweep", "", "--workloads", "control")
 	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "no concurrency level") {
 		t.Errorf("no levels: %v", err)
 	}

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"net/http"
@@ -13,8 +12,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/rs/zerolog"
 
 	"github.com/switchyard-dev/switchyard/loadtest/internal/fleet"
 	"github.com/switchyard-dev/switchyard/loadtest/internal/results"
@@ -100,16 +97,7 @@ func TestPrefixPressureChecks(t *testing.T) {
 }
 
 func TestPrefixPressureFlags(t *testing.T) {
-	parse := func(args ...string) (Config, error) {
-		fs := flag.NewFlagSet("t", flag.ContinueOnError)
-		fs.SetOutput(io.Discard)
-		var c Config
-		c.RegisterFlags(fs)
-		err := fs.Parse(args)
-		c.Parsed(fs)
-		return c, err
-	}
-	c, err := parse()
+	c, err := parseFlags()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -119,7 +107,7 @@ func TestPrefixPressureFlags(t *testing.T) {
 	}
 	// The KV capacity is measured by Run: neither groups nor capacity is
 	// needed to validate.
-	c, err = parse("--workloads", "prefix-pressure", "--strategies", "random,approximate,switchyard,oracle", "--kv-events",
+	c, err = parseFlags("--workloads", "prefix-pressure", "--strategies", "random,approximate,switchyard,oracle", "--kv-events",
 		"--load", "rate", "--rates", "0.2")
 	if err != nil {
 		t.Fatal(err)
@@ -130,17 +118,17 @@ func TestPrefixPressureFlags(t *testing.T) {
 	if c.SLO[workload.PrefixPressure] <= 0 || !slices.Equal(c.Strategies, []string{results.Random, results.Approximate, results.Switchyard, results.Oracle}) {
 		t.Errorf("slo %v strategies %v", c.SLO, c.Strategies)
 	}
-	if _, err := parse("--pressure-question-tokens", "0"); err == nil {
+	if _, err := parseFlags("--pressure-question-tokens", "0"); err == nil {
 		t.Error("--pressure-question-tokens 0 accepted")
 	}
-	c, _ = parse("--workloads", "prefix-pressure", "--pressure-kv-fill", "1.5", "--pressure-users", "0", "--pressure-prefix-tokens", "0")
+	c, _ = parseFlags("--workloads", "prefix-pressure", "--pressure-kv-fill", "1.5", "--pressure-users", "0", "--pressure-prefix-tokens", "0")
 	err = c.Validate()
 	for _, want := range []string{"pressure-kv-fill 1.5", "pressure-users 0", "prefix-pressure: pressure-prefix-tokens 0"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("error lacks %q: %v", want, err)
 		}
 	}
-	if _, err := parse("--strategies", "approx"); err == nil || !strings.Contains(err.Error(), "approximate") {
+	if _, err := parseFlags("--strategies", "approx"); err == nil || !strings.Contains(err.Error(), "approximate") {
 		t.Errorf("unknown strategy: %v, want the list naming approximate", err)
 	}
 }
@@ -183,13 +171,7 @@ func TestComparePrefixPressure(t *testing.T) {
 		approxCached, err = explainCached(ctx, gw.RouterURL(), body)
 		return err
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	var recs, status bytes.Buffer
-	f, err := Run(ctx, cfg, Output{Records: &recs, Status: &status}, zerolog.Nop())
-	if err != nil {
-		t.Fatalf("%v\nstatus:\n%s", err, status.String())
-	}
+	f, _ := runFleets(t, cfg, 3*time.Minute)
 	shape := f.Params.Workloads[string(workload.PrefixPressure)]
 	if kv := shape.PressureKVTokens; kv <= 0 || kv%cfg.Workers != 0 || shape.PressureGroups != workload.GroupsForKV(kv, 0.01, 300) || shape.PressureGroups < 2 {
 		t.Errorf("shape %+v: want groups derived from a measured KV cache", shape)

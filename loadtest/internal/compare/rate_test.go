@@ -1,16 +1,10 @@
 package compare
 
 import (
-	"bytes"
-	"context"
-	"flag"
-	"io"
 	"slices"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/rs/zerolog"
 
 	"github.com/switchyard-dev/switchyard/loadtest/internal/ratesweep"
 	"github.com/switchyard-dev/switchyard/loadtest/internal/results"
@@ -38,13 +32,7 @@ func TestCompareRateSweep(t *testing.T) {
 	cfg.Spec.OutputTokens, cfg.Spec.AnswerTokens = workload.Const(4), workload.Const(4)
 	cfg.Spec.PromptTokens = workload.Const(300)
 	cfg.Spec.Turns, cfg.Spec.SystemTokens, cfg.Spec.UserTokens = workload.Const(2), workload.Const(100), workload.Const(20)
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	var recs, status bytes.Buffer
-	f, err := Run(ctx, cfg, Output{Records: &recs, Status: &status}, zerolog.Nop())
-	if err != nil {
-		t.Fatalf("%v\nstatus:\n%s", err, status.String())
-	}
+	f, recs := runFleets(t, cfg, 3*time.Minute)
 	p := f.Params
 	if p.Load != LoadRateSweep || p.Mode != "poisson" || p.Arrivals != "poisson" || p.RateSweep == nil || p.RateSweep.Strategy != results.RoundRobin {
 		t.Errorf("params: load %q mode %q arrivals %q sweep %+v", p.Load, p.Mode, p.Arrivals, p.RateSweep)
@@ -110,23 +98,14 @@ func TestCompareRateSweep(t *testing.T) {
 // TestRateFlags checks the open-loop flags parse and that Validate names
 // every misuse at once.
 func TestRateFlags(t *testing.T) {
-	parse := func(args ...string) (Config, error) {
-		fs := flag.NewFlagSet("t", flag.ContinueOnError)
-		fs.SetOutput(io.Discard)
-		var c Config
-		c.RegisterFlags(fs)
-		err := fs.Parse(args)
-		c.Parsed(fs)
-		return c, err
-	}
-	c, err := parse("--load", "rate", "--rates", "0.5, 1,2", "--arrivals", "constant", "--max-in-flight", "64")
+	c, err := parseFlags("--load", "rate", "--rates", "0.5, 1,2", "--arrivals", "constant", "--max-in-flight", "64")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := c.Validate(); err != nil || !slices.Equal(c.Rates, []float64{0.5, 1, 2}) || c.Arrivals != runner.Constant || c.MaxInFlight != 64 {
 		t.Errorf("rates %v arrivals %q bound %d: %v", c.Rates, c.Arrivals, c.MaxInFlight, err)
 	}
-	c, err = parse("--load", "rate-sweep", "--rate-points", "3", "--saturation-strategy", "least-queue", "--saturation-concurrency", "16")
+	c, err = parseFlags("--load", "rate-sweep", "--rate-points", "3", "--saturation-strategy", "least-queue", "--saturation-concurrency", "16")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -134,11 +113,11 @@ func TestRateFlags(t *testing.T) {
 		t.Errorf("rate sweep %+v by %s: %v", c.RateSweep, c.SaturationStrategy, err)
 	}
 	for _, bad := range [][]string{{"--rates", "0"}, {"--rates", "fast"}, {"--arrivals", "concurrent"}} {
-		if _, err := parse(bad...); err == nil {
+		if _, err := parseFlags(bad...); err == nil {
 			t.Errorf("%q accepted", bad)
 		}
 	}
-	c, _ = parse("--load", "rate-sweep", "--rates", "1", "--concurrency", "8", "--sweep", "4", "--rate-points", "0",
+	c, _ = parseFlags("--load", "rate-sweep", "--rates", "1", "--concurrency", "8", "--sweep", "4", "--rate-points", "0",
 		"--saturation-strategy", "fastest", "--max-in-flight", "0", "--requests", "control=10", "--saturation-concurrency", "32")
 	err = c.Validate()
 	if err == nil {
@@ -150,7 +129,7 @@ func TestRateFlags(t *testing.T) {
 			t.Errorf("error lacks %q:\n%v", want, err)
 		}
 	}
-	c, _ = parse("--rate-points", "3", "--saturation-strategy", "random", "--arrivals", "constant", "--max-in-flight", "8")
+	c, _ = parseFlags("--rate-points", "3", "--saturation-strategy", "random", "--arrivals", "constant", "--max-in-flight", "8")
 	err = c.Validate()
 	for _, want := range []string{"rate-points: only with --load rate-sweep (load is concurrency)", "saturation-strategy: only with --load rate-sweep",
 		"arrivals: only with the open-loop loads", "max-in-flight: only with the open-loop loads"} {
@@ -158,15 +137,15 @@ func TestRateFlags(t *testing.T) {
 			t.Errorf("closed loop with open-loop flags: error lacks %q: %v", want, err)
 		}
 	}
-	c, _ = parse("--load", "rate", "--rates", "1", "--rate-low", "0.5")
+	c, _ = parseFlags("--load", "rate", "--rates", "1", "--rate-low", "0.5")
 	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "rate-low: only with --load rate-sweep (load is rate)") {
 		t.Errorf("--load rate with --rate-low: %v", err)
 	}
-	c, _ = parse("--load", "rate")
+	c, _ = parseFlags("--load", "rate")
 	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "needs at least one rate") {
 		t.Errorf("--load rate without rates: %v", err)
 	}
-	c, _ = parse("--load", "open")
+	c, _ = parseFlags("--load", "open")
 	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), `load "open"`) {
 		t.Errorf("unknown load: %v", err)
 	}
