@@ -716,7 +716,7 @@ func Run(ctx context.Context, cfg Config, out Output, log zerolog.Logger) (*resu
 			}
 			f.Params.Headline[string(kind)] = results.Headline{Rate: top, Rule: "top-rate"}
 			for strat, points := range byLevel {
-				byStrategy[strat] = atRate(points, top)
+				byStrategy[strat] = headline(points, func(p *results.Summary) bool { return p.Rate == top })
 			}
 			f.Workloads[string(kind)] = byStrategy
 			Relate(byStrategy)
@@ -729,7 +729,7 @@ func Run(ctx context.Context, cfg Config, out Output, log zerolog.Logger) (*resu
 		hl := Headline(kind, cfg.Concurrency, levels, randomSweep)
 		f.Params.Headline[string(kind)] = hl
 		for strat, points := range byLevel {
-			byStrategy[strat] = atLevel(points, hl.Concurrency)
+			byStrategy[strat] = headline(points, func(p *results.Summary) bool { return p.Concurrency == hl.Concurrency })
 		}
 		f.Workloads[string(kind)] = byStrategy
 		Relate(byStrategy)
@@ -790,26 +790,12 @@ func encodeAll(enc *json.Encoder, recs []results.Record) error {
 	return nil
 }
 
-// atLevel is the summary of the run at level, carrying every level's
-// point as its sweep.
-func atLevel(points []*results.Summary, level int) *results.Summary {
+// headline is the summary of the point is picks (the run at the
+// headline level or rate), carrying every point as its sweep.
+func headline(points []*results.Summary, is func(*results.Summary) bool) *results.Summary {
 	var head *results.Summary
 	for _, p := range points {
-		if p.Concurrency == level {
-			head = p
-		}
-	}
-	for _, p := range points {
-		head.Sweep = append(head.Sweep, p.Point())
-	}
-	return head
-}
-
-// atRate is atLevel for an offered rate.
-func atRate(points []*results.Summary, rate float64) *results.Summary {
-	var head *results.Summary
-	for _, p := range points {
-		if p.Rate == rate {
+		if is(p) {
 			head = p
 		}
 	}
