@@ -22,7 +22,8 @@ import (
 //     decision, each with an expiry. A burst of requests sharing a new
 //     prefix then sticks to one worker before the worker's first BlockStored
 //     arrives. Lookups treat an unexpired speculative block as held; Sweep
-//     frees expired ones.
+//     frees expired ones. A guess is kept on a sparse grid of a chain's
+//     blocks (SpecGrid says why), each standing for the blocks before it.
 //
 // # Memory
 //
@@ -45,6 +46,8 @@ type Index struct {
 	slots map[string]int // worker -> slot
 	info  []*slotInfo    // slot -> worker; nil when free
 	free  []int          // released slots, reused first
+
+	grid grid // where guesses are kept (SpecGrid)
 }
 
 const (
@@ -100,7 +103,7 @@ type specHold struct {
 
 // NewIndex returns an empty index.
 func NewIndex() *Index {
-	x := &Index{slots: map[string]int{}}
+	x := &Index{slots: map[string]int{}, grid: defaultGrid}
 	for i := range x.shards {
 		x.shards[i].held = map[Hash]uint64{}
 	}
@@ -304,18 +307,30 @@ func (x *Index) Replace(worker string, hashes []Hash) {
 	x.slotInfo(s).blocks.Add(delta)
 }
 
-// Speculate records that worker is assumed to hold hashes until the given
-// time. A later call extends an entry, never shortens it.
-func (x *Index) Speculate(worker string, hashes []Hash, until time.Time) {
-	if len(hashes) == 0 {
+// Speculate records that worker is assumed to hold chain[from:] — and so,
+// the hashes being chained, every block before — until the given time. A
+// later call extends an entry, never shortens it. Only the blocks on the
+// speculation grid (specAt) get an entry; chain must be a whole chain from
+// its first block, as Prefixes is asked about, so that both place the grid
+// alike.
+func (x *Index) Speculate(worker string, chain []Hash, from int, until time.Time) {
+	n := len(chain)
+	if from < 0 || from >= n {
 		return
 	}
 	s := x.slotFor(worker)
 	if s < 0 {
 		return
 	}
+	sc := gridPool.Get().(*sortScratch)
+	grid := sc.buf[:0]
+	for p := from; p < n; p++ {
+		if x.grid.onGrid(p, n) {
+			grid = append(grid, chain[p])
+		}
+	}
 	u := until.UnixNano()
-	x.byShard(hashes, func(sh *shard, hs []Hash) {
+	x.byShard(grid, func(sh *shard, hs []Hash) {
 		sh.mu.Lock()
 		if sh.spec == nil {
 			sh.spec = map[Hash]specHold{}
@@ -333,6 +348,56 @@ func (x *Index) Speculate(worker string, hashes []Hash, until time.Time) {
 		}
 		sh.mu.Unlock()
 	})
+	sc.buf = grid
+	gridPool.Put(sc)
+}
+
+// gridPool holds Speculate's buffers of grid hashes (byShard takes the
+// other pool's).
+var gridPool = sync.Pool{New: func() any { return new(sortScratch) }}
+
+// The speculation grid. A guess is a claim about a whole prefix, and the
+// hashes are chained, so a hold on block p of a chain stands for blocks
+// 0..p: a guess needs an entry only every few blocks. Kept on every
+// block, a cold 8k-token prompt costs 512 map writes, and at hundreds of
+// cold prompts a second (a million live entries, each write a cache miss)
+// they are a fifth of the router's CPU per request. On the default grid
+// the first 32 blocks keep one entry each, so short prompts are exact;
+// past them one block in 8 has one, plus the chain's last block, so a
+// repeated prompt is matched to its end: 93 entries for 8k tokens. The
+// price: a lookup of a chain that leaves a guessed one part-way through a
+// stride (a shared prefix, or a longer turn of the same conversation) is
+// credited with the guess up to the last grid block before the fork, at
+// most stride-1 blocks short, until the worker's own events confirm the
+// rest.
+type grid struct{ dense, stride int }
+
+var defaultGrid = grid{dense: 32, stride: 8}
+
+// SpecGrid sets the speculation grid: every block below dense, then one
+// in stride (which must divide 32, the first lookup window, and dense).
+// SpecGrid(0, 1) keeps every block, for an index whose chains are already
+// sparse. Call it before the index is used.
+func (x *Index) SpecGrid(dense, stride int) {
+	if stride < 1 || 32%stride != 0 || dense < 0 || dense%stride != 0 {
+		panic("kvblock: SpecGrid: stride must divide 32 and dense")
+	}
+	x.grid = grid{dense, stride}
+}
+
+// onGrid reports whether block p of an n-block chain gets a speculative
+// entry.
+func (g grid) onGrid(p, n int) bool {
+	return p < g.dense || p%g.stride == g.stride-1 || p == n-1
+}
+
+// specAt is the grid block whose speculative holds stand for block i of
+// an n-block chain: the first grid block at or after it.
+func (g grid) specAt(i, n int) int {
+	if i < g.dense {
+		return i
+	}
+	return min(i-i%g.stride+g.stride-1, n-1)
 }
 
 // Sweep frees speculative entries expired at now and returns how many it
@@ -521,16 +586,16 @@ func (x *Index) Prefixes(hashes []Hash, workers []string, now time.Time, out []i
 	// Candidates past the inline slots: one probe per hash, checking their
 	// side lists under the shard's lock.
 	var specBuf [8]specHold
-	for i := 0; i < n && (alive != 0 || len(spill) > 0); i++ {
+	var specList []specHold
+	for i, g := 0, -1; i < n && (alive != 0 || len(spill) > 0); i++ {
+		if at := x.grid.specAt(i, n); at != g {
+			g = at
+			specList = x.holders(hashes[g], specBuf[:0])
+		}
 		h := hashes[i]
 		sh := x.shardOf(h)
 		sh.mu.RLock()
-		m := sh.held[h]
-		var specList []specHold
-		if len(sh.spec) > 0 {
-			specList = sh.holders(h, specBuf[:0])
-			m |= inlineMask(specList, nowNs)
-		}
+		m := sh.held[h] | inlineMask(specList, nowNs)
 		if len(spill) > 0 {
 			var ov []uint16
 			if m&overflowBit != 0 {
@@ -573,10 +638,13 @@ func (x *Index) Prefixes(hashes []Hash, workers []string, now time.Time, out []i
 // reads the hashes in windows, taking each shard's read lock once per
 // window rather than once per hash; windows grow from 32 to 256 hashes, so
 // a prompt cached nowhere stops after a few probes while a long cached
-// prefix pays few lock operations.
+// prefix pays few lock operations. Windows start and end on stride
+// boundaries (or the chain's end), so the grid block standing for a block
+// is always in its window.
 func (x *Index) walkInline(hashes []Hash, alive uint64, nowNs int64, endAt *[inlineSlots]int32) {
 	const maxWin = 256
-	var masks [maxWin]uint64
+	var masks, specMasks [maxWin]uint64
+	var probed [maxWin]bool
 	var order [maxWin]uint16
 	n := len(hashes)
 	for base, win := 0, 32; base < n && alive != 0; base, win = base+win, min(2*win, maxWin) {
@@ -601,29 +669,49 @@ func (x *Index) walkInline(hashes []Hash, alive uint64, nowNs int64, endAt *[inl
 			}
 			sh := &x.shards[si]
 			sh.mu.RLock()
-			spec := len(sh.spec) > 0
 			for _, pos := range order[lo:hi] {
-				h := hashes[base+int(pos)]
-				m := sh.held[h]
-				// Guesses matter only for candidates still matching that
-				// the confirmed mask leaves out; with KV events, a cached
-				// history is confirmed on its holder, and this saves the
-				// second probe for nearly every block.
-				if spec && alive&^m != 0 {
-					m |= sh.specMask(h, nowNs)
-				}
-				masks[pos] = m
+				masks[pos] = sh.held[hashes[base+int(pos)]]
 			}
 			sh.mu.RUnlock()
 		}
+		clear(probed[:w])
 		for i := 0; i < w && alive != 0; i++ {
 			m := masks[i]
+			// Guesses matter only for candidates still matching that
+			// the confirmed mask leaves out; with KV events, a cached
+			// history is confirmed on its holder, and this saves the
+			// guess's probe for nearly every block.
+			if alive&^m != 0 {
+				g := x.grid.specAt(base+i, n) - base
+				if !probed[g] {
+					probed[g] = true
+					specMasks[g] = x.specMask(hashes[base+g], nowNs)
+				}
+				m |= specMasks[g]
+			}
 			for gone := alive &^ m; gone != 0; gone &= gone - 1 {
 				endAt[bits.TrailingZeros64(gone)] = int32(base + i)
 			}
 			alive &= m
 		}
 	}
+}
+
+// holders appends h's speculative holders to dst.
+func (x *Index) holders(h Hash, dst []specHold) []specHold {
+	sh := x.shardOf(h)
+	sh.mu.RLock()
+	if len(sh.spec) > 0 {
+		dst = sh.holders(h, dst)
+	}
+	sh.mu.RUnlock()
+	return dst
+}
+
+// specMask is the inline slots holding h speculatively at nowNs.
+func (x *Index) specMask(h Hash, nowNs int64) uint64 {
+	var buf [8]specHold
+	return inlineMask(x.holders(h, buf[:0]), nowNs)
 }
 
 func specHolds(list []specHold, s int, nowNs int64) bool {

@@ -126,7 +126,7 @@ func TestIndexPrefixes(t *testing.T) {
 				case "replace":
 					x.Replace(o.worker, o.blocks)
 				case "spec":
-					x.Speculate(o.worker, o.blocks, now0.Add(o.until))
+					x.Speculate(o.worker, o.blocks, 0, now0.Add(o.until))
 				case "forget":
 					x.Forget(o.worker)
 				}
@@ -201,7 +201,7 @@ func TestIndexManyWorkers(t *testing.T) {
 		t.Fatalf("Prefixes = %v\nwant %v", got, want)
 	}
 	// Speculation on an overflow slot, then removal on one.
-	x.Speculate("w90", p, now0.Add(time.Second))
+	x.Speculate("w90", p, 0, now0.Add(time.Second))
 	x.Remove("w99", p[:1])
 	got = x.Prefixes(p, []string{"w90", "w99", "w70"}, now0, nil)
 	if !slices.Equal(got, []int{6, 0, 0}) {
@@ -216,9 +216,9 @@ func TestIndexManyWorkers(t *testing.T) {
 func TestIndexSweep(t *testing.T) {
 	x := NewIndex()
 	p := prompt(1, 4)
-	x.Speculate("a", p, now0.Add(time.Second))
-	x.Speculate("b", p[:2], now0.Add(3*time.Second))
-	x.Speculate("a", p[:1], now0.Add(5*time.Second)) // extends a's first block
+	x.Speculate("a", p, 0, now0.Add(time.Second))
+	x.Speculate("b", p[:2], 0, now0.Add(3*time.Second))
+	x.Speculate("a", p[:1], 0, now0.Add(5*time.Second)) // extends a's first block
 	if n := x.Sweep(now0.Add(2 * time.Second)); n != 3 {
 		t.Fatalf("Sweep freed %d, want 3", n)
 	}
@@ -237,8 +237,8 @@ func TestIndexRemoveDropsSpeculation(t *testing.T) {
 	x := NewIndex()
 	p := prompt(1, 4)
 	x.Store("a", p[:2])
-	x.Speculate("a", p, now0.Add(time.Hour))
-	x.Speculate("b", p, now0.Add(time.Hour))
+	x.Speculate("a", p, 0, now0.Add(time.Hour))
+	x.Speculate("b", p, 0, now0.Add(time.Hour))
 	if got := x.Prefixes(p, []string{"a", "b"}, now0, nil); !slices.Equal(got, []int{4, 4}) {
 		t.Fatalf("before eviction: %v", got)
 	}
@@ -287,7 +287,7 @@ func TestIndexConcurrentReaders(t *testing.T) {
 			case 1:
 				x.Remove(w, p[k:])
 			case 2:
-				x.Speculate(w, p[:k], now0.Add(time.Second))
+				x.Speculate(w, p[:k], 0, now0.Add(time.Second))
 			case 3:
 				x.Replace(w, shared(1, 5, k, 64))
 			}
@@ -423,9 +423,11 @@ func FuzzIndexOps(f *testing.F) {
 				}
 			case 4:
 				until := now0.Add(time.Duration(int(ops[i+2])-128) * time.Millisecond)
-				x.Speculate(w, p[:k], until)
-				for _, h := range p[:k] {
-					spec[w][h] = max(spec[w][h], until.UnixNano())
+				x.Speculate(w, p[:k], 0, until)
+				for q, h := range p[:k] {
+					if x.grid.onGrid(q, k) {
+						spec[w][h] = max(spec[w][h], until.UnixNano())
+					}
 				}
 			case 5:
 				x.Forget(w)
@@ -450,7 +452,7 @@ func FuzzIndexOps(f *testing.F) {
 		got := x.Prefixes(p, workers, now0, nil)
 		for k, w := range workers {
 			want := 0
-			for want < len(p) && (model[w][p[want]] || spec[w][p[want]] > now) {
+			for want < len(p) && (model[w][p[want]] || spec[w][p[x.grid.specAt(want, len(p))]] > now) {
 				want++
 			}
 			if got[k] != want {
@@ -527,11 +529,14 @@ func TestIndexSweepMatchesModel(t *testing.T) {
 	for step := range 400 {
 		w := []string{"a", "b", "c"}[rng.IntN(3)]
 		start := rng.IntN(len(hashes))
-		hs := hashes[start:min(len(hashes), start+1+rng.IntN(20))]
+		end := min(len(hashes), start+1+rng.IntN(60))
 		until := now.Add(time.Duration(rng.IntN(5000)) * time.Millisecond)
-		x.Speculate(w, hs, until)
-		for _, h := range hs {
-			k := key{w, h}
+		x.Speculate(w, hashes[:end], start, until)
+		for p := start; p < end; p++ {
+			if !x.grid.onGrid(p, end) {
+				continue
+			}
+			k := key{w, hashes[p]}
 			model[k] = max(model[k], until.UnixNano())
 		}
 		now = now.Add(time.Duration(rng.IntN(300)) * time.Millisecond)
@@ -568,7 +573,7 @@ func BenchmarkSpeculateNew(b *testing.B) {
 	i := 0
 	for b.Loop() {
 		p := prompt(uint32(i), 512)
-		x.Speculate(workers[i%len(workers)], p, now.Add(3*time.Second))
+		x.Speculate(workers[i%len(workers)], p, 0, now.Add(3*time.Second))
 		out = x.Prefixes(p, workers, now, out)
 		now = now.Add(10 * time.Millisecond)
 		if i%100 == 0 {
@@ -597,7 +602,7 @@ func BenchmarkSpeculateMultiTurn(b *testing.B) {
 	for b.Loop() {
 		p := append(history[:len(history):len(history)], prompt(uint32(1000+i), 2)...)
 		out = x.Prefixes(p, workers, now, out)
-		x.Speculate(workers[i%16/8], p, now.Add(2500*time.Millisecond))
+		x.Speculate(workers[i%16/8], p, 0, now.Add(2500*time.Millisecond))
 		now = now.Add(1250 * time.Microsecond)
 		if now.Sub(lastSweep) >= time.Second {
 			x.Sweep(now)
@@ -615,7 +620,7 @@ func TestSweepListsResentPrefixOnce(t *testing.T) {
 	history := prompt(5, 100)
 	now := now0
 	for turn := range 1000 {
-		x.Speculate("a", history, now.Add(2*time.Second))
+		x.Speculate("a", history, 0, now.Add(2*time.Second))
 		now = now.Add(10 * time.Millisecond)
 		if turn%100 == 99 {
 			if freed := x.Sweep(now); freed != 0 {
@@ -633,8 +638,8 @@ func TestSweepListsResentPrefixOnce(t *testing.T) {
 	if got := x.Prefixes(history, []string{"a"}, now.Add(time.Second), nil); got[0] != len(history) {
 		t.Fatalf("prefix %d before expiry", got[0])
 	}
-	if freed := x.Sweep(now.Add(2 * time.Second)); freed != len(history) {
-		t.Fatalf("Sweep after the last expiry freed %d, want %d", freed, len(history))
+	if freed, want := x.Sweep(now.Add(2*time.Second)), gridCount(x.grid, len(history)); freed != want {
+		t.Fatalf("Sweep after the last expiry freed %d, want %d", freed, want)
 	}
 	if n := dueListings(x); n != 0 {
 		t.Fatalf("%d listings left with nothing held", n)
@@ -656,6 +661,7 @@ func dueListings(x *Index) int {
 func TestSweepGivesBackMemory(t *testing.T) {
 	const blocks = 200_000
 	x := NewIndex()
+	x.SpecGrid(0, 1) // an entry per block: blocks entries to free
 	hashes := make([]Hash, blocks)
 	r := rand.New(rand.NewPCG(9, 9))
 	for i := range hashes {
@@ -665,7 +671,7 @@ func TestSweepGivesBackMemory(t *testing.T) {
 	var before, burst, after runtime.MemStats
 	runtime.ReadMemStats(&before)
 	for i := 0; i < blocks; i += 512 {
-		x.Speculate("w"+strconv.Itoa(i%7), hashes[i:min(i+512, blocks)], now0.Add(time.Second))
+		x.Speculate("w"+strconv.Itoa(i%7), hashes[i:min(i+512, blocks)], 0, now0.Add(time.Second))
 	}
 	runtime.GC()
 	runtime.ReadMemStats(&burst)
@@ -690,8 +696,8 @@ func TestDropSpeculative(t *testing.T) {
 	x := NewIndex()
 	p := prompt(11, 6)
 	x.Store("a", p[:2])
-	x.Speculate("a", p, now0.Add(time.Minute))
-	x.Speculate("b", p[:4], now0.Add(time.Minute))
+	x.Speculate("a", p, 0, now0.Add(time.Minute))
+	x.Speculate("b", p[:4], 0, now0.Add(time.Minute))
 	if got := x.Prefixes(p, []string{"a", "b"}, now0, nil); !slices.Equal(got, []int{6, 4}) {
 		t.Fatalf("before: %v", got)
 	}
@@ -722,7 +728,8 @@ func TestIndexManyWorkersMatchesModel(t *testing.T) {
 		want[w] = n
 		switch {
 		case rng.IntN(3) == 0:
-			x.Speculate(w, p[:n], now0.Add(time.Second))
+			x.Speculate(w, p[:n], 0, now0.Add(time.Second))
+			want[w] = specPrefix(x.grid, n, len(p))
 		default:
 			x.Store(w, p[:n])
 			if n > 2 && rng.IntN(3) == 0 {
@@ -742,5 +749,69 @@ func TestIndexManyWorkersMatchesModel(t *testing.T) {
 				t.Fatalf("round %d: %s: %d among %d candidates, want %d", round, w, got[k], len(q), want[w])
 			}
 		}
+	}
+}
+
+// gridCount is how many entries Speculate keeps for an n-block chain.
+func gridCount(g grid, n int) int {
+	c := 0
+	for p := range n {
+		if g.onGrid(p, n) {
+			c++
+		}
+	}
+	return c
+}
+
+// specPrefix is the prefix Prefixes reports for the first m blocks of a
+// chain whose first n blocks were speculated, with nothing else held.
+func specPrefix(g grid, n, m int) int {
+	i := 0
+	for i < m {
+		if a := g.specAt(i, m); a >= n || !g.onGrid(a, n) {
+			break
+		}
+		i++
+	}
+	return i
+}
+
+// TestSpeculationGrid: a guess on a long chain keeps an entry every
+// stride blocks past the dense head, plus the last; a repeat of the chain
+// matches it to its end, a longer chain to the last grid block it shares.
+func TestSpeculationGrid(t *testing.T) {
+	x := NewIndex()
+	p := prompt(21, 100)
+	x.Speculate("a", p[:60], 0, now0.Add(time.Second))
+	if n := x.Sweep(now0); n != 0 {
+		t.Fatalf("swept %d live", n)
+	}
+	if got, want := dueListings(x), 32+3+1; got != want { // 0..31, 39, 47, 55, then 59
+		t.Fatalf("%d entries for 60 blocks, want %d", got, want)
+	}
+	for _, tt := range []struct{ query, want int }{
+		{60, 60},  // the same prompt: its last block is on the grid
+		{100, 56}, // a longer turn: up to the grid block 55
+		{50, 48},  // a shorter prefix: up to grid block 47
+		{20, 20},  // within the dense head
+	} {
+		if got := x.Prefixes(p[:tt.query], []string{"a"}, now0, nil); got[0] != tt.want {
+			t.Errorf("query of %d blocks: prefix %d, want %d", tt.query, got[0], tt.want)
+		}
+	}
+	// The rest of a longer turn, speculated from where the index already
+	// matches it, is matched to its end; the blocks before are not written
+	// again.
+	x.Speculate("a", p, 56, now0.Add(time.Second))
+	if got := x.Prefixes(p, []string{"a"}, now0, nil); got[0] != 100 {
+		t.Fatalf("after the longer turn: prefix %d, want 100", got[0])
+	}
+	if got, want := dueListings(x), 36+6; got != want { // 63, 71, ..., 95, 99
+		t.Fatalf("%d entries after the longer turn, want %d", got, want)
+	}
+	x.SpecGrid(0, 1)
+	x.Speculate("b", p[:60], 0, now0.Add(time.Second))
+	if got := x.Prefixes(p, []string{"b"}, now0, nil); got[0] != 60 {
+		t.Fatalf("dense grid: prefix %d, want 60", got[0])
 	}
 }

@@ -2,8 +2,8 @@ package kvblock
 
 // A shard's speculative holders of a hash: the first in spec (inline,
 // pointer-free), any others in specMore, flagged by the first's more bit.
-// A cold prompt speculates hundreds of new blocks on one worker, so the
-// common case must cost one map entry and no allocation.
+// A cold prompt speculates dozens of grid blocks on one worker (see
+// onGrid), so the common case must cost one map entry and no allocation.
 
 // speculate records slot s as holding h until the given time, extending
 // an existing hold, never shortening it. It reports whether the hold is
@@ -38,12 +38,6 @@ func (sh *shard) speculate(h Hash, s int, until int64) bool {
 		sh.spec[h] = first
 	}
 	return true
-}
-
-// specMask is the inline slots holding h speculatively at nowNs.
-func (sh *shard) specMask(h Hash, nowNs int64) uint64 {
-	var buf [8]specHold
-	return inlineMask(sh.holders(h, buf[:0]), nowNs)
 }
 
 // inlineMask is the inline slots among holds unexpired at nowNs.

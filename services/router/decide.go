@@ -616,13 +616,20 @@ func (s *service) speculate(l *lookup, c *load.Backend, now time.Time) {
 		// request's prefill. In a multi-turn conversation that is all but
 		// the newest turn.
 		until := now.Add(time.Duration(c.Estimate.TTFT*float64(time.Second)) + s.specTTL)
-		s.kv.Speculate(c.EndpointID, ch.hashes[min(held, len(ch.hashes)):], until)
+		// The guess is kept on the chain lookups ask about (the usable
+		// blocks), so that a repeat of this prompt meets its last grid
+		// block; the last full block, which the worker caches too, is
+		// added for a longer prompt to find.
+		s.kv.Speculate(c.EndpointID, ch.hashes[:ch.usable], held, until)
+		if ch.usable < len(ch.hashes) {
+			s.kv.Speculate(c.EndpointID, ch.hashes, max(held, ch.usable), until)
+		}
 		if !events {
 			l.sparse = sparse(l.sparse, ch.hashes)
-			s.approx.Speculate(c.EndpointID, l.sparse, now.Add(s.approxTTL))
+			s.approx.Speculate(c.EndpointID, l.sparse, 0, now.Add(s.approxTTL))
 		}
 	case prompt.Text:
-		s.approx.Speculate(c.EndpointID, l.text, now.Add(s.approxTTL))
+		s.approx.Speculate(c.EndpointID, l.text, 0, now.Add(s.approxTTL))
 	}
 }
 

@@ -58,6 +58,7 @@ type bpe struct {
 	merges       map[uint64]merge
 	ignoreMerges bool      // a pre-token found whole in the vocabulary is one token
 	cache        *idCache  // recent pre-tokens; text repeats words heavily
+	fronts       sync.Pool // *wordFront: the cache's lock-free front, one per encoding
 	scratch      sync.Pool // *bpeWork
 }
 
@@ -73,7 +74,7 @@ const wordCacheBytes = 4 << 20
 // encodeWord appends the ids of one pre-token (raw bytes, non-empty) and
 // adds its work to *ops: the bytes it hashes or looks up, and the merge
 // queue's operations when it merges.
-func (m *bpe) encodeWord(dst []uint32, w string, ops *int) []uint32 {
+func (m *bpe) encodeWord(dst []uint32, w string, front *wordFront, ops *int) []uint32 {
 	*ops += len(w)
 	if len(w) == 1 {
 		return append(dst, m.byteID[w[0]])
@@ -83,18 +84,34 @@ func (m *bpe) encodeWord(dst []uint32, w string, ops *int) []uint32 {
 			return append(dst, id)
 		}
 	}
-	if len(w) <= maxCachedWord {
-		if out, ok := m.cache.appendGet(dst, w); ok {
-			return out
-		}
+	if len(w) > maxCachedWord {
+		return m.mergeWord(dst, w, ops)
+	}
+	h := m.cache.hash(w)
+	if out, ok := front.appendGet(dst, h, w); ok {
+		return out
 	}
 	start := len(dst)
-	dst = m.mergeWord(dst, w, ops)
-	if len(w) <= maxCachedWord {
-		m.cache.put(w, dst[start:])
+	if out, ok := m.cache.appendGetHash(dst, h, w); ok {
+		front.put(h, w, out[start:])
+		return out
 	}
+	dst = m.mergeWord(dst, w, ops)
+	m.cache.putHash(h, w, dst[start:])
+	front.put(h, w, dst[start:])
 	return dst
 }
+
+// front lends out a wordFront for one encoding; give it back with
+// release.
+func (m *bpe) front() *wordFront {
+	if f, ok := m.fronts.Get().(*wordFront); ok {
+		return f
+	}
+	return newWordFront()
+}
+
+func (m *bpe) release(f *wordFront) { m.fronts.Put(f) }
 
 type symbol struct {
 	id         uint32

@@ -55,9 +55,16 @@ func newIDCache(maxBytes int) *idCache {
 // cost is what an entry takes from a generation's budget.
 func cost(s string, n int) int { return len(s) + 4*n + entryOverhead }
 
+// hash is s's key in the cache.
+func (c *idCache) hash(s string) uint64 { return maphash.String(c.seed, s) }
+
 // appendGet appends the cached ids of s to dst.
 func (c *idCache) appendGet(dst []uint32, s string) ([]uint32, bool) {
-	h := maphash.String(c.seed, s)
+	return c.appendGetHash(dst, c.hash(s), s)
+}
+
+// appendGetHash is appendGet with s's hash already computed.
+func (c *idCache) appendGetHash(dst []uint32, h uint64, s string) ([]uint32, bool) {
 	sh := &c.shards[h%idCacheShards]
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
@@ -73,23 +80,25 @@ func (c *idCache) appendGet(dst []uint32, s string) ([]uint32, bool) {
 	// Promote from the copy: a rotation reuses the old generation's arena.
 	ids := dst[start:]
 	sh.rotateFor(cost(s, len(ids)), c.budget)
-	sh.young.add(h, s, ids)
+	sh.young.add(h, s, ids, c.budget)
 	return dst, true
 }
 
 // put caches a copy of ids for s; an entry larger than a generation's
 // budget is not cached.
-func (c *idCache) put(s string, ids []uint32) {
+func (c *idCache) put(s string, ids []uint32) { c.putHash(c.hash(s), s, ids) }
+
+// putHash is put with s's hash already computed.
+func (c *idCache) putHash(h uint64, s string, ids []uint32) {
 	n := cost(s, len(ids))
 	if n > c.budget {
 		return
 	}
-	h := maphash.String(c.seed, s)
 	sh := &c.shards[h%idCacheShards]
 	sh.mu.Lock()
 	if _, ok := sh.young.lookup(h, s); !ok {
 		sh.rotateFor(n, c.budget)
-		sh.young.add(h, s, ids)
+		sh.young.add(h, s, ids, c.budget)
 	}
 	sh.mu.Unlock()
 }
@@ -118,9 +127,17 @@ func (g *idGen) lookup(h uint64, s string) (idSpan, bool) {
 	return sp, true
 }
 
-func (g *idGen) add(h uint64, s string, ids []uint32) {
+func (g *idGen) add(h uint64, s string, ids []uint32, budget int) {
 	if g.index == nil {
+		// The arenas at their budget's size from the start (half text,
+		// half ids, as in a segment): grown by append, filling the cache
+		// left twice its size in garbage, and a router taking unique long
+		// prompts filled it at hundreds of kilobytes a request, a
+		// collection every second or two. Their pages are untouched, and
+		// so not resident, until written.
 		g.index = make(map[uint64]idSpan)
+		g.keys = make([]byte, 0, budget/2)
+		g.ids = make([]uint32, 0, budget/8)
 	}
 	g.index[h] = idSpan{key: uint32(len(g.keys)), keyLen: uint32(len(s)), ids: uint32(len(g.ids)), n: uint32(len(ids))}
 	g.keys = append(g.keys, s...)

@@ -205,6 +205,8 @@ func (t *Tokenizer) encodeSegment(w *work, dst []uint32, s string) ([]uint32, er
 }
 
 func (t *Tokenizer) appendWords(w *work, dst []uint32, s string) ([]uint32, error) {
+	front := t.model.front()
+	defer t.model.release(front)
 	for i := 0; i < len(s); {
 		var end, far int
 		if t.split.gpt2 {
@@ -213,7 +215,7 @@ func (t *Tokenizer) appendWords(w *work, dst []uint32, s string) ([]uint32, erro
 			end, far = t.split.next(s, i)
 		}
 		w.steps += far - i
-		dst = t.model.encodeWord(dst, s[i:end], &w.steps)
+		dst = t.model.encodeWord(dst, s[i:end], front, &w.steps)
 		if err := w.check(end - i); err != nil {
 			return dst, err
 		}
