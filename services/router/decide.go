@@ -625,8 +625,13 @@ func (s *service) speculate(l *lookup, c *load.Backend, now time.Time) {
 			s.kv.Speculate(c.EndpointID, ch.hashes, max(held, ch.usable), until)
 		}
 		if !events {
-			l.sparse = sparse(l.sparse, ch.hashes)
+			// Likewise on the sampled chain.
+			l.sparse = sparse(l.sparse, ch.hashes[:ch.usable])
+			au := len(l.sparse)
 			s.approx.Speculate(c.EndpointID, l.sparse, 0, now.Add(s.approxTTL))
+			if l.sparse = sparse(l.sparse, ch.hashes); len(l.sparse) > au {
+				s.approx.Speculate(c.EndpointID, l.sparse, au, now.Add(s.approxTTL))
+			}
 		}
 	case prompt.Text:
 		s.approx.Speculate(c.EndpointID, l.text, 0, now.Add(s.approxTTL))

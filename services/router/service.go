@@ -161,10 +161,6 @@ func newService(cfg Config, table *load.Table, m *metrics, kv, approx *kvblock.I
 	if err != nil {
 		return nil, err
 	}
-	// The approximate index's chains are already one hash per approxStride
-	// blocks, and no worker's events ever confirm its guesses: a sparse
-	// grid would cost it precision it never gets back.
-	approx.SpecGrid(0, 1)
 	s := &service{
 		table: table, pub: noPublisher{}, metrics: m,
 		kv: kv, approx: approx, sizes: noBlockSizes{}, toks: toks, classifiers: cls,
