@@ -1,7 +1,7 @@
 package hf
 
 import (
-	"hash/maphash"
+	"math/rand/v2"
 	"sync"
 )
 
@@ -24,7 +24,7 @@ import (
 // miss, never a wrong answer. Hits are copied out under the shard lock:
 // arenas are reused after a rotation.
 type idCache struct {
-	seed   maphash.Seed
+	seed   uint64
 	budget int // bytes per shard and generation
 	shards [idCacheShards]idShard
 }
@@ -49,14 +49,14 @@ const entryOverhead = 32
 
 // newIDCache makes a cache of about maxBytes in all (both generations).
 func newIDCache(maxBytes int) *idCache {
-	return &idCache{seed: maphash.MakeSeed(), budget: max(maxBytes/idCacheShards/2, 4<<10)}
+	return &idCache{seed: rand.Uint64(), budget: max(maxBytes/idCacheShards/2, 4<<10)}
 }
 
 // cost is what an entry takes from a generation's budget.
 func cost(s string, n int) int { return len(s) + 4*n + entryOverhead }
 
 // hash is s's key in the cache.
-func (c *idCache) hash(s string) uint64 { return maphash.String(c.seed, s) }
+func (c *idCache) hash(s string) uint64 { return wordHash(c.seed, s) }
 
 // appendGet appends the cached ids of s to dst.
 func (c *idCache) appendGet(dst []uint32, s string) ([]uint32, bool) {

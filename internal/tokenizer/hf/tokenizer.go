@@ -182,10 +182,12 @@ func (t *Tokenizer) encodeSegment(w *work, dst []uint32, s string) ([]uint32, er
 	if s == "" {
 		return dst, nil
 	}
-	for _, f := range t.normForms {
-		w.steps += len(s)
-		if !f.IsNormalString(s) {
-			s = f.String(s)
+	if len(t.normForms) > 0 && !isASCII(s) {
+		for _, f := range t.normForms {
+			w.steps += len(s)
+			if !f.IsNormalString(s) {
+				s = f.String(s)
+			}
 		}
 	}
 	for len(s) > 0 {
