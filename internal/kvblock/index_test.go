@@ -815,3 +815,36 @@ func TestSpeculationGrid(t *testing.T) {
 		t.Fatalf("dense grid: prefix %d, want 60", got[0])
 	}
 }
+
+// BenchmarkRemoveStorm is a router's side of an eviction storm: an index
+// holding 128 workers' full caches (1,780 blocks each, a `switchyard sim`
+// worker's) applies every worker's removal of all of them, in deltas of
+// 256 blocks as the kvtracker publishes them.
+func BenchmarkRemoveStorm(b *testing.B) {
+	const workers, blocks, delta = 128, 1780, 256
+	x := NewIndex()
+	caches := make([][]Hash, workers)
+	for i := range caches {
+		caches[i] = prompt(uint32(1000+i), blocks)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		b.StopTimer()
+		for i, c := range caches {
+			x.Store("w"+strconv.Itoa(i), c)
+		}
+		b.StartTimer()
+		for i, c := range caches {
+			w := "w" + strconv.Itoa(i)
+			for n := 0; n < len(c); n += delta {
+				x.Remove(w, c[n:min(n+delta, len(c))])
+			}
+		}
+		b.StopTimer()
+		if n := x.Len(); n != 0 {
+			b.Fatalf("%d blocks left", n)
+		}
+		b.StartTimer()
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*workers*blocks), "ns/block")
+}

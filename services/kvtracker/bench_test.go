@@ -3,6 +3,10 @@ package kvtracker
 import (
 	"context"
 	"math/rand/v2"
+	"slices"
+	"strconv"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -10,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/switchyard-dev/switchyard/internal/bus"
 	"github.com/switchyard-dev/switchyard/internal/fleet"
@@ -136,4 +141,195 @@ func BenchmarkIngest(b *testing.B) {
 			}
 		})
 	}
+}
+
+// Eviction storm: every worker of a large fleet evicts its whole cache at
+// once (a traffic shift pushing every cached prefix out, or every engine's
+// prefix cache reset), and the kvtracker must turn the flood into deltas
+// before the routers' view is stale.
+const (
+	stormWorkers = 128
+	// stormBlocks is what a `switchyard sim` worker caches at its
+	// defaults (1,781 blocks of 16 tokens, one of them vLLM's null block).
+	stormBlocks = 1780
+	// stormBatch blocks are removed per event batch: vLLM frees a
+	// finished request's blocks in one engine step, and a storm is many
+	// such steps in a row.
+	stormBatch = 256
+)
+
+// BenchmarkEvictionStorm is one kvtracker replica holding stormWorkers
+// workers, each with a full cache, when all of them evict everything at
+// once: stormWorkers × stormBlocks BlockRemoved events through every
+// worker's pipeline (one goroutine each, as the subscribers run) into a
+// real JetStream server (in-process, so it shares the two cores). It
+// reports the storm's ingest lag — from the first removal handed to the
+// pipelines to the last delta acknowledged by JetStream (acked), and to
+// the last removal heard by a subscriber on a connection of its own, as a
+// router's (heard) — and the blocks per second that makes. Each iteration
+// refills the caches first, off the clock.
+func BenchmarkEvictionStorm(b *testing.B) {
+	srv, err := natsembed.Start(natsembed.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer srv.Shutdown()
+	nc, err := nats.Connect(srv.URL())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(maxPendingAcks))
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := bus.EnsureKVStream(ctx, js); err != nil {
+		b.Fatal(err)
+	}
+	// A router's connection, subscribed to every worker's deltas: the
+	// storm is over for the fleet when it has heard every removal.
+	sub, err := nats.Connect(srv.URL())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer sub.Close()
+	var heard atomic.Int64
+	var allHeard atomic.Pointer[chan struct{}]
+	if _, err := sub.Subscribe(strings.TrimSuffix(bus.KVDeltaSubject("storm", "x"), "x")+"*", func(m *nats.Msg) {
+		var d eventsv1.KVBlockDelta
+		if err := proto.Unmarshal(m.Data, &d); err != nil {
+			return
+		}
+		if n := int64(len(d.GetRemoved())); n > 0 && heard.Add(n) == stormWorkers*stormBlocks {
+			close(*allHeard.Load())
+		}
+	}); err != nil {
+		b.Fatal(err)
+	}
+	if err := sub.Flush(); err != nil {
+		b.Fatal(err)
+	}
+	metrics := ingest.NewMetrics(prometheus.NewRegistry())
+	rng := rand.New(rand.NewPCG(3, 4))
+	gpu := kvevents.MediumGPU
+	type stormWorker struct {
+		w             *ingest.Worker
+		seq           uint64
+		fill, removes [][]byte
+	}
+	encode := func(events ...kvevents.Event) []byte {
+		p, err := kvevents.AppendEncode(nil, &kvevents.Batch{TS: float64(time.Now().UnixNano()) / 1e9, Events: events}, kvevents.EncodingMap)
+		if err != nil {
+			b.Fatal(err)
+		}
+		return p
+	}
+	workers := make([]*stormWorker, stormWorkers)
+	for i := range workers {
+		id := "w" + strconv.Itoa(i)
+		var epoch uint64
+		sw := &stormWorker{w: ingest.New(ingest.Options{
+			Spec:     fleet.Worker{ID: id, Pool: "storm", Models: []string{"m"}, BlockSize: benchBlockSize},
+			Sink:     newJSSink(js, bus.KVDeltaSubject("storm", id)),
+			NewEpoch: func() uint64 { epoch++; return epoch },
+			Metrics:  metrics,
+			Log:      zerolog.Nop(),
+		})}
+		if err := sw.w.Start(ctx); err != nil {
+			b.Fatal(err)
+		}
+		// The cache: chains of 16 batches of 32 blocks (8k-token
+		// prompts), then its removal in stormBatch-block steps.
+		var all []kvevents.EngineHash
+		var parent *kvevents.EngineHash
+		for n := 0; n < stormBlocks; n += benchBlocks {
+			st := &kvevents.BlockStored{BlockSize: benchBlockSize, Medium: &gpu}
+			if (n/benchBlocks)%benchChain != 0 {
+				st.ParentBlockHash = parent
+			}
+			for range min(benchBlocks, stormBlocks-n) {
+				h := kvevents.EngineHash(rng.Uint64())
+				st.BlockHashes = append(st.BlockHashes, h)
+				for range benchBlockSize {
+					st.TokenIDs = append(st.TokenIDs, uint32(rng.IntN(150_000)))
+				}
+			}
+			all = append(all, st.BlockHashes...)
+			parent = &st.BlockHashes[len(st.BlockHashes)-1]
+			sw.fill = append(sw.fill, encode(st))
+		}
+		for n := 0; n < len(all); n += stormBatch {
+			sw.removes = append(sw.removes, encode(&kvevents.BlockRemoved{BlockHashes: all[n:min(n+stormBatch, len(all))], Medium: &gpu}))
+		}
+		workers[i] = sw
+	}
+	handle := func(sw *stormWorker, payloads [][]byte) error {
+		for _, p := range payloads {
+			if err := sw.w.HandleLive(ctx, sw.seq, p); err != nil {
+				return err
+			}
+			sw.seq++
+		}
+		return nil
+	}
+	acked := func() {
+		select {
+		case <-js.PublishAsyncComplete():
+		case <-time.After(60 * time.Second):
+			b.Fatal("acks did not arrive")
+		}
+	}
+	var lags, heardIn []time.Duration
+	for b.Loop() {
+		b.StopTimer()
+		for _, sw := range workers {
+			if err := handle(sw, sw.fill); err != nil {
+				b.Fatal(err)
+			}
+		}
+		acked()
+		for _, sw := range workers {
+			if n := sw.w.Summary().CachedBlocks; n != stormBlocks {
+				b.Fatalf("%d blocks cached before the storm, want %d", n, stormBlocks)
+			}
+		}
+		heard.Store(0)
+		done := make(chan struct{})
+		allHeard.Store(&done)
+		b.StartTimer()
+		start := time.Now()
+		errs := make(chan error, len(workers))
+		for _, sw := range workers {
+			go func() { errs <- handle(sw, sw.removes) }()
+		}
+		for range workers {
+			if err := <-errs; err != nil {
+				b.Fatal(err)
+			}
+		}
+		acked()
+		lags = append(lags, time.Since(start))
+		select {
+		case <-done:
+			heardIn = append(heardIn, time.Since(start))
+		case <-time.After(60 * time.Second):
+			b.Fatalf("a subscriber heard %d of %d removals", heard.Load(), stormWorkers*stormBlocks)
+		}
+		b.StopTimer()
+		for _, sw := range workers {
+			if n := sw.w.Summary().CachedBlocks; n != 0 {
+				b.Fatalf("%d blocks cached after the storm", n)
+			}
+		}
+		b.StartTimer()
+	}
+	slices.Sort(lags)
+	slices.Sort(heardIn)
+	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1e3 }
+	b.ReportMetric(ms(lags[len(lags)/2]), "acked-p50-ms")
+	b.ReportMetric(ms(lags[len(lags)-1]), "acked-max-ms")
+	b.ReportMetric(ms(heardIn[len(heardIn)/2]), "heard-p50-ms")
+	b.ReportMetric(ms(heardIn[len(heardIn)-1]), "heard-max-ms")
+	b.ReportMetric(float64(stormWorkers*stormBlocks)/lags[len(lags)/2].Seconds(), "blocks/s")
 }
