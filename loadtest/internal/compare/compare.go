@@ -133,7 +133,14 @@ type Config struct {
 	// events, on its approximate index: the same worker processes for
 	// every strategy, and on multi-turn at 8 clients no worse (goodput
 	// 165, 135, 113 rpm in three runs against 130, 118, 120 with events).
-	KVEvents       bool
+	KVEvents bool
+	// Bystanders adds, to every run, that share of its load (sessions in
+	// the closed loop, rate in the open one) of the same workload — the
+	// same groups' prefixes, other sessions — sent straight to a random
+	// worker: traffic the router does not route and, without KV events,
+	// does not see, so that its view of the caches drifts from theirs.
+	// Only the measured traffic is summarised.
+	Bystanders     float64
 	LogDir         string
 	RequestTimeout time.Duration
 	// Progress shows a bar per run on stderr when it is a terminal.
@@ -281,6 +288,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 		c.SimArgs = append(c.SimArgs, s)
 		return nil
 	})
+	fs.Float64Var(&c.Bystanders, "bystanders", d.Bystanders, "add this share of each run's load (sessions, or rate in the open loop) of the same workload, sent straight to random workers behind the router's back: without KV events its view of the caches drifts (0: none)")
 	fs.BoolVar(&c.KVEvents, "kv-events", d.KVEvents, "switchyard: let `switchyard dev` start the simulated workers (same defaults as `switchyard sim`) with KV events and a kvtracker, as deployed (default: route over a `switchyard sim` fleet through --endpoints, without KV events, on the router's approximate index)")
 	fs.Func("dev-arg", "extra `switchyard dev` flag, repeatable", func(s string) error {
 		c.DevArgs = append(c.DevArgs, s)
@@ -321,6 +329,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Concurrency < 0 {
 		errs = append(errs, fmt.Errorf("concurrency %d: want a level, or 0 to choose one per workload", c.Concurrency))
+	}
+	if !(c.Bystanders >= 0 && c.Bystanders <= 4) {
+		errs = append(errs, fmt.Errorf("bystanders %v: want a share of the load from 0 to 4", c.Bystanders))
 	}
 	if c.Repeat < 1 || c.Repeat > 100 {
 		errs = append(errs, fmt.Errorf("repeat %d: want 1 to 100", c.Repeat))
@@ -564,6 +575,7 @@ func Run(ctx context.Context, cfg Config, out Output, log zerolog.Logger) (*resu
 			Workloads:       map[string]workload.Spec{},
 			SimArgs:         cfg.SimArgs,
 			KVEvents:        cfg.KVEvents,
+			Bystanders:      cfg.Bystanders,
 			Cores:           runtime.NumCPU(),
 			GoVersion:       runtime.Version(),
 			Started:         started.UTC().Truncate(time.Second),
@@ -842,17 +854,19 @@ func runOne(ctx context.Context, cfg Config, spec workload.Spec, strat string, l
 	var picker pick.Picker
 	bgCtx, stopBG := context.WithCancel(ctx)
 	defer stopBG()
+	var gw *fleet.Gateway
 	if strat == results.Switchyard || strat == results.Approximate {
 		// switchyard dev --endpoints: the router scrapes the workers but
 		// gets no KV events, so it finds prefixes in its approximate
 		// index of its own decisions (services/router: kept --approx-ttl,
 		// blind to evictions) — llm-d's approximate scorer's regime.
-		gw, err := fleet.StartGateway(startCtx, fleet.GatewayOptions{
+		g, err := fleet.StartGateway(startCtx, fleet.GatewayOptions{
 			Bin: cfg.Bin, Workers: workers, Sim: simOpts, Model: cfg.Model, Args: cfg.DevArgs, LogDir: cfg.LogDir, Name: name + "-switchyard",
 		})
 		if err != nil {
 			return runner.Outcome{}, err
 		}
+		gw = g
 		defer func() {
 			if gerr := gw.Stop(); gerr != nil && err == nil {
 				err = gerr
@@ -885,6 +899,23 @@ func runOne(ctx context.Context, cfg Config, spec workload.Spec, strat string, l
 	if err != nil {
 		return runner.Outcome{}, err
 	}
+	tenants := []runner.Tenant{{Client: client, Gen: gen, Concurrency: conns, Rate: ld.Rate, Seed: spec.Seed}}
+	if cfg.Bystanders > 0 {
+		if workers == nil && gw != nil {
+			if workers, err = gw.Workers(startCtx); err != nil {
+				return runner.Outcome{}, err
+			}
+		}
+		by, err := bystanders(cfg, spec, ld, conns, gen, workers, bgCtx)
+		if err != nil {
+			return runner.Outcome{}, err
+		}
+		defer by.Client.CloseIdle()
+		tenants = append(tenants, by)
+		// The run's budget is shared: the measured traffic keeps about
+		// its own.
+		requests = int(math.Round(float64(requests) * (1 + cfg.Bystanders)))
+	}
 	plan := runner.Plan{
 		Workload: string(spec.Kind), Strategy: strat, Mode: ld.Mode, Concurrency: ld.Concurrency, Rate: ld.Rate,
 		Requests: requests, Duration: cfg.Duration, TimeScale: cfg.TimeScale, Model: cfg.Model,
@@ -894,10 +925,65 @@ func runOne(ctx context.Context, cfg Config, spec workload.Spec, strat string, l
 		plan.Concurrency = ld.MaxInFlight
 	}
 	bar := NewProgress(status, cfg.Progress, label, plan)
-	o, err := runner.Execute(ctx, plan, []runner.Tenant{{Client: client, Gen: gen, Concurrency: plan.Concurrency, Rate: plan.Rate, Seed: plan.Seed}},
+	tenants[0].Concurrency, tenants[0].Rate, tenants[0].Seed = plan.Concurrency, plan.Rate, plan.Seed
+	o, err := runner.Execute(ctx, plan, tenants,
 		runner.Env{Client: client, Targets: targets, Picker: picker, OnDone: bar.Done})
 	bar.Finish()
+	if len(tenants) > 1 {
+		o = measured(o)
+	}
 	return o, err
+}
+
+// bystanderTenant names the bystanders' records.
+const bystanderTenant = "bystander"
+
+// bystanders is the tenant of --bystanders: cfg.Bystanders of the run's
+// load of the same workload (a fork of gen: the same prefixes, other
+// sessions), sent to a random one of workers.
+func bystanders(cfg Config, spec workload.Spec, ld Load, conns int, gen *workload.Generator, workers []fleet.Worker, bg context.Context) (runner.Tenant, error) {
+	if len(workers) == 0 {
+		return runner.Tenant{}, errors.New("bystanders: the run's workers are not known")
+	}
+	pts := make([]pick.Target, len(workers))
+	var targets []runner.Target
+	for i, w := range workers {
+		pts[i] = pick.Target{ID: w.ID, URL: w.URL}
+		targets = append(targets, runner.Target{ID: w.ID, APIBase: w.URL + "/v1"})
+	}
+	n := max(1, int(math.Round(float64(conns)*cfg.Bystanders)))
+	client := stream.NewClient(n)
+	picker, err := pick.New(results.Random, pts, pick.Options{
+		Seed: spec.Seed + 1, HTTP: client.HTTP,
+		Background: func(fn func(context.Context)) { go fn(bg) },
+	})
+	if err != nil {
+		return runner.Tenant{}, err
+	}
+	return runner.Tenant{
+		Name: bystanderTenant, Client: client, Gen: gen.Fork(1),
+		Concurrency: n, Rate: ld.Rate * cfg.Bystanders, Seed: spec.Seed + 1,
+		Targets: targets, Picker: picker,
+	}, nil
+}
+
+// measured drops the bystanders' records and arrival counts from o.
+func measured(o runner.Outcome) runner.Outcome {
+	recs := o.Records[:0:0]
+	for _, r := range o.Records {
+		if r.Tenant != bystanderTenant {
+			recs = append(recs, r)
+		}
+	}
+	o.Records = recs
+	var open []runner.OpenLoop
+	for _, l := range o.Open {
+		if l.Tenant != bystanderTenant {
+			open = append(open, l)
+		}
+	}
+	o.Open = open
+	return o
 }
 
 // probe measures, on a one-worker fleet of its own (so no probe lands in a

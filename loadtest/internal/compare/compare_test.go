@@ -200,6 +200,44 @@ func TestCompareKVEvents(t *testing.T) {
 	}
 }
 
+// TestBystanders: with --bystanders, a share of the load goes straight to
+// the workers of switchyard's own stack (read from its banner) and of a
+// baseline's fleet, and only the measured traffic is in the results.
+func TestBystanders(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts real fleets")
+	}
+	cfg := DefaultConfig()
+	cfg.Bin = switchyardBin(t)
+	cfg.TimeScale, cfg.KVEvents, cfg.Calibrate, cfg.Progress = 100, true, false, false
+	cfg.Workloads, cfg.Strategies = []workload.Kind{workload.SharedPrefix}, []string{results.RoundRobin, results.Switchyard}
+	cfg.Sweep, cfg.Requests, cfg.Bystanders = []int{2}, 6, 1
+	clear(cfg.SweepFor)
+	clear(cfg.RequestsFor)
+	cfg.LogDir = t.TempDir()
+	cfg.Spec.OutputTokens = workload.Const(4)
+	cfg.Spec.Prefixes, cfg.Spec.PrefixTokens, cfg.Spec.SuffixTokens = 1, workload.Const(300), workload.Const(20)
+	f, recs := runFleets(t, cfg, 2*time.Minute)
+	if f.Params.Bystanders != 1 {
+		t.Errorf("params: bystanders %v", f.Params.Bystanders)
+	}
+	if strings.Contains(recs.String(), `"tenant":"`+bystanderTenant+`"`) {
+		t.Error("the bystanders' records are in the results")
+	}
+	for _, strat := range cfg.Strategies {
+		s := f.Workloads[string(workload.SharedPrefix)][strat]
+		// The budget of 12 is shared with as many bystanders: the
+		// measured clients get some of it, never all.
+		if s.Succeeded < 1 || s.Succeeded > 11 || s.ErrorCount > 0 {
+			t.Errorf("%s: %d succeeded, errors %q", strat, s.Succeeded, s.ErrorSamples)
+		}
+	}
+	cfg.Bystanders = 5
+	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "bystanders") {
+		t.Errorf("bystanders 5: %v", err)
+	}
+}
+
 func TestParseHelpers(t *testing.T) {
 	slo := map[workload.Kind]float64{}
 	if err := ParseSLO("shared-prefix=8s, multi-turn=500ms", slo); err != nil || slo[workload.SharedPrefix] != 8 || slo[workload.MultiTurn] != 0.5 {

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -140,7 +141,31 @@ type Gateway struct {
 	// routerURL is the router's REST base URL from the banner's next
 	// line, once seen.
 	routerURL atomic.Pointer[string]
+	// workers are the simulated workers the banner lists, once all
+	// wantWorkers are seen (workersSeen is closed then).
+	workersMu   sync.Mutex
+	workers     []Worker
+	wantWorkers int
+	workersSeen chan struct{}
 }
+
+// Workers returns the simulated workers `switchyard dev` started (none
+// when it was given --endpoints), waiting for the banner to list them.
+func (g *Gateway) Workers(ctx context.Context) ([]Worker, error) {
+	if g.wantWorkers == 0 {
+		return nil, nil
+	}
+	if err := g.p.waitFor(ctx, g.workersSeen, "the workers' URLs"); err != nil {
+		return nil, err
+	}
+	g.workersMu.Lock()
+	defer g.workersMu.Unlock()
+	return slices.Clone(g.workers), nil
+}
+
+// workerLine is a line of the banner's worker table: "  sim-0
+// qwen-3.6-27b  http://127.0.0.1:8000  tcp://...  tcp://...".
+var workerLine = regexp.MustCompile(`^\s*(\S+)\s+\S+\s+(http://\S+)\s+(?:tcp://\S+|-)\s+(?:tcp://\S+|-)\s*$`)
 
 // RouterURL is the router's REST base URL (its /metrics, /v1/endpoints),
 // or "" when the banner named none.
@@ -215,7 +240,10 @@ func StartGateway(ctx context.Context, o GatewayOptions) (*Gateway, error) {
 	args = append(args, o.Args...)
 	found := make(chan struct{})
 	var url string
-	g := &Gateway{}
+	g := &Gateway{workersSeen: make(chan struct{})}
+	if len(o.Workers) == 0 {
+		g.wantWorkers = o.Sim.Workers
+	}
 	p, err := startProcess(o.Name, o.Bin, args, o.LogDir, func(line string) bool {
 		if url == "" {
 			if m := gatewayLine.FindStringSubmatch(line); m != nil {
@@ -224,12 +252,21 @@ func StartGateway(ctx context.Context, o GatewayOptions) (*Gateway, error) {
 			}
 			return false
 		}
-		// The router's line follows the gateway's in the same banner;
-		// the gateway is usable without it.
+		// The router's line follows the gateway's in the same banner,
+		// then the table of workers; the gateway is usable without them.
 		if m := routerLine.FindStringSubmatch(line); m != nil {
 			u := m[1]
 			g.routerURL.Store(&u)
-			return true
+			return g.wantWorkers == 0
+		}
+		if m := workerLine.FindStringSubmatch(line); m != nil && g.wantWorkers > 0 {
+			g.workersMu.Lock()
+			defer g.workersMu.Unlock()
+			g.workers = append(g.workers, Worker{ID: m[1], URL: m[2]})
+			if len(g.workers) == g.wantWorkers {
+				close(g.workersSeen)
+				return true
+			}
 		}
 		return false
 	})

@@ -70,3 +70,16 @@ func TestRouterURLLine(t *testing.T) {
 		t.Errorf("match %q", m)
 	}
 }
+
+func TestWorkerLine(t *testing.T) {
+	m := workerLine.FindStringSubmatch("  sim-0   qwen-3.6-27b  http://127.0.0.1:41001  tcp://127.0.0.1:5557  tcp://127.0.0.1:5567")
+	if m == nil || m[1] != "sim-0" || m[2] != "http://127.0.0.1:41001" {
+		t.Errorf("match %q", m)
+	}
+	if m := workerLine.FindStringSubmatch("  sim-1  m  http://127.0.0.1:41002  -  -"); m == nil || m[1] != "sim-1" {
+		t.Errorf("a worker without KV events: match %q", m)
+	}
+	if m := workerLine.FindStringSubmatch("  worker  model  HTTP  KV events  replay"); m != nil {
+		t.Errorf("the header matched: %q", m)
+	}
+}

@@ -367,7 +367,11 @@ type Params struct {
 	SimArgs []string `json:"sim_args,omitempty"`
 	// KVEvents: switchyard ran as deployed, its router fed by KV events
 	// (false: on its approximate index, over the baselines' fleet).
-	KVEvents    bool      `json:"kv_events,omitempty"`
+	KVEvents bool `json:"kv_events,omitempty"`
+	// Bystanders is the share of each run's load sent straight to the
+	// workers behind the router's back (compare --bystanders); their
+	// records are not in the summaries.
+	Bystanders  float64   `json:"bystanders,omitempty"`
 	Cores       int       `json:"cores"`
 	GoVersion   string    `json:"go_version"`
 	Started     time.Time `json:"started"`

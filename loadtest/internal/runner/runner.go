@@ -171,6 +171,12 @@ type Tenant struct {
 	Rate        float64
 	// Seed seeds its Poisson arrivals.
 	Seed uint64
+	// Targets and Picker, when set, are where this tenant's requests go
+	// instead of the run's (Env's): traffic that bypasses what the run
+	// measures, such as requests sent straight to the workers behind a
+	// router's back.
+	Targets []Target
+	Picker  pick.Picker
 }
 
 // OpenLoop is what one tenant's open-loop scheduler did.
@@ -209,8 +215,10 @@ type run struct {
 // population is one tenant's clients.
 type population struct {
 	*run
-	t    Tenant
-	keep bool
+	t       Tenant
+	keep    bool
+	targets []Target
+	picker  pick.Picker
 
 	genMu sync.Mutex
 	stats OpenLoop
@@ -251,6 +259,9 @@ func Execute(ctx context.Context, plan Plan, tenants []Tenant, env Env) (Outcome
 		if t.Client == nil || t.Gen == nil {
 			errs = append(errs, tenantErr(t.Name, errors.New("run: need a client and a generator")))
 		}
+		if (len(t.Targets) == 0) != (t.Picker == nil) {
+			errs = append(errs, tenantErr(t.Name, errors.New("run: a tenant's own targets need its own picker, and the other way round")))
+		}
 	}
 	if err := errors.Join(errs...); err != nil {
 		return Outcome{}, err
@@ -262,7 +273,10 @@ func Execute(ctx context.Context, plan Plan, tenants []Tenant, env Env) (Outcome
 	var wg sync.WaitGroup
 	var pops []*population
 	for _, t := range tenants {
-		p := &population{run: r, t: t, keep: t.Gen.Spec().Kind == workload.MultiTurn}
+		p := &population{run: r, t: t, keep: t.Gen.Spec().Kind == workload.MultiTurn, targets: env.Targets, picker: env.Picker}
+		if t.Picker != nil {
+			p.targets, p.picker = t.Targets, t.Picker
+		}
 		pops = append(pops, p)
 		switch plan.Mode {
 		case Concurrent:
@@ -435,13 +449,13 @@ func (p *population) request(ctx context.Context, s *workload.Session, k int, an
 	var first time.Time
 	var res stream.Result
 	for {
-		idx, release, err := p.env.Picker.Pick(rctx, body)
+		idx, release, err := p.picker.Pick(rctx, body)
 		if err != nil {
 			rec.Error = "pick target: " + err.Error()
 			rec.EndWallS = time.Since(p.start).Seconds()
 			return rec, ""
 		}
-		t := p.env.Targets[idx]
+		t := p.targets[idx]
 		rec.Target = t.ID
 		res = p.t.Client.Chat(rctx, t.APIBase, body, p.keep)
 		release()

@@ -370,3 +370,33 @@ func TestRetryAfterBound(t *testing.T) {
 		})
 	}
 }
+
+// TestTenantOwnTargets: a tenant with targets and a picker of its own
+// sends there, the other tenants where the run's env says; a tenant with
+// one and not the other is refused.
+func TestTenantOwnTargets(t *testing.T) {
+	e := newEnv(t, 1, results.Direct, fakeoai.Echo)
+	side := newEnv(t, 1, results.Direct, fakeoai.Echo)
+	p := plan(Concurrent, workload.Control)
+	p.Requests = 20
+	ts := tenantsOf(t, e, workload.Control, 2, 2)
+	ts[1].Targets, ts[1].Picker = side.env.Targets, side.env.Picker
+	recs, err := RunTenants(context.Background(), p, ts, e.env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	byTenant := map[string]int{}
+	for _, r := range recs {
+		byTenant[r.Tenant]++
+	}
+	if got := len(e.srvs[0].Seen()); got != byTenant["a"] || got == 0 {
+		t.Errorf("the run's target saw %d requests, tenant a sent %d", got, byTenant["a"])
+	}
+	if got := len(side.srvs[0].Seen()); got != byTenant["b"] || got == 0 {
+		t.Errorf("tenant b's own target saw %d requests, it sent %d", got, byTenant["b"])
+	}
+	ts[1].Picker = nil
+	if _, err := RunTenants(context.Background(), p, ts, e.env); err == nil || !strings.Contains(err.Error(), "tenant b") {
+		t.Errorf("targets without a picker: %v", err)
+	}
+}

@@ -412,6 +412,16 @@ func NewGenerator(spec Spec) (*Generator, error) {
 // Spec is the generator's spec.
 func (g *Generator) Spec() Spec { return g.spec }
 
+// Fork returns a generator of other sessions over the same shared
+// prefixes: another population of the same workload (the users of the
+// same groups, say, reaching the workers some other way). stream tells
+// forks apart; the same stream gives the same sessions.
+func (g *Generator) Fork(stream uint64) *Generator {
+	h := fnv.New64a()
+	h.Write([]byte(g.spec.Kind))
+	return &Generator{spec: g.spec, prefixes: g.prefixes, rng: rand.New(rand.NewPCG(g.spec.Seed^(stream*0x9e3779b97f4a7c15), h.Sum64()+stream))}
+}
+
 // Next returns the next session.
 func (g *Generator) Next() Session {
 	s := Session{ID: g.next, Group: -1, User: -1}

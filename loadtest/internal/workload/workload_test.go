@@ -399,3 +399,33 @@ func TestPrefixPressureValidate(t *testing.T) {
 		t.Errorf("70,000 groups: err %v", err)
 	}
 }
+
+// TestFork: a fork shares the generator's prefixes and draws other
+// sessions; the same stream draws the same ones.
+func TestFork(t *testing.T) {
+	spec := DefaultSpec(PrefixPressure)
+	spec.PressureGroups = 4
+	g, err := NewGenerator(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, b := g.Fork(1), g.Fork(1)
+	prefixes := map[string]bool{}
+	for _, p := range g.prefixes {
+		prefixes[p] = true
+	}
+	differ := false
+	for range 8 {
+		s, sa, sb := g.Next(), a.Next(), b.Next()
+		if !prefixes[sa.System] {
+			t.Fatalf("a fork's session has a prefix of its own")
+		}
+		if sa.Turns[0].User != sb.Turns[0].User || sa.Group != sb.Group {
+			t.Fatal("the same stream drew other sessions")
+		}
+		differ = differ || sa.Turns[0].User != s.Turns[0].User
+	}
+	if !differ {
+		t.Error("the fork drew the generator's own sessions")
+	}
+}
