@@ -63,6 +63,31 @@ func benchPayloads(b *testing.B) [][]byte {
 	return out
 }
 
+// benchJetStream starts an in-process NATS server with the KV delta
+// stream and returns a JetStream client as kvtracker publishes with, and
+// the server's URL; both go when the benchmark ends.
+func benchJetStream(b *testing.B) (jetstream.JetStream, string) {
+	b.Helper()
+	srv, err := natsembed.Start(natsembed.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(srv.Shutdown)
+	nc, err := nats.Connect(srv.URL())
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(nc.Close)
+	js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(maxPendingAcks))
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := bus.EnsureKVStream(context.Background(), js); err != nil {
+		b.Fatal(err)
+	}
+	return js, srv.URL()
+}
+
 type nopSink struct{}
 
 func (nopSink) Publish(*eventsv1.KVBlockDelta) (ingest.Ack, error) { return nil, nil }
@@ -79,22 +104,7 @@ func BenchmarkIngest(b *testing.B) {
 			var sink ingest.Sink = nopSink{}
 			var js jetstream.JetStream
 			if mode == "jetstream" {
-				srv, err := natsembed.Start(natsembed.Options{})
-				if err != nil {
-					b.Fatal(err)
-				}
-				defer srv.Shutdown()
-				nc, err := nats.Connect(srv.URL())
-				if err != nil {
-					b.Fatal(err)
-				}
-				defer nc.Close()
-				if js, err = jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(maxPendingAcks)); err != nil {
-					b.Fatal(err)
-				}
-				if err := bus.EnsureKVStream(context.Background(), js); err != nil {
-					b.Fatal(err)
-				}
+				js, _ = benchJetStream(b)
 				sink = newJSSink(js, bus.KVDeltaSubject("bench", "w0"))
 			}
 			var epoch uint64
@@ -169,27 +179,11 @@ const (
 // router's (heard) — and the blocks per second that makes. Each iteration
 // refills the caches first, off the clock.
 func BenchmarkEvictionStorm(b *testing.B) {
-	srv, err := natsembed.Start(natsembed.Options{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer srv.Shutdown()
-	nc, err := nats.Connect(srv.URL())
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(maxPendingAcks))
-	if err != nil {
-		b.Fatal(err)
-	}
+	js, url := benchJetStream(b)
 	ctx := context.Background()
-	if err := bus.EnsureKVStream(ctx, js); err != nil {
-		b.Fatal(err)
-	}
 	// A router's connection, subscribed to every worker's deltas: the
 	// storm is over for the fleet when it has heard every removal.
-	sub, err := nats.Connect(srv.URL())
+	sub, err := nats.Connect(url)
 	if err != nil {
 		b.Fatal(err)
 	}
