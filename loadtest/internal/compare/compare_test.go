@@ -172,23 +172,41 @@ func TestCompareEndToEnd(t *testing.T) {
 	}
 }
 
-// TestCompareKVEvents runs switchyard as deployed (its own simulated
-// workers publishing KV events to a kvtracker) at a tiny scale: a second
-// request sharing a prefix must find it cached.
-func TestCompareKVEvents(t *testing.T) {
+// fleetConfig is a compare config for tests that start real fleets
+// (skipped with -short): the built binary, a fast time scale, KV events,
+// no calibration and no progress bars.
+func fleetConfig(t *testing.T) Config {
+	t.Helper()
 	if testing.Short() {
 		t.Skip("starts real fleets")
 	}
 	cfg := DefaultConfig()
 	cfg.Bin = switchyardBin(t)
 	cfg.TimeScale, cfg.KVEvents, cfg.Calibrate, cfg.Progress = 100, true, false, false
-	cfg.Workloads, cfg.Strategies = []workload.Kind{workload.SharedPrefix}, []string{results.Switchyard}
-	cfg.Sweep, cfg.Requests = []int{1}, 4
+	cfg.LogDir = t.TempDir()
+	return cfg
+}
+
+// tinySharedPrefix is fleetConfig on a shared-prefix workload of one
+// 300-token prefix and 4-token answers, at one concurrency level and
+// request budget, under the given strategies.
+func tinySharedPrefix(t *testing.T, level, requests int, strategies ...string) Config {
+	t.Helper()
+	cfg := fleetConfig(t)
+	cfg.Workloads, cfg.Strategies = []workload.Kind{workload.SharedPrefix}, strategies
+	cfg.Sweep, cfg.Requests = []int{level}, requests
 	clear(cfg.SweepFor)
 	clear(cfg.RequestsFor)
-	cfg.LogDir = t.TempDir()
 	cfg.Spec.OutputTokens = workload.Const(4)
 	cfg.Spec.Prefixes, cfg.Spec.PrefixTokens, cfg.Spec.SuffixTokens = 1, workload.Const(300), workload.Const(20)
+	return cfg
+}
+
+// TestCompareKVEvents runs switchyard as deployed (its own simulated
+// workers publishing KV events to a kvtracker) at a tiny scale: a second
+// request sharing a prefix must find it cached.
+func TestCompareKVEvents(t *testing.T) {
+	cfg := tinySharedPrefix(t, 1, 4, results.Switchyard)
 	f, _ := runFleets(t, cfg, time.Minute)
 	s := f.Workloads[string(workload.SharedPrefix)][results.Switchyard]
 	if !f.Params.KVEvents || s.Succeeded != 4 || !(s.CacheHitRatio > 0.5) {
@@ -204,19 +222,8 @@ func TestCompareKVEvents(t *testing.T) {
 // the workers of switchyard's own stack (read from its banner) and of a
 // baseline's fleet, and only the measured traffic is in the results.
 func TestBystanders(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts real fleets")
-	}
-	cfg := DefaultConfig()
-	cfg.Bin = switchyardBin(t)
-	cfg.TimeScale, cfg.KVEvents, cfg.Calibrate, cfg.Progress = 100, true, false, false
-	cfg.Workloads, cfg.Strategies = []workload.Kind{workload.SharedPrefix}, []string{results.RoundRobin, results.Switchyard}
-	cfg.Sweep, cfg.Requests, cfg.Bystanders = []int{2}, 6, 1
-	clear(cfg.SweepFor)
-	clear(cfg.RequestsFor)
-	cfg.LogDir = t.TempDir()
-	cfg.Spec.OutputTokens = workload.Const(4)
-	cfg.Spec.Prefixes, cfg.Spec.PrefixTokens, cfg.Spec.SuffixTokens = 1, workload.Const(300), workload.Const(20)
+	cfg := tinySharedPrefix(t, 2, 6, results.RoundRobin, results.Switchyard)
+	cfg.Bystanders = 1
 	f, recs := runFleets(t, cfg, 2*time.Minute)
 	if f.Params.Bystanders != 1 {
 		t.Errorf("params: bystanders %v", f.Params.Bystanders)

@@ -139,16 +139,10 @@ func TestPrefixPressureFlags(t *testing.T) {
 // through the real router with no KV events, on its approximate index, and
 // the bar carries llm-d's checks at the rate.
 func TestComparePrefixPressure(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts real fleets")
-	}
-	cfg := DefaultConfig()
-	cfg.Bin = switchyardBin(t)
-	cfg.TimeScale, cfg.KVEvents, cfg.Calibrate, cfg.Progress = 100, true, false, false
+	cfg := fleetConfig(t)
 	cfg.Workloads = []workload.Kind{workload.PrefixPressure}
 	cfg.Strategies = []string{results.Random, results.Approximate, results.Switchyard, results.Oracle}
 	cfg.Load, cfg.Rates, cfg.Requests = LoadRate, []float64{1}, 10
-	cfg.LogDir = t.TempDir()
 	// A sliver of the KV cache, so that 10 requests revisit groups.
 	cfg.Spec.PressureKVFill, cfg.Spec.PressurePrefixTokens = 0.01, 300
 	cfg.Spec.PressureQuestionTokens, cfg.Spec.PressureOutputTokens = workload.Const(60), workload.Const(4)
