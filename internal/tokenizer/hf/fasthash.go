@@ -2,8 +2,9 @@ package hf
 
 import "math/bits"
 
-// wordHash is the word caches' key for s: a multiply-mix of its bytes read
-// eight at a time, seeded per cache. Words are a few bytes long and a
+// wordHash is the id caches' key for s (words, and the segment cache's
+// long segments): a multiply-mix of its bytes read sixteen at a time,
+// seeded per cache. Words are a few bytes long and a
 // prompt has thousands of them; maphash's call for each was 6 % of the
 // router's time on a cold prompt, this is a handful of instructions. A
 // collision costs a miss, never a wrong answer (keys are compared), and

@@ -80,7 +80,7 @@ func (c *idCache) appendGetHash(dst []uint32, h uint64, s string) ([]uint32, boo
 	// Promote from the copy: a rotation reuses the old generation's arena.
 	ids := dst[start:]
 	sh.rotateFor(cost(s, len(ids)), c.budget)
-	sh.young.add(h, s, ids, c.budget)
+	sh.young.add(h, s, ids)
 	return dst, true
 }
 
@@ -98,7 +98,7 @@ func (c *idCache) putHash(h uint64, s string, ids []uint32) {
 	sh.mu.Lock()
 	if _, ok := sh.young.lookup(h, s); !ok {
 		sh.rotateFor(n, c.budget)
-		sh.young.add(h, s, ids, c.budget)
+		sh.young.add(h, s, ids)
 	}
 	sh.mu.Unlock()
 }
@@ -127,17 +127,9 @@ func (g *idGen) lookup(h uint64, s string) (idSpan, bool) {
 	return sp, true
 }
 
-func (g *idGen) add(h uint64, s string, ids []uint32, budget int) {
+func (g *idGen) add(h uint64, s string, ids []uint32) {
 	if g.index == nil {
-		// The arenas at their budget's size from the start (half text,
-		// half ids, as in a segment): grown by append, filling the cache
-		// left twice its size in garbage, and a router taking unique long
-		// prompts filled it at hundreds of kilobytes a request, a
-		// collection every second or two. Their pages are untouched, and
-		// so not resident, until written.
 		g.index = make(map[uint64]idSpan)
-		g.keys = make([]byte, 0, budget/2)
-		g.ids = make([]uint32, 0, budget/8)
 	}
 	g.index[h] = idSpan{key: uint32(len(g.keys)), keyLen: uint32(len(s)), ids: uint32(len(g.ids)), n: uint32(len(ids))}
 	g.keys = append(g.keys, s...)
