@@ -247,8 +247,10 @@ type service struct {
 	pprof bool
 }
 
-// worker is one simulated vLLM worker (`switchyard sim --workers 1`), its
-// own process so a drill can kill or freeze it alone.
+// worker is one simulated vLLM worker: `switchyard sim --workers 1`, its
+// own process so a drill can kill or freeze it alone, unless
+// options.workersPerSim puts several in one process (proc is then shared
+// by them).
 type worker struct {
 	*proc
 	id, url, kv, replay string
@@ -257,6 +259,13 @@ type worker struct {
 // options shape a fleet.
 type options struct {
 	workers int
+	// workersPerSim is how many workers each `switchyard sim` process
+	// runs (`--workers N`, on consecutive ports); 0 is 1. workers must be
+	// a multiple of it.
+	workersPerSim int
+	// routers and trackers are how many router and kvtracker replicas
+	// run; 0 is 2 routers and 1 kvtracker.
+	routers, trackers int
 	// gatewayRouters lists, per gateway, the routers it is given (indexes
 	// into the fleet's two).
 	gatewayRouters [][]int
@@ -292,7 +301,10 @@ type fleet struct {
 	redis    *proc
 	redisURL string
 	workers  []*worker
+	// tracker is trackers[0]; options.trackers > 1 starts more replicas,
+	// which share the workers through their NATS leases.
 	tracker  *service
+	trackers []*service
 	meter    *service
 	routers  []*service
 	gateways []*service
@@ -336,7 +348,19 @@ func startFleet(t *testing.T, o options) *fleet {
 	f.redis.ready = func(line string) bool { return strings.Contains(line, "Ready to accept connections") }
 
 	var endpoints []string
+	perSim := max(o.workersPerSim, 1)
+	if o.workers%perSim != 0 {
+		t.Fatalf("options: %d workers are not a multiple of %d per sim process", o.workers, perSim)
+	}
 	for i := range o.workers {
+		if perSim > 1 {
+			if i%perSim == 0 {
+				f.addSims(i/perSim, perSim, o)
+			}
+			w := f.workers[i]
+			endpoints = append(endpoints, w.id+"="+w.url+"|"+w.kv+"|"+w.replay)
+			continue
+		}
 		port, kv, replay := freePort(t), freePort(t), freePort(t)
 		w := &worker{
 			id:     fmt.Sprintf("sim-%d", i),
@@ -356,16 +380,23 @@ func startFleet(t *testing.T, o options) *fleet {
 		endpoints = append(endpoints, w.id+"="+w.url+"|"+w.kv+"|"+w.replay)
 	}
 
-	tport := freePort(t)
-	f.tracker = &service{httpURL: fmt.Sprintf("http://127.0.0.1:%d", tport)}
-	f.tracker.proc = f.add("kvtracker", bins.switchyard, append([]string{"kvtracker",
-		// The routers' description of the workers: the API URL lets the
-		// tracker notice a restarted worker by its process start time.
-		"--workers", strings.Join(endpoints, ","), "--model", model,
-		"--nats-url", f.natsURL, "--redis-url", f.redisURL,
-		"--http-addr", f.tracker.httpURL[len("http://"):], "--replica-id", "drill-kvtracker",
-		"--snapshot-interval", "1s", "--log-format", "json",
-	}, o.trackerArgs...))
+	for i := range max(o.trackers, 1) {
+		name, id := "kvtracker", "drill-kvtracker"
+		if i > 0 {
+			name, id = fmt.Sprintf("kvtracker-%d", i), fmt.Sprintf("drill-kvtracker-%d", i)
+		}
+		tr := &service{httpURL: fmt.Sprintf("http://127.0.0.1:%d", freePort(t))}
+		tr.proc = f.add(name, bins.switchyard, append([]string{"kvtracker",
+			// The routers' description of the workers: the API URL lets the
+			// tracker notice a restarted worker by its process start time.
+			"--workers", strings.Join(endpoints, ","), "--model", model,
+			"--nats-url", f.natsURL, "--redis-url", f.redisURL,
+			"--http-addr", tr.httpURL[len("http://"):], "--replica-id", id,
+			"--snapshot-interval", "1s", "--log-format", "json",
+		}, o.trackerArgs...))
+		f.trackers = append(f.trackers, tr)
+	}
+	f.tracker = f.trackers[0]
 
 	mport := freePort(t)
 	f.meter = &service{httpURL: fmt.Sprintf("http://127.0.0.1:%d", mport)}
@@ -375,7 +406,11 @@ func startFleet(t *testing.T, o options) *fleet {
 		"--ack-wait", "5s", "--log-format", "json",
 	})
 
-	for i := range 2 {
+	routers := o.routers
+	if routers == 0 {
+		routers = 2
+	}
+	for i := range routers {
 		g, h := freePort(t), freePort(t)
 		r := &service{grpcAddr: fmt.Sprintf("127.0.0.1:%d", g), httpURL: fmt.Sprintf("http://127.0.0.1:%d", h), pprof: true}
 		r.proc = f.add(fmt.Sprintf("router-%d", i), bins.switchyard, append([]string{"router",
@@ -417,26 +452,51 @@ func startFleet(t *testing.T, o options) *fleet {
 		f.must(p.start())
 		f.must(waitLine(ctx, p))
 	}
-	for _, w := range f.workers {
-		f.must(w.start())
+	for i, w := range f.workers {
+		if i%perSim == 0 {
+			f.must(w.start())
+		}
 	}
 	for _, w := range f.workers {
 		f.must(waitHTTP(ctx, w.proc, w.url+"/health"))
 	}
-	f.must(f.tracker.start())
+	for _, tr := range f.trackers {
+		f.must(tr.start())
+	}
 	f.must(f.meter.start())
 	for _, s := range append(f.routers, f.gateways...) {
 		f.must(s.start())
 	}
 	for _, s := range f.services() {
 		probe := "/readyz"
-		if o.natsDown && (s == f.tracker || s == f.meter) {
+		if o.natsDown && (slices.Contains(f.trackers, s) || s == f.meter) {
 			// It cannot hold leases without NATS: alive is all it can be.
 			probe = "/healthz"
 		}
 		f.must(waitHTTP(ctx, s.proc, s.httpURL+probe))
 	}
 	return f
+}
+
+// addSims adds sim process n, running perSim workers (sim-<n*perSim>
+// and on) on consecutive HTTP, KV event and replay ports, as `switchyard
+// sim --workers N` gives them.
+func (f *fleet) addSims(n, perSim int, o options) {
+	port, kv, replay := freePorts(f.t, perSim), freePorts(f.t, perSim), freePorts(f.t, perSim)
+	args := append([]string{"sim", "--workers", strconv.Itoa(perSim), "--host", "127.0.0.1", "--port", strconv.Itoa(port),
+		"--served-model-name", model, "--log-format", "json",
+		"--kv-events-config", fmt.Sprintf(`{"enable_kv_cache_events":true,"publisher":"zmq","endpoint":"tcp://*:%d","replay_endpoint":"tcp://*:%d"}`, kv, replay),
+	}, o.simArgs...)
+	p := f.add(fmt.Sprintf("sim-proc-%d", n), bins.switchyard, args)
+	for j := range perSim {
+		f.workers = append(f.workers, &worker{
+			proc:   p,
+			id:     fmt.Sprintf("sim-%d", n*perSim+j),
+			url:    fmt.Sprintf("http://127.0.0.1:%d", port+j),
+			kv:     fmt.Sprintf("tcp://127.0.0.1:%d", kv+j),
+			replay: fmt.Sprintf("tcp://127.0.0.1:%d", replay+j),
+		})
+	}
 }
 
 // ports hands out the fleet's ports, each once per test binary.
@@ -473,6 +533,40 @@ func freePort(t *testing.T) int {
 	return 0
 }
 
+// freePorts is the first of n consecutive loopback ports, each free as
+// freePort's.
+func freePorts(t *testing.T, n int) int {
+	t.Helper()
+	if n == 1 {
+		return freePort(t)
+	}
+	ports.Lock()
+	defer ports.Unlock()
+	if ports.used == nil {
+		ports.used = map[int]bool{}
+	}
+next:
+	for range 1000 {
+		base := 20000 + rand.IntN(12000-n)
+		for p := base; p < base+n; p++ {
+			if ports.used[p] {
+				continue next
+			}
+			ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(p)))
+			if err != nil {
+				continue next
+			}
+			ln.Close()
+		}
+		for p := base; p < base+n; p++ {
+			ports.used[p] = true
+		}
+		return base
+	}
+	t.Fatalf("no %d consecutive free loopback ports in 20000-31999", n)
+	return 0
+}
+
 func findRedis(t *testing.T) string {
 	for _, p := range []string{"redis-server", "/usr/bin/redis-server", "/usr/local/bin/redis-server"} {
 		if b, err := exec.LookPath(p); err == nil {
@@ -501,7 +595,7 @@ func (f *fleet) must(err error) {
 
 // services are the Switchyard processes with a /readyz.
 func (f *fleet) services() []*service {
-	return append(append([]*service{f.tracker, f.meter}, f.routers...), f.gateways...)
+	return append(append(append(slices.Clone(f.trackers), f.meter), f.routers...), f.gateways...)
 }
 
 func (f *fleet) shutdown() {
