@@ -144,61 +144,140 @@ func Bar(f *results.File) []results.Check {
 // no prefix, where a cache-aware router has nothing to gain: it must
 // balance at least as well as they do, or operators turn it off.
 const (
-	bestSimpleGap    = 0.05 // of the medians
-	bestSimpleRunGap = 0.15 // of any single run
+	bestSimpleGap    = 0.05 // of the medians; of the goodput at each offered rate
+	bestSimpleRunGap = 0.15 // of any single run; of the open loop's TTFT p90 at the top rate
 )
+
+// bestSimpleRuns are control's switchyard, round-robin and least-queue
+// summaries; sy is nil unless all three ran.
+func bestSimpleRuns(f *results.File) (sy, rr, lq *results.Summary) {
+	byStrategy := f.Workloads[string(workload.Control)]
+	sy, rr, lq = byStrategy[results.Switchyard], byStrategy[results.RoundRobin], byStrategy[results.LeastQueue]
+	if rr == nil || lq == nil {
+		return nil, nil, nil
+	}
+	return sy, rr, lq
+}
+
+// lower is the lower of a and b, a missing one losing.
+func lower(a, b results.Num) results.Num {
+	if !a.Valid() || (b.Valid() && b < a) {
+		return b
+	}
+	return a
+}
+
+// gapCheck is a control check of a gap to the best simple strategy,
+// passing at most want, at the level of sy (or at rate, when positive).
+func gapCheck(sy *results.Summary, rate float64, metric string, got results.Num, want float64, note string) results.Check {
+	c := results.Check{Workload: string(workload.Control), Metric: metric, Want: results.Num(want), Got: got,
+		Pass: got.Valid() && float64(got) <= want, Concurrency: sy.Concurrency, Rate: sy.Rate, Note: note}
+	if rate > 0 {
+		c.Rate = rate
+	}
+	return c
+}
+
+// ttft reads a TTFT percentile on the file's basis.
+func ttft(plain, projected results.Num, useProjected bool) results.Num {
+	if useProjected {
+		return projected
+	}
+	return plain
+}
 
 // bestSimpleChecks compares Switchyard's TTFT p50 and p95 on the control
 // workload with the better of round-robin's and least-queue's (each
 // figure's own better), and, when configurations ran more than once, its
 // worst run with the same medians.
 func bestSimpleChecks(f *results.File, projected bool) []results.Check {
-	byStrategy := f.Workloads[string(workload.Control)]
-	sy, rr, lq := byStrategy[results.Switchyard], byStrategy[results.RoundRobin], byStrategy[results.LeastQueue]
-	if sy == nil || rr == nil || lq == nil {
+	sy, rr, lq := bestSimpleRuns(f)
+	if sy == nil {
 		return nil
 	}
-	p50 := func(s *results.Summary) results.Num {
-		if projected {
-			return s.ProjectedTTFTP50
-		}
-		return s.TTFTP50
-	}
-	p95 := func(s *results.Summary) results.Num {
-		if projected {
-			return s.ProjectedTTFTP95
-		}
-		return s.TTFTP95
-	}
-	best := func(get func(*results.Summary) results.Num) results.Num {
-		a, b := get(rr), get(lq)
-		if !a.Valid() || (b.Valid() && b < a) {
-			return b
-		}
-		return a
-	}
-	check := func(metric string, got results.Num, want float64, note string) results.Check {
-		return results.Check{Workload: string(workload.Control), Metric: metric, Want: results.Num(want), Got: got,
-			Pass: got.Valid() && float64(got) <= want, Concurrency: sy.Concurrency, Note: note}
-	}
-	best50, best95 := best(p50), best(p95)
+	p50 := func(s *results.Summary) results.Num { return ttft(s.TTFTP50, s.ProjectedTTFTP50, projected) }
+	p95 := func(s *results.Summary) results.Num { return ttft(s.TTFTP95, s.ProjectedTTFTP95, projected) }
+	best50, best95 := lower(p50(rr), p50(lq)), lower(p95(rr), p95(lq))
+	const note = "within 5 % of the better of round-robin and least-queue"
 	out := []results.Check{
-		check("ttft_p50_gap_to_best_simple", div(p50(sy), best50)-1, bestSimpleGap, "within 5 % of the better of round-robin and least-queue"),
-		check("ttft_p95_gap_to_best_simple", div(p95(sy), best95)-1, bestSimpleGap, "within 5 % of the better of round-robin and least-queue"),
+		gapCheck(sy, 0, "ttft_p50_gap_to_best_simple", div(p50(sy), best50)-1, bestSimpleGap, note),
+		gapCheck(sy, 0, "ttft_p95_gap_to_best_simple", div(p95(sy), best95)-1, bestSimpleGap, note),
 	}
 	if len(sy.Runs) > 1 {
 		worst := results.Num(math.Inf(-1))
 		for _, r := range sy.Runs {
-			r50, r95 := r.TTFTP50, r.TTFTP95
-			if projected {
-				r50, r95 = r.ProjectedTTFTP50, r.ProjectedTTFTP95
-			}
-			worst = max(worst, div(r50, best50)-1, div(r95, best95)-1)
+			worst = max(worst, div(ttft(r.TTFTP50, r.ProjectedTTFTP50, projected), best50)-1,
+				div(ttft(r.TTFTP95, r.ProjectedTTFTP95, projected), best95)-1)
 		}
-		out = append(out, check("worst_run_ttft_gap_to_best_simple", worst, bestSimpleRunGap,
+		out = append(out, gapCheck(sy, 0, "worst_run_ttft_gap_to_best_simple", worst, bestSimpleRunGap,
 			fmt.Sprintf("no run's p50 or p95 more than 15 %% above the better simple strategy's median (%d runs)", len(sy.Runs))))
 	}
 	return out
+}
+
+// OpenBar is the bar of the open-loop loads. The reference's figures
+// were closed-loop figures at named concurrencies and do not carry over
+// to offered rates, but two kinds of check do: control against the best
+// simple strategy (a router must not lose where nothing is shared, at any
+// load; bestSimpleRateChecks) and llm-d's prefix-pressure ratios, measured
+// in an open loop (PrefixPressureChecks).
+func OpenBar(f *results.File) []results.Check {
+	projected := f.Params.TTFTBasis == results.BasisProjected
+	return append(bestSimpleRateChecks(f, projected), PrefixPressureChecks(f, projected)...)
+}
+
+// bestSimpleRateChecks is bestSimpleChecks for the open loop: on control,
+// Switchyard's goodput at each offered rate within 5 % of the better of
+// round-robin's and least-queue's there (goodput, not a TTFT percentile:
+// below the knee every strategy's TTFTs are the unloaded ones, and the
+// goodput is what an operator loses at the rates where they are not), and
+// its TTFT p90 at the top rate (the headline, where queues build and the
+// tail shows them first) within 15 % of their better. With repeated runs,
+// its worst run's goodput at any rate is checked against the same medians,
+// within 15 %.
+func bestSimpleRateChecks(f *results.File, projected bool) []results.Check {
+	sy, rr, lq := bestSimpleRuns(f)
+	if sy == nil {
+		return nil
+	}
+	simple := baseline{rr.Sweep, lq.Sweep}
+	var out []results.Check
+	worst, worstRate, runs := results.Num(math.Inf(-1)), 0.0, 0
+	for _, p := range sy.Sweep {
+		if !openPoint(p) {
+			continue
+		}
+		want := simple.at(p.Rate)
+		out = append(out, gapCheck(sy, p.Rate, "goodput_gap_to_best_simple", shortfall(p.GoodputRPM, want), bestSimpleGap,
+			"goodput no more than 5 % below the better of round-robin's and least-queue's at this rate"))
+		for _, r := range p.Runs {
+			if g := shortfall(r.GoodputRPM, want); !g.Valid() || g > worst {
+				worst, worstRate = g, p.Rate
+			}
+			runs = max(runs, len(p.Runs))
+		}
+	}
+	p90 := func(s *results.Summary) results.Num { return ttft(s.TTFTP90, s.ProjectedTTFTP90, projected) }
+	out = append(out, gapCheck(sy, 0, "ttft_p90_gap_to_best_simple", div(p90(sy), lower(p90(rr), p90(lq)))-1, bestSimpleRunGap,
+		"TTFT p90 at the top rate within 15 % of the better of round-robin and least-queue"))
+	if runs > 1 {
+		out = append(out, gapCheck(sy, worstRate, "worst_run_goodput_gap_to_best_simple", worst, bestSimpleRunGap,
+			fmt.Sprintf("no run's goodput at any rate more than 15 %% below the better simple strategy's median there (%d runs; the worst's rate)", runs)))
+	}
+	return out
+}
+
+// shortfall is how far goodput got falls below want, as a fraction of
+// want (negative when above it); 0 when want is 0, since there was
+// nothing to fall short of.
+func shortfall(got, want results.Num) results.Num {
+	switch {
+	case !got.Valid() || !want.Valid():
+		return results.NaN
+	case want <= 0:
+		return 0
+	}
+	return 1 - got/want
 }
 
 // llm-d's published precise-prefix case (see package workload's

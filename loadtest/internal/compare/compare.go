@@ -689,23 +689,21 @@ func Run(ctx context.Context, cfg Config, out Output, log zerolog.Logger) (*resu
 						return nil, err
 					}
 					s := results.Summarize(recs, cfg.TimeScale, slo)
+					if ld.Mode.Open() {
+						AddOpen(s, o.Open)
+					}
 					runs, all, opens = append(runs, s), append(all, recs...), append(opens, o.Open...)
 					line := fmt.Sprintf("%s: ttft p50 %s  goodput %s rpm  shed %s  cache hit %s  sim lag p95 %s", label,
 						report.Sec(s.TTFTP50), report.Number(s.GoodputRPM, 1), report.Pct(s.ShedRate), report.Pct(s.CacheHitRatio), report.Sec(s.SimLagP95))
 					if ld.Mode.Open() {
-						over := 0
-						for _, x := range o.Open {
-							over += x.OverBound
-						}
-						line += fmt.Sprintf("  achieved %s/s of %g/s  over the in-flight bound %d", report.Number(s.AchievedRate, 3), ld.Rate, over)
+						line += fmt.Sprintf("  achieved %s/s of %g/s  over the in-flight bound %d", report.Number(s.AchievedRate, 3), ld.Rate, s.ArrivalsOverBound)
 					}
 					fmt.Fprintln(out.Status, line)
 				}
 				s := results.Median(runs, results.Summarize(all, cfg.TimeScale, slo))
 				if len(runs) > 1 {
 					for _, r := range runs {
-						s.Runs = append(s.Runs, results.RunFigures{TTFTP50: r.TTFTP50, TTFTP95: r.TTFTP95,
-							ProjectedTTFTP50: r.ProjectedTTFTP50, ProjectedTTFTP95: r.ProjectedTTFTP95})
+						s.Runs = append(s.Runs, r.Figures())
 					}
 				}
 				if ld.Mode.Open() {
@@ -732,6 +730,7 @@ func Run(ctx context.Context, cfg Config, out Output, log zerolog.Logger) (*resu
 			}
 			f.Workloads[string(kind)] = byStrategy
 			Relate(byStrategy)
+			Goodput(byStrategy, cfg.SLOAttainment)
 			continue
 		}
 		var randomSweep []results.Point
@@ -749,12 +748,11 @@ func Run(ctx context.Context, cfg Config, out Output, log zerolog.Logger) (*resu
 	}
 	f.Params.TTFTBasis = Basis(f)
 	// The bar's reference figures were measured in a closed loop at named
-	// concurrencies: it applies to --load concurrency only, but for
-	// llm-d's prefix-pressure figures, measured in an open loop.
+	// concurrencies: the open loop has its own (OpenBar).
 	if !open {
 		f.Bar = Bar(f)
 	} else {
-		f.Bar = PrefixPressureChecks(f, f.Params.TTFTBasis == results.BasisProjected)
+		f.Bar = OpenBar(f)
 	}
 	f.Params.WallSeconds = math.Round(time.Since(started).Seconds())
 	if removeLogs {

@@ -120,7 +120,7 @@ tr.switchyard td{font-weight:bold;background:#eef8ee}
 			esc(strings.Join(lagging, ", ")), p.TimeScale)
 	}
 	if len(f.Bar) > 0 {
-		b.WriteString(`<h2>Against the reference's published ratios</h2><table><tr><th>workload</th><th>metric</th><th>reference</th><th>Switchyard</th><th>pass</th><th>note</th></tr>`)
+		b.WriteString(`<h2>The bar</h2><table><tr><th>workload</th><th>metric</th><th>at</th><th>bar</th><th>Switchyard</th><th>pass</th><th>note</th></tr>`)
 		for _, c := range f.Bar {
 			want, got := "≥ "+Ratio(c.Want), Ratio(c.Got)
 			if strings.Contains(c.Metric, "gap") {
@@ -130,10 +130,25 @@ tr.switchyard td{font-weight:bold;background:#eef8ee}
 			if c.Pass {
 				cls, pass = "pass", "yes"
 			}
-			fmt.Fprintf(&b, `<tr><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td class="%s">%s</td><td style="text-align:left">%s</td></tr>`,
-				esc(c.Workload), esc(c.Metric), want, got, cls, pass, esc(c.Note))
+			fmt.Fprintf(&b, `<tr><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td class="%s">%s</td><td style="text-align:left">%s</td></tr>`,
+				esc(c.Workload), esc(c.Metric), esc(level(c.Concurrency, c.Rate)), want, got, cls, pass, esc(c.Note))
 		}
 		b.WriteString("</table>\n")
+	}
+	if note, cols, rows := goodputTable(f); rows != nil {
+		b.WriteString("<h2>Goodput at the SLO</h2><table><tr>")
+		for _, c := range cols {
+			fmt.Fprintf(&b, "<th>%s</th>", esc(c))
+		}
+		b.WriteString("</tr>")
+		for _, r := range rows {
+			fmt.Fprintf(&b, `<tr class="%s">`, esc(r[1]))
+			for _, c := range r {
+				fmt.Fprintf(&b, "<td>%s</td>", esc(c))
+			}
+			b.WriteString("</tr>")
+		}
+		fmt.Fprintf(&b, "</table>\n<p class=\"note\">%s</p>\n", esc(note))
 	}
 
 	for _, wl := range Workloads(f) {

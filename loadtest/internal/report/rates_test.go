@@ -36,6 +36,12 @@ func sampleRates() *results.File {
 		s.Rate, s.TTFTP50, s.TTFTP90, s.TTFTP95, s.E2EP50, s.ITLP50 = last.Rate, last.TTFTP50, last.TTFTP90, last.TTFTP95, last.E2EP50, last.ITLP50
 		s.AchievedRate, s.Arrivals, s.ArrivalsOverBound, s.MaxInFlight = last.AchievedRate, last.Arrivals, last.ArrivalsOverBound, 64
 		s.ProjectedTTFTP50, s.ProjectedTTFTP95, s.ShedRate, s.CacheHitRatio = results.NaN, results.NaN, 0, 0
+		// The goodput headline as compare.Goodput fills it in: the SLO
+		// met (attainment 1/k) at the lowest rate alone, where the
+		// goodput is also at its best (ties go to the lower rate); no
+		// random, so against round-robin, the best simple strategy here.
+		s.SLOAttainmentTarget, s.SLOMetRate, s.GoodputAtSLORate, s.GoodputBestRate = 0.9, 0.5, 0.5, 0.5
+		s.GoodputAtSLORPM, s.GoodputBestRPM, s.GoodputAtSLOVsBestSimple, s.GoodputBestVsBestSimple = 30, 30, 1, 1
 		for i := 0; i <= 50; i++ {
 			s.TTFTQuantiles = append(s.TTFTQuantiles, results.Num(base*(1+float64(i)/10)))
 		}
@@ -50,6 +56,10 @@ func sampleRates() *results.File {
 			Saturation: map[string]results.Saturation{"control": {Strategy: "round-robin", Concurrency: 32, Requests: 60,
 				RequestsPerS: 1.5, Window: "full", Rate: 1.5}},
 			Headline: map[string]results.Headline{"control": {Rate: 1.5, Rule: "top-rate"}}},
+		Bar: []results.Check{
+			{Workload: "control", Metric: "goodput_gap_to_best_simple", Want: 0.05, Got: 0, Pass: true, Rate: 0.5, Note: "at this rate"},
+			{Workload: "control", Metric: "ttft_p90_gap_to_best_simple", Want: 0.15, Got: -0.5, Pass: true, Rate: 1.5, Note: "at the top rate"},
+		},
 		Workloads: map[string]map[string]*results.Summary{
 			"control": {"round-robin": mk(2, 7), "switchyard": mk(1, 0)},
 		},
@@ -81,6 +91,10 @@ func TestRateTableGolden(t *testing.T) {
 		"| 7 of 67 |",
 		"saturation rate 1.500/s (round-robin, c=32)",
 		"by a closed loop of round-robin at 32 clients (control 1.500/s)",
+		"| control | switchyard | 8 s | 0.5/s | 30.0 (0.5/s) | 1.00× | 30.0 (0.5/s) | 1.00× |",
+		"| vs best simple there |",
+		"each strategy is taken at the highest offered rate at which it met the SLO",
+		"| control | ttft_p90_gap_to_best_simple | 1.5/s | ≤ +15 % | -50 % | yes |",
 	} {
 		if !strings.Contains(b.String(), row) {
 			t.Errorf("table lacks %q", row)
@@ -101,7 +115,9 @@ func TestRateHTML(t *testing.T) {
 	}
 	page := b.String()
 	for _, want := range []string{"TTFT p90 vs offered rate", "Output tokens/s vs offered rate", "Goodput vs offered rate",
-		"TTFT distribution (offered rate 1.5/s)", "<td>7 of 67</td>", "round-robin (1.5/s)"} {
+		"TTFT distribution (offered rate 1.5/s)", "<td>7 of 67</td>", "round-robin (1.5/s)",
+		"<h2>Goodput at the SLO</h2>", "<th>best vs best simple&#39;s best</th>", "<td>30.0 (0.5/s)</td>",
+		"<td>goodput_gap_to_best_simple</td><td>0.5/s</td>"} {
 		if !strings.Contains(page, want) {
 			t.Errorf("page lacks %q", want)
 		}

@@ -125,7 +125,7 @@ func WriteTable(w io.Writer, f *results.File) error {
 	}
 	writeTenants(&b, f)
 	writePredictor(&b, f)
-	writeGoodput(&b, f, hasRandom)
+	writeGoodput(&b, f)
 	writeSweep(&b, f)
 	writeRates(&b, f)
 	if lagging := Lagging(f); len(lagging) > 0 {
@@ -137,8 +137,13 @@ func WriteTable(w io.Writer, f *results.File) error {
 		if slices.ContainsFunc(f.Bar, func(c results.Check) bool { return c.Workload == string(workload.PrefixPressure) }) {
 			heading = "\nAgainst the reference systems' published ratios (Switchyard vs random; on prefix-pressure, llm-d's precise scorer's vs random and approximate, and the gap to oracle):\n\n"
 		}
+		want := "reference"
+		if p.Load == "rate" || p.Load == "rate-sweep" {
+			heading = "\nThe bar in the open loop (column c: the offered rate; on control, Switchyard against the better of round-robin and least-queue, which it must not lose to where nothing is shared; on prefix-pressure, llm-d's ratios):\n\n"
+			want = "bar"
+		}
 		b.WriteString(heading)
-		b.WriteString("| workload | metric | c | reference | Switchyard | pass | note |\n|---|---|---:|---:|---:|:---:|---|\n")
+		fmt.Fprintf(&b, "| workload | metric | c | %s | Switchyard | pass | note |\n|---|---|---:|---:|---:|:---:|---|\n", want)
 		for _, c := range f.Bar {
 			want, got := Ratio(c.Want), Ratio(c.Got)
 			if strings.Contains(c.Metric, "gap") {
@@ -254,51 +259,98 @@ func writeOpenLoad(b *strings.Builder, f *results.File) {
 
 // writeGoodput adds the goodput headline of each strategy, when the runs
 // swept or goodput figures exist.
-func writeGoodput(b *strings.Builder, f *results.File, hasRandom bool) {
-	found := false
+func writeGoodput(b *strings.Builder, f *results.File) {
+	note, cols, rows := goodputTable(f)
+	if rows == nil {
+		return
+	}
+	b.WriteString("\n" + note + "\n\n")
+	writeHeader(b, cols, 2)
+	for _, r := range rows {
+		fmt.Fprintf(b, "| %s |\n", strings.Join(r, " | "))
+	}
+}
+
+// goodputTable is the goodput headline of each workload and strategy (see
+// the compare package's Goodput) as a note, columns and text rows, for the
+// Markdown table and the HTML page; no rows when no summary has one. The
+// load is the concurrency level (c=16) or, in the open loop, the offered
+// rate (0.5/s); the ratios are against random, or where it did not run the
+// better of round-robin and least-queue.
+func goodputTable(f *results.File) (note string, cols []string, rows [][]string) {
+	found, open, target := false, false, 0.0
+	vsRandom, vsSimple := false, false
 	for _, bs := range f.Workloads {
-		for _, s := range bs {
-			found = found || s.GoodputAtSLOConcurrency > 0
+		for st, s := range bs {
+			found = found || s.GoodputAtSLOConcurrency > 0 || s.GoodputAtSLORate > 0
+			open = open || s.GoodputAtSLORate > 0
+			target = max(target, s.SLOAttainmentTarget)
+			vsRandom = vsRandom || st == results.Random
+			vsSimple = vsSimple || s.GoodputAtSLOVsBestSimple.Valid() || s.GoodputBestVsBestSimple.Valid()
 		}
 	}
 	if !found {
-		return
+		return "", nil, nil
 	}
-	target := 0.0
-	for _, bs := range f.Workloads {
-		for _, s := range bs {
-			target = max(target, s.SLOAttainmentTarget)
+	vsSimple = vsSimple && !vsRandom
+	what, unit, base := "level", "level", "random"
+	if open {
+		what, unit = "offered rate", "rate"
+	}
+	if vsSimple {
+		base = "the better of round-robin and least-queue"
+	}
+	article := "A"
+	if open {
+		article = "An"
+	}
+	note = fmt.Sprintf("Goodput: requests per minute whose TTFT met the SLO. %s %s meets the SLO when at least %.0f %% of its requests do", article, what, target*100)
+	if open {
+		note += " (an arrival not sent at the in-flight bound counts as a miss)"
+	}
+	note += fmt.Sprintf("; each strategy is taken at the highest %s at which it met the SLO (at its best %s when none) and compared with %s at that same %s", what, unit, base, unit)
+	if !open {
+		note += ", as the reference reported (see the README)"
+	}
+	note += fmt.Sprintf(". Best: each at its own best %s.", unit)
+	cols = []string{"workload", "strategy", "SLO", "met the SLO up to", "goodput rpm there"}
+	switch {
+	case vsRandom:
+		cols = append(cols, "vs random there", "best goodput rpm", "best vs random's best")
+	case vsSimple:
+		cols = append(cols, "vs best simple there", "best goodput rpm", "best vs best simple's best")
+	default:
+		cols = append(cols, "best goodput rpm")
+	}
+	at := func(c int, r float64) string {
+		if c == 0 && r > 0 {
+			return level(0, r)
 		}
+		return fmt.Sprintf("c=%d", c)
 	}
-	fmt.Fprintf(b, "\nGoodput: requests per minute whose TTFT met the SLO. A level meets the SLO when at least %.0f %% of its requests do; each strategy is taken at the highest level at which it met the SLO (at its best level when none) and compared with random at that same level, as the reference reported (see the README). Best: each at its own best level.\n\n", target*100)
-	cols := []string{"workload", "strategy", "SLO", "met the SLO up to", "goodput rpm there"}
-	if hasRandom {
-		cols = append(cols, "vs random there")
-	}
-	cols = append(cols, "best goodput rpm")
-	if hasRandom {
-		cols = append(cols, "best vs random's best")
-	}
-	writeHeader(b, cols, 2)
 	for _, wl := range Workloads(f) {
 		bs := f.Workloads[wl]
 		for _, st := range Strategies(bs) {
 			s := bs[st]
 			met := "none"
-			if s.SLOMetConcurrency > 0 {
-				met = fmt.Sprintf("c=%d", s.SLOMetConcurrency)
+			if s.SLOMetConcurrency > 0 || s.SLOMetRate > 0 {
+				met = at(s.SLOMetConcurrency, s.SLOMetRate)
 			}
-			fmt.Fprintf(b, "| %s | %s | %g s | %s | %s (c=%d) |", wl, st, s.SLOTTFTS, met, Number(s.GoodputAtSLORPM, 1), s.GoodputAtSLOConcurrency)
-			if hasRandom {
-				fmt.Fprintf(b, " %s |", Ratio(s.GoodputAtSLOVsRandom))
+			r := []string{wl, st, fmt.Sprintf("%g s", s.SLOTTFTS), met,
+				fmt.Sprintf("%s (%s)", Number(s.GoodputAtSLORPM, 1), at(s.GoodputAtSLOConcurrency, s.GoodputAtSLORate))}
+			best := fmt.Sprintf("%s (%s)", Number(s.GoodputBestRPM, 1), at(s.GoodputBestConcurrency, s.GoodputBestRate))
+			switch {
+			case vsRandom:
+				r = append(r, Ratio(s.GoodputAtSLOVsRandom), best, Ratio(s.GoodputBestVsRandom))
+			case vsSimple:
+				r = append(r, Ratio(s.GoodputAtSLOVsBestSimple), best, Ratio(s.GoodputBestVsBestSimple))
+			default:
+				r = append(r, best)
 			}
-			fmt.Fprintf(b, " %s (c=%d) |", Number(s.GoodputBestRPM, 1), s.GoodputBestConcurrency)
-			if hasRandom {
-				fmt.Fprintf(b, " %s |", Ratio(s.GoodputBestVsRandom))
-			}
-			b.WriteString("\n")
+			rows = append(rows, r)
 		}
 	}
+	return note, cols, rows
 }
 
 // writeTenants adds one row per tenant, when the run had tenants.

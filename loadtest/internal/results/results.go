@@ -254,6 +254,20 @@ type Summary struct {
 	GoodputBestConcurrency int `json:"goodput_best_concurrency,omitzero"`
 	GoodputBestRPM         Num `json:"goodput_best_rpm"`
 	GoodputBestVsRandom    Num `json:"goodput_best_vs_random,omitzero"`
+	// In the open-loop loads the same figures are taken over the offered
+	// rates instead of the concurrency levels: SLOMetRate is the highest
+	// rate at which the strategy met the SLO (absent when it met it at
+	// none; an arrival not sent at the in-flight bound counts as a miss),
+	// GoodputAtSLORate and GoodputBestRate the rates the goodputs above
+	// were taken at, and the concurrency fields stay 0.
+	SLOMetRate       float64 `json:"slo_met_rate,omitempty"`
+	GoodputAtSLORate float64 `json:"goodput_at_slo_rate,omitempty"`
+	GoodputBestRate  float64 `json:"goodput_best_rate,omitempty"`
+	// Where random did not run, the goodputs are compared with the better
+	// of round-robin's and least-queue's instead (the best simple
+	// strategy): at the same level or rate, and best against best.
+	GoodputAtSLOVsBestSimple Num `json:"goodput_at_slo_vs_best_simple,omitzero"`
+	GoodputBestVsBestSimple  Num `json:"goodput_best_vs_best_simple,omitzero"`
 
 	// Sweep is every load level run, the headline one included.
 	Sweep []Point `json:"sweep,omitempty"`
@@ -287,6 +301,10 @@ type Point struct {
 	CacheHitRatio     Num `json:"cache_hit_ratio"`
 	// ProjectedTTFTP50 is Summary.ProjectedTTFTP50 at this level.
 	ProjectedTTFTP50 Num `json:"projected_ttft_p50_s"`
+	// Runs are each run's figures when the level ran more than once
+	// (compare --repeat); the figures above are their medians, the
+	// counts their sums.
+	Runs []RunFigures `json:"runs,omitempty"`
 }
 
 // Point is the summary's sweep entry.
@@ -299,6 +317,7 @@ func (s *Summary) Point() Point {
 		Arrivals: s.Arrivals, ArrivalsOverBound: s.ArrivalsOverBound, PeakInFlight: s.PeakInFlight,
 		ThroughputRPS: s.ThroughputRPS, GoodputRPM: s.GoodputRPM, SLOAttainment: s.SLOAttainment,
 		ShedRate: s.ShedRate, CacheHitRatio: s.CacheHitRatio, ProjectedTTFTP50: s.ProjectedTTFTP50,
+		Runs: s.Runs,
 	}
 }
 
@@ -488,13 +507,38 @@ type Check struct {
 	Note        string  `json:"note,omitempty"`
 }
 
-// RunFigures are one run's TTFT percentiles (model seconds), plain and
-// projected.
+// RunFigures are one run's figures (model seconds) among repeated runs of
+// a configuration: its TTFT percentiles, plain and projected, and what
+// the open loop's table and plots show, so that the spread behind each
+// median stays visible.
 type RunFigures struct {
 	TTFTP50          Num `json:"ttft_p50_s"`
+	TTFTP90          Num `json:"ttft_p90_s"`
 	TTFTP95          Num `json:"ttft_p95_s"`
+	TTFTP99          Num `json:"ttft_p99_s"`
 	ProjectedTTFTP50 Num `json:"projected_ttft_p50_s"`
+	ProjectedTTFTP90 Num `json:"projected_ttft_p90_s"`
 	ProjectedTTFTP95 Num `json:"projected_ttft_p95_s"`
+	ITLP50           Num `json:"itl_p50_s"`
+	E2EP50           Num `json:"e2e_p50_s"`
+	GoodputRPM       Num `json:"goodput_rpm"`
+	SLOAttainment    Num `json:"slo_attainment"`
+	OutputTokensPerS Num `json:"output_tokens_per_s"`
+	AchievedRate     Num `json:"achieved_rate"`
+	// Open loop: this run's arrivals and those not sent at the bound.
+	Arrivals          int `json:"arrivals,omitempty"`
+	ArrivalsOverBound int `json:"arrivals_over_bound,omitempty"`
+}
+
+// Figures are the summary's figures as one of several runs.
+func (s *Summary) Figures() RunFigures {
+	return RunFigures{
+		TTFTP50: s.TTFTP50, TTFTP90: s.TTFTP90, TTFTP95: s.TTFTP95, TTFTP99: s.TTFTP99,
+		ProjectedTTFTP50: s.ProjectedTTFTP50, ProjectedTTFTP90: s.ProjectedTTFTP90, ProjectedTTFTP95: s.ProjectedTTFTP95,
+		ITLP50: s.ITLP50, E2EP50: s.E2EP50, GoodputRPM: s.GoodputRPM, SLOAttainment: s.SLOAttainment,
+		OutputTokensPerS: s.OutputTokensPerS, AchievedRate: s.AchievedRate,
+		Arrivals: s.Arrivals, ArrivalsOverBound: s.ArrivalsOverBound,
+	}
 }
 
 // UnknownReason counts a 429 that said neither why nor a code.
