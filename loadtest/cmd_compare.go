@@ -32,6 +32,10 @@ and prints a table with ratios against random and the gap to oracle.
 workload's saturation rate once (a closed loop of --saturation-strategy) and
 runs every strategy at --rate-points rates below it. Open-loop arrivals come
 on the clock (--arrivals constant or poisson), never waiting for answers.
+There the goodput headline is each strategy's highest offered rate within
+the SLO, and the bar checks switchyard on control against the better of
+round-robin and least-queue at every rate. --repeat repeats every level or
+rate (not the saturation run) and reports medians.
 
 Flags:
 `)

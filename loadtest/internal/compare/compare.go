@@ -108,7 +108,12 @@ type Config struct {
 	// is run); 0 lets Headline choose each workload's from the run.
 	Concurrency int
 	// Repeat runs each configuration this many times, each on a fresh
-	// fleet, and reports medians.
+	// fleet, and reports medians. In the rate sweep it repeats every rate
+	// point, not the saturation run: the saturation rate only places the
+	// grid of rates, every strategy and every repeat must run on the same
+	// grid for their medians to compare, and a median of repeated
+	// saturation runs would cost Repeat−1 more closed loops per workload
+	// to move the grid, not to change any comparison on it.
 	Repeat int
 	// Requests bounds each run (RequestsFor replaces it for some
 	// workloads); Duration (model time) too, when set.
@@ -276,7 +281,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 		return setPerWorkload(s, parseRequests, &c.Requests, c.RequestsFor)
 	})
 	fs.Float64Var(&c.SLOAttainment, "slo-attainment", d.SLOAttainment, "share of a level's requests within the TTFT SLO for the level to meet the SLO (the goodput headline's level)")
-	fs.IntVar(&c.Repeat, "repeat", d.Repeat, "run each configuration this many times (fresh fleet each) and report medians")
+	fs.IntVar(&c.Repeat, "repeat", d.Repeat, "run each configuration (each level, or each offered rate) this many times, on a fresh fleet each, and report medians, with every run's figures under runs; a rate sweep's saturation run is not repeated, so every run of a rate is at the same rate")
 	fs.DurationVar(&c.Duration, "duration", 0, "model time per run (0: bound by --requests only)")
 	fs.Func("slo", "TTFT SLO per workload in model time, e.g. shared-prefix=8s,multi-turn=4s (default shared-prefix=8s,multi-turn=4s,control=8s)", func(s string) error {
 		return ParseSLO(s, c.SLO)
