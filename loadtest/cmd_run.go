@@ -465,9 +465,8 @@ func runLoad(ctx context.Context, cfg runConfig, out *outputs, status io.Writer)
 		for _, p := range points {
 			head.Sweep = append(head.Sweep, p.Point())
 		}
-		if cfg.mode == modeSweep {
-			compare.Goodput(map[string]*results.Summary{cfg.label: head}, compare.DefaultSLOAttainment)
-		}
+		// The goodput headline over the levels, or over the offered rates.
+		compare.Goodput(map[string]*results.Summary{cfg.label: head}, compare.DefaultSLOAttainment)
 	}
 	target := strings.Join(cfg.urls, ",")
 	params := results.Params{

@@ -88,6 +88,10 @@ func TestRunAndReport(t *testing.T) {
 				if !strings.Contains(stdout.String(), "multi-turn by offered rate") {
 					t.Errorf("no per-rate table:\n%s", stdout.String())
 				}
+				// The goodput headline over the rates, with nothing to compare it with.
+				if !(s.GoodputAtSLORate > 0) || !(s.GoodputBestRate > 0) || !s.GoodputBestRPM.Valid() || !strings.Contains(stdout.String(), "highest offered rate at which it met the SLO") {
+					t.Errorf("goodput headline: at %v/s, best %v/s %v rpm", s.GoodputAtSLORate, s.GoodputBestRate, s.GoodputBestRPM)
+				}
 			}
 			if f.Params.Model != "fake-model" {
 				t.Errorf("model %q, want the one the server lists", f.Params.Model)
