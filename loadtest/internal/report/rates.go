@@ -36,11 +36,40 @@ func ratePoints(bs map[string]*results.Summary) (rates []float64, ok bool) {
 var rateColumns = []string{"rate", "strategy", "achieved", "TTFT p50", "TTFT p90", "TTFT p99", "ITL p50", "E2E p50",
 	"goodput rpm", "SLO met", "output tok/s", "over bound"}
 
-// rateRow is one point's row, as text cells.
+// rateRow is one point's row, as text cells. A point that ran more than
+// once (compare --repeat) shows its medians, and the range of its runs
+// beside TTFT p90 and goodput, the figures the bar and the goodput
+// headline read.
 func rateRow(st string, p results.Point) []string {
-	return []string{fmt.Sprintf("%g/s", p.Rate), st, Number(p.AchievedRate, 3) + "/s", Sec(p.TTFTP50), Sec(p.TTFTP90), Sec(p.TTFTP99),
-		Sec(p.ITLP50), Sec(p.E2EP50), Number(p.GoodputRPM, 1), Pct(p.SLOAttainment), Number(p.OutputTokensPerS, 1),
+	p90, good := Sec(p.TTFTP90), Number(p.GoodputRPM, 1)
+	if len(p.Runs) > 1 {
+		lo, hi := runRange(p.Runs, func(r results.RunFigures) results.Num { return r.TTFTP90 })
+		p90 += fmt.Sprintf(" (%s–%s)", Sec(lo), Sec(hi))
+		lo, hi = runRange(p.Runs, func(r results.RunFigures) results.Num { return r.GoodputRPM })
+		good += fmt.Sprintf(" (%s–%s)", Number(lo, 1), Number(hi, 1))
+	}
+	return []string{fmt.Sprintf("%g/s", p.Rate), st, Number(p.AchievedRate, 3) + "/s", Sec(p.TTFTP50), p90, Sec(p.TTFTP99),
+		Sec(p.ITLP50), Sec(p.E2EP50), good, Pct(p.SLOAttainment), Number(p.OutputTokensPerS, 1),
 		fmt.Sprintf("%d of %d", p.ArrivalsOverBound, p.Arrivals)}
+}
+
+// runRange is the lowest and highest of a figure over runs; NaN for a
+// figure no run has.
+func runRange(runs []results.RunFigures, get func(results.RunFigures) results.Num) (lo, hi results.Num) {
+	lo, hi = results.NaN, results.NaN
+	for _, r := range runs {
+		v := get(r)
+		if !v.Valid() {
+			continue
+		}
+		if !lo.Valid() || v < lo {
+			lo = v
+		}
+		if !hi.Valid() || v > hi {
+			hi = v
+		}
+	}
+	return lo, hi
 }
 
 // rateRows lists a workload's points by rate, then strategy, so the
@@ -59,7 +88,7 @@ func rateRows(bs map[string]*results.Summary, rates []float64) [][]string {
 	return out
 }
 
-const rateNote = "Rate: offered sessions per model second (requests; conversations for multi-turn), arriving on the clock whatever the fleet does. Achieved: successful requests per model second over the run (first request to last answer) in the same unit; below the offered rate the fleet fell behind. Over bound: arrivals not sent because the in-flight bound was full (counted, never waited for), of all arrivals. Goodput: requests per model minute within the TTFT SLO; SLO met: the share of requests within it."
+const rateNote = "Rate: offered sessions per model second (requests; conversations for multi-turn), arriving on the clock whatever the fleet does. Achieved: successful requests per model second over the run (first request to last answer) in the same unit; below the offered rate the fleet fell behind. Over bound: arrivals not sent because the in-flight bound was full (counted, never waited for), of all arrivals. Goodput: requests per model minute within the TTFT SLO; SLO met: the share of requests within it. With repeated runs: medians, and in brackets the range of the runs."
 
 // writeRates adds the per-rate table of each workload that ran at rates.
 func writeRates(b *strings.Builder, f *results.File) {

@@ -134,3 +134,24 @@ func TestRateHTML(t *testing.T) {
 		t.Errorf("%d lines, want 2 per chart", n)
 	}
 }
+
+// TestRateRepeats: a point that ran more than once shows the range of
+// its runs beside its median TTFT p90 and goodput.
+func TestRateRepeats(t *testing.T) {
+	f := sampleRates()
+	f.Params.Repeat = 3
+	p := &f.Workloads["control"]["switchyard"].Sweep[1]
+	for _, x := range []float64{7, 8, 11} {
+		p.Runs = append(p.Runs, results.RunFigures{TTFTP90: results.Num(x), GoodputRPM: results.Num(40 - x)})
+	}
+	var b bytes.Buffer
+	if err := WriteTable(&b, f); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"| 1/s | switchyard | 1.000/s | 2.00 s | 8.00 s (7.00 s–11.0 s) | 16.0 s |", "| 30.0 (29.0–33.0) |",
+		"Medians over 3 runs", "| 1/s | round-robin | 1.000/s | 4.00 s | 16.0 s | 32.0 s |"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("table lacks %q:\n%s", want, b.String())
+		}
+	}
+}
