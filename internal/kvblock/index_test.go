@@ -848,3 +848,107 @@ func BenchmarkRemoveStorm(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*workers*blocks), "ns/block")
 }
+
+// BenchmarkClearStorm is the eviction storm as vLLM reports a prefix cache
+// reset (POST /reset_prefix_cache): 128 full workers, each cleared at once
+// (AllBlocksCleared, or a restart's new epoch), one Clear per worker.
+func BenchmarkClearStorm(b *testing.B) {
+	const workers, blocks = 128, 1780
+	x := NewIndex()
+	caches := make([][]Hash, workers)
+	for i := range caches {
+		caches[i] = prompt(uint32(1000+i), blocks)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		b.StopTimer()
+		for i, c := range caches {
+			x.Store("w"+strconv.Itoa(i), c)
+		}
+		b.StartTimer()
+		for i := range caches {
+			x.Clear("w" + strconv.Itoa(i))
+		}
+		b.StopTimer()
+		if n := x.Len(); n != 0 {
+			b.Fatalf("%d blocks left", n)
+		}
+		b.StartTimer()
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*workers*blocks), "ns/block")
+}
+
+// TestClearAndReplaceByWorkerList: Clear and Replace work from each
+// worker's list of its blocks (not a scan of the index), so the list must
+// follow every Store, Remove and Replace — inline slots and those past 63
+// alike — and stay bounded when blocks come and go.
+func TestClearAndReplaceByWorkerList(t *testing.T) {
+	x := NewIndex()
+	const workers = 70 // slots 63 and up spill into the side lists
+	caches := make([][]Hash, workers)
+	for i := range caches {
+		caches[i] = prompt(uint32(1+i), 200)
+		x.Store("w"+strconv.Itoa(i), caches[i])
+		// Shared with worker 0, so a clear must leave the others' bits.
+		x.Store("w"+strconv.Itoa(i), caches[0][:50])
+	}
+	// Churn on worker 0 and worker 69: blocks stored and removed many
+	// times over; the lists are compacted, not grown without bound.
+	for round := range 40 {
+		for _, w := range []int{0, 69} {
+			c := prompt(uint32(10000+round*100+w), 100)
+			x.Store("w"+strconv.Itoa(w), c)
+			x.Remove("w"+strconv.Itoa(w), c)
+		}
+	}
+	for _, w := range []int{0, 69} {
+		si := x.slotInfo(x.slot("w" + strconv.Itoa(w)))
+		si.mu.Lock()
+		n := len(si.held)
+		si.mu.Unlock()
+		if limit := 2*x.Blocks("w"+strconv.Itoa(w)) + minCompact + 100; n > limit {
+			t.Errorf("w%d: list of %d hashes for %d blocks, want <= %d", w, n, x.Blocks("w"+strconv.Itoa(w)), limit)
+		}
+	}
+	want := func(w string, n int) {
+		t.Helper()
+		if got := x.Blocks(w); got != n {
+			t.Errorf("%s holds %d blocks, want %d", w, got, n)
+		}
+		if got := x.Prefixes(caches[0][:50], []string{w}, time.Now(), nil); len(got) != 1 {
+			t.Fatalf("Prefixes: %v", got)
+		}
+	}
+	x.Clear("w0")
+	want("w0", 0)
+	x.Clear("w69")
+	want("w69", 0)
+	for _, i := range []int{1, 62, 63, 68} {
+		want("w"+strconv.Itoa(i), 200+50)
+		if got := x.Prefixes(caches[0][:50], []string{"w" + strconv.Itoa(i)}, time.Now(), nil); got[0] != 50 {
+			t.Errorf("w%d: a prefix of %d shared blocks after w0's clear, want 50", i, got[0])
+		}
+	}
+	// Replace keeps what is in both, drops the rest, adds the new.
+	next := append(slices.Clone(caches[65][100:]), prompt(99999, 30)...)
+	x.Replace("w65", next)
+	want("w65", 130)
+	if got := x.Prefixes(caches[65][:100], []string{"w65"}, time.Now(), nil); got[0] != 0 {
+		t.Errorf("w65: a prefix of %d blocks it no longer holds", got[0])
+	}
+	x.Clear("w65")
+	want("w65", 0)
+	total := 0
+	for i := range workers {
+		total += x.Blocks("w" + strconv.Itoa(i))
+	}
+	if total != (workers-3)*250 {
+		t.Errorf("%d blocks held in all, want %d", total, (workers-3)*250)
+	}
+	for i := range workers {
+		x.Clear("w" + strconv.Itoa(i))
+	}
+	if n := x.Len(); n != 0 {
+		t.Errorf("%d hashes left after every worker's clear", n)
+	}
+}
