@@ -84,6 +84,10 @@ bench-routing: ## Routing benchmark on a simulated fleet, scaled down (~7.5 min 
 	$(BIN)/loadtest compare --switchyard-bin $(BIN)/switchyard --time-scale 10 --kv-events \
 	  --out bench/routing.json --table bench/routing.md --records -
 
+.PHONY: bench-scale
+bench-scale: ## Scale run on loopback processes: 128 simulated workers in 4 sim processes, 2 kvtrackers, 4 routers; prints its table (drills/scale_test.go).
+	flock /tmp/switchyard-bench.lock $(GO) test -count=1 -timeout 30m -v -run '^TestScale$$' ./drills -scale
+
 .PHONY: bench-fairness
 bench-fairness: ## Tenant fairness on a simulated fleet: a steady tenant beside a 10x flood, flow control on and off (~7 min): bench/fairness/fairness.md.
 	bench/fairness.sh
