@@ -689,7 +689,7 @@ func (h histogram) quantile(q float64) float64 {
 	for i, le := range h.le {
 		if n := h.counts[i]; n >= rank {
 			if math.IsInf(le, 1) {
-				return prevLE
+				return math.Inf(1) // past the top bucket
 			}
 			if n == prevN {
 				return le
@@ -704,6 +704,9 @@ func (h histogram) quantile(q float64) float64 {
 func fmtSecs(s float64) string {
 	if math.IsNaN(s) {
 		return "-"
+	}
+	if math.IsInf(s, 1) {
+		return "above the top bucket"
 	}
 	return fmt.Sprintf("%.2f ms", s*1e3)
 }
