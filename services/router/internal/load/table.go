@@ -33,23 +33,26 @@
 // entry's prefill still delays every request after it, by what is left of
 // it at the worker's prefill rate (all of it until its predicted start,
 // none at its predicted first token, which a scrape showing it started
-// moves to at most one prefill after that scrape). A request cached
-// nowhere sees that work: without it, a worker whose scrape shows it just
+// moves to at most one prefill after that scrape). Every predicted TTFT
+// counts that work: without it, a worker whose scrape shows it just
 // started an 8k-token prefill looks idle, and the next request is sent to
 // wait the whole prefill behind it (a fleet at half its prefill capacity
 // routed like least-queue, a prefill behind round-robin's TTFT on prompts
-// that share nothing). A request whose prefix is cached somewhere sees
-// only the work not started yet: prefill under way on its prefix's holder
-// does not push it off to recompute the prefix elsewhere (prefillAhead
-// says why). Waiting
-// requests the table knows nothing about (routed before
-// this replica started, or by someone else) are costed at the worker's
-// typical uncached size. The predictor (package predict) turns queue and
+// that share nothing), and a cached request arriving during that prefill
+// is predicted its own few milliseconds where it waits for the step to
+// end, which also teaches the predictor a fixed cost several times too
+// high. A request whose prefix is cached somewhere is ranked on the work
+// not started yet, though (Estimate.UnderWay): prefill under way on its
+// prefix's holder does not push it off to recompute the prefix elsewhere
+// (prefillAhead says why). Waiting requests the table knows nothing about
+// (routed before this replica started, or by someone else) are costed at
+// the worker's typical uncached size. The predictor (package predict) turns queue and
 // tokens into seconds and learns from each completion's TTFT.
 //
 // # Score
 //
-// Default routing minimises score = predicted TTFT + recompute + pressure, where
+// Default routing minimises score = predicted TTFT − prefill under way (for
+// a request cached somewhere; see above) + recompute + pressure, where
 // recompute is RecomputeWeight × the time this candidate would spend
 // prefilling tokens another candidate already caches. The TTFT alone is
 // greedy for the one request: against an idle worker, the holder of a
@@ -208,8 +211,13 @@ type Estimate struct {
 	// Pressure is the charge for the cached context the request's new
 	// blocks are expected to push out of this candidate's cache, seconds.
 	Pressure float64
-	// Score = TTFT + Recompute + Pressure is what is minimised; 0 for a
-	// probe.
+	// UnderWay is the part of TTFT, seconds, that is prefill already under
+	// way on this candidate, which a request whose prompt some candidate
+	// caches is not ranked on (see prefillAhead). It may be negative: the
+	// pending work the TTFT expects partly done by now is ranked in full.
+	UnderWay float64
+	// Score = TTFT − UnderWay + Recompute + Pressure is what is minimised;
+	// 0 for a probe.
 	Score float64
 	// Probe is set when the endpoint is probed: it has learned nothing for
 	// a while, so it takes this request (whose prompt is cached nowhere) to
@@ -276,18 +284,30 @@ func Reason(chosen, runnerUp *Backend, promptTokens int64, eligible int) string 
 	}
 	b = strconv.AppendInt(b, int64(math.Round(e.PrefillRate)), 10)
 	b = append(b, " tok/s)"...)
-	if e.Recompute > 0 || e.Pressure > 0 {
+	if e.Recompute > 0 || e.Pressure > 0 || e.UnderWay != 0 {
 		b = append(b, "; score "...)
 		b = appendSeconds(b, e.Score)
-		b = append(b, " with"...)
+		sep := " with"
+		switch {
+		case e.UnderWay > 0:
+			b = append(b, " without "...)
+			b = appendSeconds(b, e.UnderWay)
+			b = append(b, " of prefill under way"...)
+			sep = ","
+		case e.UnderWay < 0:
+			b = append(b, " with pending prefill in full (+"...)
+			b = appendSeconds(b, -e.UnderWay)
+			b = append(b, ')')
+			sep = ","
+		}
 		if e.Recompute > 0 {
+			b = append(b, sep...)
 			b = append(b, " recompute "...)
 			b = appendSeconds(b, e.Recompute)
+			sep = " +"
 		}
 		if e.Pressure > 0 {
-			if e.Recompute > 0 {
-				b = append(b, " +"...)
-			}
+			b = append(b, sep...)
 			b = append(b, " cache pressure "...)
 			b = appendSeconds(b, e.Pressure)
 		}
@@ -772,7 +792,7 @@ func (t *Table) estimateWith(ep *endpoint, m *predict.Model, now time.Time, prom
 	if t.cfg.PressureWeight > 0 {
 		e.Pressure = t.cfg.PressureWeight * ep.displaced(uncached) / e.PrefillRate
 	}
-	e.Score = e.TTFT + e.Recompute + e.Pressure
+	e.Score = e.TTFT - e.UnderWay + e.Recompute + e.Pressure
 	return e
 }
 
@@ -814,13 +834,17 @@ func (ep *endpoint) displaced(uncached int64) float64 {
 func (ep *endpoint) estimate(now time.Time, uncached int64, m *predict.Model, warm bool) Estimate {
 	ep.settle(now)
 	l := ep.load()
-	ahead := float64(ep.pendingTokens)
-	if !warm {
-		ahead = ep.prefillAhead(now, m.PrefillRate())
-	}
-	ahead += float64(l.Untracked) * m.AvgUncached()
+	untracked := float64(l.Untracked) * m.AvgUncached()
+	ahead := ep.prefillAhead(now, m.PrefillRate()) + untracked
 	f := predict.Features{Queued: float64(l.Ahead()), Tokens: ahead + float64(uncached)}
 	wait, prefill := m.Split(f, float64(uncached))
+	underWay := 0.0
+	if warm {
+		// Ranked on the work not started (prefillAhead says why).
+		notStarted := f
+		notStarted.Tokens = float64(ep.pendingTokens) + untracked + float64(uncached)
+		underWay = wait + prefill - m.Predict(notStarted)
+	}
 	return Estimate{
 		TTFT:        wait + prefill,
 		Wait:        wait,
@@ -828,7 +852,8 @@ func (ep *endpoint) estimate(now time.Time, uncached int64, m *predict.Model, wa
 		TokensAhead: ahead,
 		PrefillRate: m.PrefillRate(),
 		Features:    f,
-		Score:       wait + prefill,
+		UnderWay:    underWay,
+		Score:       wait + prefill - underWay,
 	}
 }
 
@@ -840,10 +865,11 @@ func (ep *endpoint) estimate(now time.Time, uncached int64, m *predict.Model, wa
 // first; dropping them once a scrape shows it started would predict it
 // idle: the next request would be sent to wait behind it.
 //
-// It is how a request cached nowhere (a cold prompt, which costs the same
-// prefill everywhere: only where it starts soonest matters) sees the
-// work ahead. A request whose prompt some candidate caches sees only the
-// work not started yet, in full (pendingTokens): prefill under way on
+// Every prediction counts it, and a request cached nowhere (a cold
+// prompt, which costs the same prefill everywhere: only where it starts
+// soonest matters) is ranked on it. A request whose prompt some candidate
+// caches is ranked on the work not started yet, in full (pendingTokens;
+// the difference is Estimate.UnderWay): prefill under way on
 // the worker holding its prefix, often that prefix's own first request,
 // does not count against staying. Counted, it sends followers off to
 // recompute their prefix elsewhere whenever the holder is busy: on the

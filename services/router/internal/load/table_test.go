@@ -458,6 +458,16 @@ func TestReason(t *testing.T) {
 	if got, want := Reason(&c, nil, 0, 4), "score 0.625s with cache pressure 0.125s; 4 eligible"; !strings.HasSuffix(got, want) {
 		t.Fatalf("reason %q\nwant suffix %q", got, want)
 	}
+	// A warm request is ranked without the prefill under way, which its
+	// predicted TTFT counts.
+	c.Estimate.UnderWay, c.Estimate.Score = 0.25, 0.375
+	if got, want := Reason(&c, nil, 0, 4), "score 0.375s without 0.250s of prefill under way, cache pressure 0.125s; 4 eligible"; !strings.HasSuffix(got, want) {
+		t.Fatalf("reason %q\nwant suffix %q", got, want)
+	}
+	c.Estimate.UnderWay, c.Estimate.Pressure, c.Estimate.Score = -0.125, 0, 0.625
+	if got, want := Reason(&c, nil, 0, 4), "score 0.625s with pending prefill in full (+0.125s); 4 eligible"; !strings.HasSuffix(got, want) {
+		t.Fatalf("reason %q\nwant suffix %q", got, want)
+	}
 }
 
 // fleet builds a table of n idle endpoints e0..e(n-1) serving "m".
@@ -854,8 +864,23 @@ func TestStartedPrefillStillDelays(t *testing.T) {
 	// A request whose prefix e0 caches stays there: the prefill under
 	// way does not count against the prefix's holder.
 	warm := Request{Model: "m", PromptTokens: 8192, Cached: cachedOn(map[string]int64{"e0": 6000})}
-	if r := decide(tb, warm, next, false); r.id() != "e0" {
+	r := decide(tb, warm, next, false)
+	if r.id() != "e0" {
 		t.Fatalf("a request cached on e0 routed to %s: %s", r.id(), r.reason())
+	}
+	// It is ranked without that prefill, but its predicted TTFT, which
+	// it is learned from and reported with, waits for it.
+	for _, row := range r.rows {
+		if row.EndpointID != "e0" {
+			continue
+		}
+		e := row.Estimate
+		if e.TokensAhead < ahead-1 || e.UnderWay <= 0 || math.Abs(e.Score-(e.TTFT-e.UnderWay)) > 1e-9 {
+			t.Fatalf("warm estimate on e0: %+v, want %.0f tokens ahead, all of them under way and out of the score", e, ahead)
+		}
+		if want := ahead / e.PrefillRate; math.Abs(e.UnderWay-want) > 1e-6 {
+			t.Fatalf("under way %.4fs, want %.4fs", e.UnderWay, want)
+		}
 	}
 	if r := routeReq(tb, Request{Model: "m", ID: "b", PromptTokens: 8192}, next); r.id() != "e1" {
 		t.Fatalf("b routed to %s, to wait behind a's prefill: %s", r.id(), r.reason())

@@ -14,14 +14,17 @@
 // with ours).
 //
 // Learning is exponentially weighted least squares: every completion adds
-// its (features, observed TTFT) with weight 1 and older ones decay by
-// Forget per completion, so a worker that slows down (a noisy neighbour, a
-// longer context mix) is tracked within a few dozen requests. The prior
+// its (features, observed TTFT) and older ones decay by Forget per
+// completion, so a worker that slows down (a noisy neighbour, a longer
+// context mix) is tracked within a few dozen requests. The prior
 // enters as a ridge penalty worth PriorWeight observations that ages like
 // an observation down to a floor of MinPriorWeight: a wrong prior is
 // forgotten, while a coefficient the data cannot identify (say, perQueued
 // on a worker that is never queued) stays at its prior instead of
-// drifting. Results are clamped to physically sane ranges.
+// drifting. Results are clamped to physically sane ranges. The prefill
+// rate is fitted on absolute errors, the fixed and per-request costs given
+// that rate on relative errors, weighted by (prediction / TTFT)² within
+// bounds (learnWeighted and relativeWeight say why).
 //
 // # Robustness
 //
@@ -128,7 +131,10 @@ const (
 	// from above, and with fleetSlack seconds to spare, as the fleet's may
 	// be near zero).
 	FleetBound = 4.0
-	fleetSlack = 0.01
+	// WeightBound bounds how much more or less than 1 a sample weighs
+	// (as a ratio of prediction to observation; see relativeWeight).
+	WeightBound = 4.0
+	fleetSlack  = 0.01
 
 	// Typical feature magnitudes, to express the prior's weight in the
 	// units of each coefficient.
@@ -162,11 +168,17 @@ type Features struct {
 // Copies (Blend's result) are for predicting: they share the original's
 // outlier buffer, so observe only the original.
 type Model struct {
-	prior   [3]float64
-	ridge   [3]float64
-	theta   [3]float64
+	prior [3]float64
+	ridge [3]float64
+	theta [3]float64
+	// sxx and sxy are the absolute-error fit's sums (it gives the
+	// prefill rate); rxx, rxy and rxt the relative-error fit's of the
+	// fixed costs, rxt the sums against tokens (see learnWeighted).
 	sxx     [3][3]float64
 	sxy     [3]float64
+	rxx     [2][2]float64
+	rxy     [2]float64
+	rxt     [2]float64
 	priorW  float64
 	samples int
 	avg     float64
@@ -340,10 +352,11 @@ func (m *Model) outlier(f Features, ttft float64) int {
 // the recent outliers, which proved it wrong.
 func (m *Model) restart() {
 	m.sxx, m.sxy = [3][3]float64{}, [3]float64{}
+	m.rxx, m.rxy, m.rxt = [2][2]float64{}, [2]float64{}, [2]float64{}
 	m.priorW, m.warm, m.run, m.share = PriorWeight, 0, 0, 0
 	for i := range m.nrec {
 		o := m.recent[(m.next-m.nrec+i+RegimeRun)%RegimeRun]
-		m.learn(o.f, o.y)
+		m.learnWeighted(o.f, o.y, 1)
 		if o.rejected {
 			m.rejected--
 		} else {
@@ -353,13 +366,54 @@ func (m *Model) restart() {
 	m.nrec, m.next = 0, 0
 }
 
+// learn takes in an observation, its fixed costs weighted for relative
+// error (see relativeWeight).
 func (m *Model) learn(f Features, ttft float64) {
+	m.learnWeighted(f, ttft, relativeWeight(m.Predict(f), ttft))
+}
+
+// relativeWeight is the weight of an observation of ttft predicted p in
+// the fit of the fixed costs: the square of p/ttft, bounded to
+// [1/WeightBound², WeightBound²]. Least squares on absolute errors lets a
+// few long TTFTs (cold 8k prompts, a request that waited for a long
+// prefill step) set the fixed cost, and the many short ones are then
+// predicted at several times their TTFT: on a shared-prefix run the fit
+// was 47 % off on average where fitting relative errors was 22 % off.
+// Weighing each sample by 1/ttft² minimises relative error; scaling by p²
+// keeps a sample the model predicts at weight 1, so the prior's ridge
+// keeps its meaning whatever the worker's speed, and the bound keeps a
+// sample far off the prediction (a request whose prefix another computed
+// for it) from outweighing the rest.
+func relativeWeight(p, ttft float64) float64 {
+	r := clamp(p/ttft, 1/WeightBound, WeightBound)
+	return r * r
+}
+
+// learnWeighted takes in an observation in two fits. The prefill rate comes
+// from the joint fit of all three coefficients on absolute errors: the
+// cold prompts, whose TTFT is mostly prefill, carry it. Weighted for
+// relative error, the many short TTFTs of cached requests (a few hundred
+// tokens, their time mostly a step's fixed cost and the wait for the step
+// under way) set it instead, too fast (44k against 27k tokens/s on one
+// shared-prefix run), and the rate prices every recompute and pressure
+// charge: routing then left prefixes' holders more often (multi-turn lost
+// a point of cache hit and 3–7 % of TTFT p95). The fixed and per-request
+// costs are then fitted on relative errors (weight w), given that rate:
+// they are what the short TTFTs are made of.
+func (m *Model) learnWeighted(f Features, ttft, w float64) {
 	x := [3]float64{1, f.Queued, f.Tokens}
 	for i := range 3 {
 		for j := range 3 {
 			m.sxx[i][j] = Forget*m.sxx[i][j] + x[i]*x[j]
 		}
 		m.sxy[i] = Forget*m.sxy[i] + x[i]*ttft
+	}
+	for i := range 2 {
+		for j := range 2 {
+			m.rxx[i][j] = Forget*m.rxx[i][j] + w*x[i]*x[j]
+		}
+		m.rxy[i] = Forget*m.rxy[i] + w*x[i]*ttft
+		m.rxt[i] = Forget*m.rxt[i] + w*x[i]*f.Tokens
 	}
 	m.samples++
 	m.warm++
@@ -375,10 +429,22 @@ func (m *Model) learn(f Features, ttft float64) {
 	if !ok {
 		return
 	}
+	perToken := clamp(theta[2], 1/MaxPrefillRate, 1/MinPrefillRate)
+	// Given the rate, the fixed costs: a 2×2 system, solved in the third
+	// slot's absence (a unit diagonal there pins it to perToken).
+	a = [3][3]float64{{m.rxx[0][0], m.rxx[0][1], 0}, {m.rxx[1][0], m.rxx[1][1], 0}, {0, 0, 1}}
+	b = [3]float64{m.rxy[0] - perToken*m.rxt[0], m.rxy[1] - perToken*m.rxt[1], perToken}
+	for i := range 2 {
+		a[i][i] += m.priorW * m.ridge[i]
+		b[i] += m.priorW * m.ridge[i] * m.prior[i]
+	}
+	if fixed, ok := solve3(a, b); ok {
+		theta[0], theta[1] = fixed[0], fixed[1]
+	}
 	m.theta = [3]float64{
 		clamp(theta[0], 0, MaxBase),
 		clamp(theta[1], 0, MaxPerQueued),
-		clamp(theta[2], 1/MaxPrefillRate, 1/MinPrefillRate),
+		perToken,
 	}
 }
 

@@ -351,3 +351,35 @@ func TestWrongModelLearnsWhatItsFleetPredicts(t *testing.T) {
 		t.Fatalf("a stall sample was %v", got)
 	}
 }
+
+// TestShortTTFTsNotSetByLongOnes: a worker serving mostly cached requests
+// (300 new tokens) and now and then a cold 8k prompt, where one cached
+// request in ten waited for a prefill step it shared with a cold one (a
+// TTFT five times its own, inside the outlier band). Fitting absolute
+// errors lets those few long TTFTs raise the fixed cost every short one
+// is predicted with; fitting relative errors predicts the common case.
+func TestShortTTFTsNotSetByLongOnes(t *testing.T) {
+	tr := truth{base: 0.008, perQueued: 0, rate: 27000}
+	m := New(Prior{Base: 0.005, PerQueued: 0.001, PrefillRate: 27000, AvgUncached: 1024})
+	r := rand.New(rand.NewPCG(3, 4))
+	for i := range 400 {
+		f := Features{Queued: 2, Tokens: 300}
+		y := tr.ttft(f)
+		switch i % 10 {
+		case 3:
+			f.Tokens = 8300
+			y = tr.ttft(f)
+		case 7:
+			y = 5 * tr.ttft(f)
+		}
+		m.Observe(f, y*(1+0.05*(2*r.Float64()-1)))
+	}
+	warm := Features{Queued: 2, Tokens: 300}
+	if got, want := m.Predict(warm), tr.ttft(warm); math.Abs(got-want)/want > 0.2 {
+		t.Errorf("cached request predicted %.4fs, truth %.4fs", got, want)
+	}
+	cold := Features{Queued: 2, Tokens: 8300}
+	if got, want := m.Predict(cold), tr.ttft(cold); math.Abs(got-want)/want > 0.2 {
+		t.Errorf("cold request predicted %.4fs, truth %.4fs", got, want)
+	}
+}
