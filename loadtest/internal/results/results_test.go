@@ -278,6 +278,11 @@ func TestSummarizePredictor(t *testing.T) {
 	if !near(s.PredictorMedianAPE, 0.5) {
 		t.Fatalf("median APE %v, want 0.5 (of 0, 0.2, 0.5, 0.5, 1)", s.PredictorMedianAPE)
 	}
+	// Against the client's 2 s (0.2 wall × 10): predictions 1, 1.2, 0.5, 2, 1
+	// are 50, 40, 75, 0, 50 % off.
+	if !near(s.PredictorMeasuredMAPE, (0.5+0.4+0.75+0+0.5)/5) || !near(s.PredictorMeasuredMedianAPE, 0.5) {
+		t.Fatalf("against the measured TTFT: MAPE %v, median %v", s.PredictorMeasuredMAPE, s.PredictorMeasuredMedianAPE)
+	}
 	if s.PredictorP90AbsErr < 0.5 || s.PredictorP90AbsErr > 1 {
 		t.Fatalf("p90 absolute error %v, want within the largest errors (0.5 to 1 s)", s.PredictorP90AbsErr)
 	}
