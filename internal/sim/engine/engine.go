@@ -493,6 +493,21 @@ type Estimate struct {
 	PromptTokens int
 }
 
+// CachedPrefix is how many tokens of prompt the prefix cache holds now,
+// in whole blocks: what a request admitted at once would hit (at most
+// (len-1)/block size blocks, as vLLM leaves the last token to compute).
+// Unlike Estimate it runs nothing forward: it is the cache the engine's KV
+// events describe at this moment.
+func (e *Engine) CachedPrefix(prompt []uint32) int {
+	if len(prompt) == 0 {
+		return 0
+	}
+	r := &request{tokens: prompt}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return len(e.st.lookup(r)) * e.cfg.BlockSize
+}
+
 // maxEstimateSteps bounds a forward simulation; a valid state finishes far
 // sooner (every request fits the pool alone).
 const maxEstimateSteps = 10_000_000
