@@ -22,6 +22,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"net/http"
 	"os"
 	"runtime"
 	"slices"
@@ -932,10 +933,40 @@ func runOne(ctx context.Context, cfg Config, spec workload.Spec, strat string, l
 	o, err := runner.Execute(ctx, plan, tenants,
 		runner.Env{Client: client, Targets: targets, Picker: picker, OnDone: bar.Done})
 	bar.Finish()
+	if err == nil && strat == results.Switchyard && cfg.KVEvents {
+		err = kvEventsReached(ctx, client.HTTP, gw, o)
+	}
 	if len(tenants) > 1 {
 		o = measured(o)
 	}
 	return o, err
+}
+
+// kvEventsReached fails a --kv-events run whose router heard no KV delta
+// from the kvtracker although requests were served: the workers' events
+// never reached it (say, a --kv-events-config endpoint the workers connect
+// from rather than bind), and the router routed on its own guesses alone,
+// which is not the configuration the run claims to measure.
+func kvEventsReached(ctx context.Context, hc *http.Client, gw *fleet.Gateway, o runner.Outcome) error {
+	served := 0
+	for _, r := range o.Records {
+		if r.OK() {
+			served++
+		}
+	}
+	if gw == nil || served == 0 {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	n, err := fleet.ReadCounter(ctx, hc, gw.RouterURL(), "switchyard_router_kv_deltas_total")
+	if err != nil {
+		return fmt.Errorf("--kv-events: %w", err)
+	}
+	if n == 0 {
+		return fmt.Errorf("--kv-events: the router applied no KV delta in a run that served %d requests: the workers' KV events never reached it (see %s)", served, gw.LogPath())
+	}
+	return nil
 }
 
 // bystanderTenant names the bystanders' records.

@@ -319,13 +319,18 @@ func waitOK(ctx context.Context, p *process, url string) error {
 
 // kvEventsConfig is vLLM's --kv-events-config for n workers publishing on
 // free loopback ports: dev gives worker i the configured ports plus i, so
-// it needs n consecutive free ports for events and n for replay.
+// it needs n consecutive free ports for events and n for replay. The
+// endpoints' host is the wildcard: as in vLLM, a PUB endpoint with a plain
+// address (tcp://127.0.0.1:N) makes the worker connect to its subscriber
+// instead of binding, and the kvtracker, which dials the workers, then
+// finds nothing listening and gets no events at all. dev binds the
+// wildcard on its simulated workers' loopback host.
 func kvEventsConfig(n int) (string, error) {
 	base, err := freePortRange(2 * n)
 	if err != nil {
 		return "", err
 	}
-	return fmt.Sprintf(`{"enable_kv_cache_events":true,"publisher":"zmq","endpoint":"tcp://127.0.0.1:%d","replay_endpoint":"tcp://127.0.0.1:%d"}`, base, base+n), nil
+	return fmt.Sprintf(`{"enable_kv_cache_events":true,"publisher":"zmq","endpoint":"tcp://*:%d","replay_endpoint":"tcp://*:%d"}`, base, base+n), nil
 }
 
 // freePortRange finds n consecutive loopback ports that are free now.
