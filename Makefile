@@ -78,11 +78,19 @@ bench: ## Run the hot-path benchmarks (Route, gateway overhead, KV event decode,
 # Levels, run sizes and workload shapes are loadtest's calibrated defaults
 # (loadtest/README.md, "How the headline numbers are chosen").
 .PHONY: bench-routing
-bench-routing: ## Routing benchmark on a simulated fleet, scaled down (~7.5 min on 2 cores): bench/routing.{json,md,html}.
+bench-routing: ## Routing benchmark on a simulated fleet, scaled down (~25 min on 2 cores): closed loop bench/routing.*, open loop bench/routing-open.*, llm-d's prefix-pressure shape bench/routing-pressure.*.
 	$(GO) build -o $(BIN)/switchyard ./cmd/switchyard
 	$(GO) build -o $(BIN)/loadtest ./loadtest
 	$(BIN)/loadtest compare --switchyard-bin $(BIN)/switchyard --time-scale 10 --kv-events \
 	  --out bench/routing.json --table bench/routing.md --records -
+	$(BIN)/loadtest compare --switchyard-bin $(BIN)/switchyard --time-scale 10 --kv-events \
+	  --workloads control,shared-prefix --strategies random,round-robin,least-queue,switchyard \
+	  --load rate-sweep --requests 80 --rate-points 4 --rate-low 0.4 \
+	  --out bench/routing-open.json --table bench/routing-open.md --records -
+	$(BIN)/loadtest compare --switchyard-bin $(BIN)/switchyard --time-scale 10 --kv-events \
+	  --workloads prefix-pressure --strategies random,approximate,switchyard,oracle \
+	  --load rate --rates 0.5,0.65,0.8 --requests 200 \
+	  --out bench/routing-pressure.json --table bench/routing-pressure.md --records -
 
 .PHONY: bench-scale
 bench-scale: ## Scale run on loopback processes: 128 simulated workers in 4 sim processes, 2 kvtrackers, 4 routers; prints its table (drills/scale_test.go).
