@@ -18,20 +18,20 @@ import (
 const unknownModel = "_unknown"
 
 type metrics struct {
-	reg             *prometheus.Registry
-	routeDuration   prometheus.Histogram
-	decisions       *prometheus.CounterVec
-	scrapeErrors    *prometheus.CounterVec
-	syncEvents      *prometheus.CounterVec
-	promptReads     *prometheus.CounterVec
+	reg           *prometheus.Registry
+	routeDuration prometheus.Histogram
+	decisions     *prometheus.CounterVec
+	scrapeErrors  *prometheus.CounterVec
+	syncEvents    *prometheus.CounterVec
+	promptReads   *prometheus.CounterVec
 	// Tokenizer checks (tokcheck.go).
 	tokenizerMismatch   *prometheus.GaugeVec
 	tokenizerChecks     *prometheus.CounterVec
 	promptCountMismatch *prometheus.CounterVec
-	promptTokens    *prometheus.CounterVec
-	cachedTokens    *prometheus.CounterVec
-	predictionError prometheus.Histogram
-	routedError     prometheus.Histogram
+	promptTokens        *prometheus.CounterVec
+	cachedTokens        *prometheus.CounterVec
+	predictionError     prometheus.Histogram
+	routedError         prometheus.Histogram
 }
 
 // newMetrics builds a registry per server, so several routers (tests,

@@ -155,7 +155,9 @@ func (c *tokChecker) round(ctx context.Context, now time.Time) {
 	}
 	c.mu.Unlock()
 	changed := false
-	sort.Slice(due, func(i, j int) bool { return due[i].endpoint < due[j].endpoint || (due[i].endpoint == due[j].endpoint && due[i].model < due[j].model) })
+	sort.Slice(due, func(i, j int) bool {
+		return due[i].endpoint < due[j].endpoint || (due[i].endpoint == due[j].endpoint && due[i].model < due[j].model)
+	})
 	for _, k := range due {
 		if ctx.Err() != nil {
 			return

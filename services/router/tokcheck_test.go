@@ -1,0 +1,187 @@
+package router_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/switchyard-dev/switchyard/internal/bus"
+	"github.com/switchyard-dev/switchyard/internal/sim"
+	eventsv1 "github.com/switchyard-dev/switchyard/proto/switchyard/events/v1"
+	routerv1 "github.com/switchyard-dev/switchyard/proto/switchyard/router/v1"
+	"github.com/switchyard-dev/switchyard/services/router"
+)
+
+// fixtureTokenizer is a `make testdata` tokenizer directory, or skips.
+func fixtureTokenizer(t *testing.T, name string) string {
+	t.Helper()
+	dir, _ := filepath.Abs(filepath.Join("..", "..", "testdata-cache", "tokenizers", name))
+	if _, err := os.Stat(filepath.Join(dir, "tokenizer.json")); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("fixture tokenizers missing: run make testdata (%v)", err)
+		}
+		t.Skipf("SKIP: fixture tokenizers missing, run `make testdata` (%v)", err)
+	}
+	return dir
+}
+
+// startCheckedRouter runs a router over one simulated worker (id a) with
+// the given --tokenizers and fast tokenizer-check timings.
+func startCheckedRouter(t *testing.T, simTokenizer, tokenizers string) (*testRouter, *sim.Fleet) {
+	t.Helper()
+	fleet := startSim(t, zerolog.Nop(), func(c *sim.Config) { c.Tokenizer = simTokenizer })
+	tr := startRouter(t, func(cfg *router.Config) {
+		cfg.Endpoints = "a=" + fleet.Workers()[0].URL
+		cfg.Tokenizers = tokenizers
+		cfg.TokenizerCheckRetry = 50 * time.Millisecond
+		cfg.TokenizerCheckInterval = time.Minute
+	})
+	return tr, fleet
+}
+
+func (tr *testRouter) explainTokenizer(t *testing.T, model string) *routerv1.TokenizerStatus {
+	t.Helper()
+	resp, err := tr.client.Explain(context.Background(), &routerv1.RouteRequest{
+		RequestId: "x", Tenant: "t", Model: model, Api: routerv1.ApiKind_API_KIND_CHAT_COMPLETIONS,
+		Body: []byte(`{"model":"` + model + `","messages":[{"role":"user","content":"hi"}]}`),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.GetTokenizer()
+}
+
+// TestTokenizerMismatchGoesApproximate: the worker tokenizes with the
+// simulator's Simple tokenizer while the router is configured with Qwen3.
+// The check finds them differing at token 0 (Qwen3's <|im_start|> is
+// 151644, Simple's 1), the model is routed in approximate mode (prompt
+// counts no longer exact), the gauge and the checks counter say so, and
+// Explain shows the verdict with the ids around the difference.
+func TestTokenizerMismatchGoesApproximate(t *testing.T) {
+	qwen := fixtureTokenizer(t, "qwen3")
+	tr, _ := startCheckedRouter(t, "", "*=hf:"+qwen)
+	model := sim.DefaultServedModelName
+	series := `switchyard_router_tokenizer_mismatch{model="` + model + `"}`
+	waitFor(t, "mismatch gauge", func() bool { return metricValue(tr.metricsText(t), series) == 1 })
+	if v := metricValue(tr.metricsText(t), `switchyard_router_tokenizer_checks_total{model="`+model+`",result="mismatch"}`); v < 1 {
+		t.Fatalf("checks_total mismatch = %v", v)
+	}
+	ts := tr.explainTokenizer(t, model)
+	if ts.GetMode() != "approximate" || len(ts.GetChecks()) != 1 {
+		t.Fatalf("explain tokenizer: %v", ts)
+	}
+	ck := ts.GetChecks()[0]
+	if ck.GetEndpointId() != "a" || ck.GetStatus() != "mismatch" || ck.GetFirstDifference() != 0 ||
+		!strings.Contains(ck.GetDetail(), `>>151644"<|im_start|>"`) || !strings.Contains(ck.GetDetail(), `>>1"<|im_start|>"`) ||
+		!strings.Contains(ck.GetDetail(), "chat probe differs at token 0") || ck.GetCheckedAt() == nil {
+		t.Fatalf("check: %v", ck)
+	}
+	body := []byte(`{"model":"` + model + `","messages":[{"role":"user","content":"Summarise the termination terms."}]}`)
+	if c := tr.count(t, model, body); c.GetDecision().GetPromptTokensExact() {
+		t.Fatalf("count of a mismatched model is exact: %v", c)
+	}
+	// Routing still works, on the text index.
+	resp, err := tr.client.Route(context.Background(), &routerv1.RouteRequest{
+		RequestId: "after-mismatch", Tenant: "t", Model: model, Api: routerv1.ApiKind_API_KIND_CHAT_COMPLETIONS, Body: body,
+	})
+	if err != nil || resp.GetTarget().GetId() != "a" {
+		t.Fatalf("route: %v %v", resp, err)
+	}
+}
+
+// TestTokenizerMatchStaysPrecise: the router's tokenizer is the worker's
+// (Simple on both; Qwen3 on both): the check matches, the model stays
+// precise and the gauge 0.
+func TestTokenizerMatchStaysPrecise(t *testing.T) {
+	cases := []struct{ name, sim, router string }{{"simple", "", "*=simple"}}
+	if _, err := os.Stat(filepath.Join("..", "..", "testdata-cache", "tokenizers", "qwen3", "tokenizer.json")); err == nil {
+		q := fixtureTokenizer(t, "qwen3")
+		cases = append(cases, struct{ name, sim, router string }{"qwen3", q, "*=hf:" + q})
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			tr, _ := startCheckedRouter(t, tc.sim, tc.router)
+			model := sim.DefaultServedModelName
+			waitFor(t, "match", func() bool {
+				return metricValue(tr.metricsText(t), `switchyard_router_tokenizer_checks_total{model="`+model+`",result="match"}`) >= 1
+			})
+			if v := metricValue(tr.metricsText(t), `switchyard_router_tokenizer_mismatch{model="`+model+`"}`); v != 0 {
+				t.Fatalf("mismatch gauge %v", v)
+			}
+			ts := tr.explainTokenizer(t, model)
+			if ts.GetMode() != "precise" || len(ts.GetChecks()) != 1 || ts.GetChecks()[0].GetStatus() != "match" || ts.GetChecks()[0].GetFirstDifference() != -1 {
+				t.Fatalf("explain tokenizer: %v", ts)
+			}
+			body := []byte(`{"model":"` + model + `","messages":[{"role":"user","content":"hi"}]}`)
+			if c := tr.count(t, model, body); !c.GetDecision().GetPromptTokensExact() {
+				t.Fatalf("count not exact: %v", c)
+			}
+		})
+	}
+}
+
+// TestTokenizerUncheckedWithoutTokenize: a worker without /tokenize (404)
+// is unchecked, not a mismatch: the model stays precise and the router is
+// ready.
+func TestTokenizerUncheckedWithoutTokenize(t *testing.T) {
+	a := newFakeWorker(t, "m")
+	tr := startRouter(t, func(cfg *router.Config) {
+		cfg.TokenizerCheckRetry = 50 * time.Millisecond
+	}, a)
+	waitFor(t, "unchecked", func() bool {
+		return metricValue(tr.metricsText(t), `switchyard_router_tokenizer_checks_total{model="m",result="unchecked"}`) >= 1
+	})
+	ts := tr.explainTokenizer(t, "m")
+	if ts.GetMode() != "precise" || len(ts.GetChecks()) != 1 || ts.GetChecks()[0].GetStatus() != "unchecked" ||
+		!strings.Contains(ts.GetChecks()[0].GetDetail(), "does not serve POST /tokenize") {
+		t.Fatalf("explain tokenizer: %v", ts)
+	}
+	if v := metricValue(tr.metricsText(t), `switchyard_router_tokenizer_mismatch{model="m"}`); v != 0 {
+		t.Fatalf("mismatch gauge %v", v)
+	}
+}
+
+// TestPromptCountMismatch: completions whose worker-counted prompt tokens
+// differ from the router's count (the field case: 6,294 against 3,512)
+// are counted per model and shown by Explain; an equal count is not.
+func TestPromptCountMismatch(t *testing.T) {
+	ns, nc := startNATS(t)
+	a := newFakeWorker(t, "m")
+	tr := startRouter(t, func(cfg *router.Config) {
+		slowScrapes(cfg)
+		cfg.NATS.URL = ns.URL()
+	}, a)
+	warmUp(t, nc, tr)
+	complete := func(id string, prompt int64) {
+		data, _ := proto.Marshal(&eventsv1.RouteCompletion{RequestId: id, EndpointId: "a", CompletedAt: timestamppb.Now(),
+			Success: true, TtftSeconds: 0.05, PromptTokens: prompt})
+		if err := nc.Publish(bus.SubjectRouteCompleted, data); err != nil {
+			t.Fatal(err)
+		}
+		_ = nc.Flush()
+		waitFor(t, "completion applied", func() bool { return tr.endpoints(t, "")["a"].GetInFlight() == 0 })
+	}
+	series := `switchyard_router_prompt_token_count_mismatch_total{model="m"}`
+	for i := range 3 {
+		id := "count-" + strconv.Itoa(i)
+		resp := tr.routeBody(t, id, chatBody(doc("count "+strconv.Itoa(i)), "q"))
+		n := resp.GetDecision().GetPromptTokens()
+		if i == 0 {
+			complete(id, n) // agrees
+			continue
+		}
+		complete(id, n+n/2+100)
+	}
+	waitFor(t, "count mismatches", func() bool { return metricValue(tr.metricsText(t), series) == 2 })
+	if ts := tr.explainTokenizer(t, "m"); ts.GetPromptCountMismatches() != 2 {
+		t.Fatalf("explain: %v", ts)
+	}
+}
