@@ -17,6 +17,7 @@ import (
 	"github.com/switchyard-dev/switchyard/internal/sim"
 	"github.com/switchyard-dev/switchyard/internal/tokcheck"
 	"github.com/switchyard-dev/switchyard/internal/tokenizer/hf"
+	routerv1 "github.com/switchyard-dev/switchyard/proto/switchyard/router/v1"
 )
 
 func startSimWorker(t *testing.T, tokenizerDir string) string {
@@ -95,5 +96,26 @@ func TestTokenizeCheckAgainst(t *testing.T) {
 	want := "chat probe differs at token " + strconv.Itoa(len(local)-1) + " "
 	if code != 1 || !strings.Contains(out, want) || !strings.Contains(out, `>>198"\n"`) || !strings.Contains(out, `>>271"\n\n"`) {
 		t.Fatalf("generation prompt differs: %d %q, want %q", code, out, want)
+	}
+}
+
+// TestExplainTableTokenizer: explain's table shows the router's tokenizer
+// mode for the model and each worker's check.
+func TestExplainTableTokenizer(t *testing.T) {
+	resp := &routerv1.ExplainResponse{Result: &routerv1.RouteResponse{}, Tokenizer: &routerv1.TokenizerStatus{
+		Model: "m", Mode: "approximate", Reason: "a worker's tokenizer differs from the router's (see checks)", PromptCountMismatches: 3,
+		Checks: []*routerv1.TokenizerCheck{
+			{EndpointId: "a", Status: "mismatch", FirstDifference: 0, Detail: "chat probe differs at token 0"},
+			{EndpointId: "b", Status: "match", FirstDifference: -1, Detail: "match"},
+		},
+	}}
+	var b strings.Builder
+	if err := explainTable(&b, resp, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"tokenizer: approximate: a worker's tokenizer differs", "  a: mismatch (chat probe differs at token 0)", "  b: match\n", "3 completions counted"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("missing %q in:\n%s", want, b.String())
+		}
 	}
 }
