@@ -37,7 +37,11 @@ import (
 // template's generation prompt is counted and warned about, at most once a
 // minute per model.
 type tokChecker struct {
-	enabled  bool
+	enabled bool
+	// counting: completions arrive (over NATS), so the prompt-count
+	// check remembers routed requests.
+	counting bool
+	maxAge   time.Duration // of a remembered request (--inflight-ttl)
 	interval time.Duration
 	retry    time.Duration
 	timeout  time.Duration
@@ -87,7 +91,7 @@ const countWarnEvery = time.Minute
 
 func newTokChecker(cfg Config, toks tokenizers, table *load.Table, m *metrics, log zerolog.Logger) *tokChecker {
 	c := &tokChecker{
-		enabled: cfg.TokenizerCheck, interval: cfg.TokenizerCheckInterval, retry: cfg.TokenizerCheckRetry, timeout: cfg.TokenizerCheckTimeout,
+		enabled: cfg.TokenizerCheck, counting: cfg.NATS.URL != "", maxAge: cfg.InflightTTL, interval: cfg.TokenizerCheckInterval, retry: cfg.TokenizerCheckRetry, timeout: cfg.TokenizerCheckTimeout,
 		toks: toks, table: table, m: m, log: log.With().Str("part", "tokcheck").Logger(),
 		client: &http.Client{Timeout: cfg.TokenizerCheckTimeout},
 		state:  map[checkKey]*checkState{}, counts: map[string]int64{},
@@ -106,14 +110,19 @@ func (c *tokChecker) approximate(model string) bool {
 
 // run checks the workers as they appear until ctx ends.
 func (c *tokChecker) run(ctx context.Context) {
-	if !c.enabled {
-		<-ctx.Done()
-		return
+	every := time.Second
+	if c.enabled {
+		every = min(every, c.retry)
 	}
-	tick := time.NewTicker(min(time.Second, c.retry))
+	tick := time.NewTicker(every)
 	defer tick.Stop()
+	// The loop runs whether or not checks are on: it also forgets the
+	// prompt-count check's requests whose completion never came.
 	for {
-		c.round(ctx, time.Now())
+		if c.enabled {
+			c.round(ctx, time.Now())
+		}
+		c.expireRouted(time.Now())
 		select {
 		case <-ctx.Done():
 			return
@@ -181,7 +190,6 @@ func (c *tokChecker) round(ctx context.Context, now time.Time) {
 		}
 		changed = c.record(k, url, res, tok, time.Now()) || changed
 	}
-	c.expireRouted(now)
 	c.publish(changed)
 }
 
@@ -193,7 +201,7 @@ func (c *tokChecker) record(k checkKey, url string, res tokcheck.Result, tok tok
 	if st == nil || st.url != url {
 		return false
 	}
-	prev := st.res.Status
+	prev, tried := st.res.Status, !st.checked.IsZero()
 	st.res, st.detail, st.checked = res, res.Describe(tok), now
 	c.m.tokenizerChecks.WithLabelValues(k.model, string(res.Status)).Inc()
 	switch res.Status {
@@ -203,7 +211,7 @@ func (c *tokChecker) record(k checkKey, url string, res tokcheck.Result, tok tok
 		st.next = now.Add(wait)
 		st.backoff = min(2*st.backoff, c.interval)
 		ev := c.log.Info()
-		if prev == tokcheck.Unchecked && !st.checked.IsZero() {
+		if prev == tokcheck.Unchecked && tried {
 			ev = c.log.Debug()
 		}
 		ev.Str("model", k.model).Str("endpoint", k.endpoint).Err(res.Err).Dur("retry_in", wait).
@@ -298,6 +306,9 @@ func (c *tokChecker) status(model string) *routerv1.TokenizerStatus {
 // noteRouted remembers this replica's prompt count of a request it routed
 // with token ids, for the count check on its completion.
 func (c *tokChecker) noteRouted(requestID, model string, tokens int64, now time.Time) {
+	if !c.counting {
+		return
+	}
 	c.routedMu.Lock()
 	defer c.routedMu.Unlock()
 	if len(c.routed) >= maxRoutedCounts {
@@ -357,7 +368,7 @@ func (c *tokChecker) expireRouted(now time.Time) {
 	c.routedMu.Lock()
 	defer c.routedMu.Unlock()
 	for id, rc := range c.routed {
-		if now.Sub(rc.at) > 10*time.Minute {
+		if now.Sub(rc.at) > c.maxAge {
 			delete(c.routed, id)
 		}
 	}
