@@ -2,6 +2,7 @@ package router_test
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -15,6 +16,8 @@ import (
 
 	"github.com/switchyard-dev/switchyard/internal/bus"
 	"github.com/switchyard-dev/switchyard/internal/sim"
+	"github.com/switchyard-dev/switchyard/internal/tokcheck"
+	"github.com/switchyard-dev/switchyard/internal/tokenizer/hf"
 	eventsv1 "github.com/switchyard-dev/switchyard/proto/switchyard/events/v1"
 	routerv1 "github.com/switchyard-dev/switchyard/proto/switchyard/router/v1"
 	"github.com/switchyard-dev/switchyard/services/router"
@@ -183,5 +186,53 @@ func TestPromptCountMismatch(t *testing.T) {
 	waitFor(t, "count mismatches", func() bool { return metricValue(tr.metricsText(t), series) == 2 })
 	if ts := tr.explainTokenizer(t, "m"); ts.GetPromptCountMismatches() != 2 {
 		t.Fatalf("explain: %v", ts)
+	}
+}
+
+// TestTokenizerMismatchPosition: a worker with Qwen3's vocabulary whose
+// chat template ends the generation prompt with "\n\n" instead of "\n"
+// differs from the router's Qwen3 at the probe's last token, and Explain
+// says exactly there, with both sides' ids.
+func TestTokenizerMismatchPosition(t *testing.T) {
+	qwen := fixtureTokenizer(t, "qwen3")
+	dir := t.TempDir()
+	data, err := os.ReadFile(filepath.Join(qwen, "tokenizer.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "tokenizer.json"), data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := os.ReadFile(filepath.Join(qwen, "tokenizer_config.json"))
+	var tc map[string]any
+	if err := json.Unmarshal(raw, &tc); err != nil {
+		t.Fatal(err)
+	}
+	tmpl, _ := tc["chat_template"].(string)
+	if strings.Count(tmpl, `'<|im_start|>assistant\n'`) != 1 {
+		t.Fatal("the fixture's template changed: no single generation prompt")
+	}
+	tc["chat_template"] = strings.Replace(tmpl, `'<|im_start|>assistant\n'`, `'<|im_start|>assistant\n\n'`, 1)
+	raw, _ = json.Marshal(tc)
+	if err := os.WriteFile(filepath.Join(dir, "tokenizer_config.json"), raw, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tok, err := hf.LoadDir(qwen)
+	if err != nil {
+		t.Fatal(err)
+	}
+	local, err := tokcheck.Local(context.Background(), tok, tokcheck.FormChat)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	tr, _ := startCheckedRouter(t, dir, "*=hf:"+qwen)
+	model := sim.DefaultServedModelName
+	waitFor(t, "mismatch gauge", func() bool {
+		return metricValue(tr.metricsText(t), `switchyard_router_tokenizer_mismatch{model="`+model+`"}`) == 1
+	})
+	ck := tr.explainTokenizer(t, model).GetChecks()[0]
+	if ck.GetFirstDifference() != int64(len(local)-1) || !strings.Contains(ck.GetDetail(), `>>198"\n"`) || !strings.Contains(ck.GetDetail(), `>>271"\n\n"`) {
+		t.Fatalf("check %v, want the first difference at %d", ck, len(local)-1)
 	}
 }
