@@ -1,8 +1,11 @@
 package router_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -88,6 +91,16 @@ func TestTokenizerMismatchGoesApproximate(t *testing.T) {
 		t.Fatalf("check: %v", ck)
 	}
 	body := []byte(`{"model":"` + model + `","messages":[{"role":"user","content":"Summarise the termination terms."}]}`)
+	// REST Explain carries the same block.
+	hr, err := http.Post("http://"+tr.srv.HTTPAddr()+"/v1/route:explain", "application/json", bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rest, _ := io.ReadAll(hr.Body)
+	hr.Body.Close()
+	if hr.StatusCode != 200 || !bytes.Contains(rest, []byte(`"mode":"approximate"`)) || !bytes.Contains(rest, []byte(`"status":"mismatch"`)) {
+		t.Fatalf("REST explain: %d %s", hr.StatusCode, rest)
+	}
 	if c := tr.count(t, model, body); c.GetDecision().GetPromptTokensExact() {
 		t.Fatalf("count of a mismatched model is exact: %v", c)
 	}
