@@ -343,10 +343,12 @@ func (s *Server) Serve(ctx context.Context) error {
 		s.log.Info().Msg("nats disabled: single replica, in-flight not shared, no kv events (approximate index only)")
 	}
 
+	sink := newRestartSink(s.table, s.kv, s.approx, s.log)
+	sink.restarted = s.tc.recheck
 	mgr := scrape.NewManager(scrape.Config{
 		Interval: s.cfg.ScrapeInterval,
 		Timeout:  s.cfg.ScrapeTimeout,
-		Sink:     newRestartSink(s.table, s.kv, s.approx, s.log),
+		Sink:     sink,
 		OnError:  func(id string) { s.metrics.scrapeErrors.WithLabelValues(id).Inc() },
 		Log:      s.log,
 	})

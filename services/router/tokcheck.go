@@ -25,7 +25,8 @@ import (
 // router has a tokenizer for, it probes the worker's POST /tokenize with
 // the fixed probe, one worker at a time; a worker whose ids differ puts
 // its model into approximate routing (prompt text, as for a model without
-// tokenizer) for as long as it serves it. A worker without /tokenize or
+// tokenizer) for as long as it serves it. A worker that restarts (a new
+// process start time on its metrics) is probed again at once. A worker without /tokenize or
 // unreachable is "unchecked" (no verdict), retried from --tokenizer-check-retry,
 // doubling up to --tokenizer-check-interval, which also spaces the
 // rechecks of checked workers: a worker sees at most two small requests
@@ -228,6 +229,18 @@ func (c *tokChecker) record(k checkKey, url string, res tokcheck.Result, tok tok
 		}
 	}
 	return prev != res.Status
+}
+
+// recheck makes endpoint's checks due now: it restarted, perhaps as
+// another build with another tokenizer.
+func (c *tokChecker) recheck(endpoint string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for k, st := range c.state {
+		if k.endpoint == endpoint {
+			st.next, st.backoff = time.Time{}, c.retry
+		}
+	}
 }
 
 // publish recomputes the approximate models and the mismatch gauges.
