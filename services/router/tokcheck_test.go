@@ -6,6 +6,10 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"sync/atomic"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -247,5 +251,55 @@ func TestTokenizerMismatchPosition(t *testing.T) {
 	ck := tr.explainTokenizer(t, model).GetChecks()[0]
 	if ck.GetFirstDifference() != int64(len(local)-1) || !strings.Contains(ck.GetDetail(), `>>198"\n"`) || !strings.Contains(ck.GetDetail(), `>>271"\n\n"`) {
 		t.Fatalf("check %v, want the first difference at %d", ck, len(local)-1)
+	}
+}
+
+// countingProxy fronts a worker and counts the /tokenize requests through it.
+func countingProxy(t *testing.T, target string) (string, *atomic.Int64) {
+	t.Helper()
+	u, err := url.Parse(target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n atomic.Int64
+	rp := httputil.NewSingleHostReverseProxy(u)
+	srv := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/tokenize" {
+			n.Add(1)
+		}
+		rp.ServeHTTP(rw, r)
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL, &n
+}
+
+// TestTokenizerChecksDoNotHammer: a matching worker is probed once (its
+// two forms) until the recheck interval; a worker without /tokenize is
+// retried with a doubling backoff, a handful of times a second at most
+// even with a 20 ms first retry.
+func TestTokenizerChecksDoNotHammer(t *testing.T) {
+	fleet := startSim(t, zerolog.Nop(), func(*sim.Config) {})
+	good, goodN := countingProxy(t, fleet.Workers()[0].URL)
+	bad, badN := countingProxy(t, newFakeWorker(t, "m").URL())
+	tr := startRouter(t, func(cfg *router.Config) {
+		cfg.Endpoints = "a=" + good + ",b=" + bad
+		cfg.TokenizerCheckRetry = 20 * time.Millisecond
+		cfg.TokenizerCheckInterval = time.Hour
+	})
+	waitFor(t, "match", func() bool {
+		return metricValue(tr.metricsText(t), `switchyard_router_tokenizer_checks_total{model="`+sim.DefaultServedModelName+`",result="match"}`) >= 1
+	})
+	if badN.Load() == 0 {
+		waitFor(t, "a first try of the worker without /tokenize", func() bool { return badN.Load() > 0 })
+	}
+	start := badN.Load()
+	time.Sleep(time.Second)
+	if n := goodN.Load(); n != 2 {
+		t.Errorf("matching worker got %d /tokenize requests, want 2 (chat and prompt forms, once)", n)
+	}
+	// 20 ms doubling: at most 20, 40, 80, 160, 320, 640 ms waits (jittered
+	// down to half) fit a second: 10 is generous.
+	if n := badN.Load() - start; n > 10 {
+		t.Errorf("worker without /tokenize got %d requests in a second", n)
 	}
 }
