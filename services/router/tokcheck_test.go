@@ -9,11 +9,11 @@ import (
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
-	"sync/atomic"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
