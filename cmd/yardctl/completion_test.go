@@ -71,7 +71,8 @@ func TestCompletes(t *testing.T) {
 		{"yardctl validate -f pol", []string{"policies.yaml"}},
 		{"yardctl explain --sta", []string{"--state"}},  // offline explain's flags
 		{"yardctl explain --rou", []string{"--router"}}, // and the online one's
-		{"yardctl tokenize --ch", []string{"--chat"}},
+		{"yardctl tokenize --cha", []string{"--chat"}},
+		{"yardctl tokenize --che", []string{"--check-against"}},
 		{"yardctl completion f", []string{"fish"}},
 	}
 	_, bash, _ := runCLI(t, "", "completion", "bash")

@@ -91,6 +91,19 @@ func explainTable(w io.Writer, resp *routerv1.ExplainResponse, now time.Time) er
 		line("decision", decision(d))
 	}
 	line("reason", d.GetReason())
+	if ts := resp.GetTokenizer(); ts != nil {
+		fmt.Fprintf(&b, "tokenizer: %s: %s\n", ts.GetMode(), ts.GetReason())
+		for _, c := range ts.GetChecks() {
+			fmt.Fprintf(&b, "  %s: %s", c.GetEndpointId(), c.GetStatus())
+			if c.GetDetail() != "" && c.GetStatus() != "match" {
+				fmt.Fprintf(&b, " (%s)", c.GetDetail())
+			}
+			b.WriteByte('\n')
+		}
+		if n := ts.GetPromptCountMismatches(); n > 0 {
+			fmt.Fprintf(&b, "  %d completions counted a different prompt length than the router\n", n)
+		}
+	}
 	b.WriteString("candidates:\n")
 	if _, err := io.WriteString(w, b.String()); err != nil {
 		return err

@@ -8,8 +8,12 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/http"
+	"net/url"
+	"time"
 
 	"github.com/switchyard-dev/switchyard/internal/openaiapi"
+	"github.com/switchyard-dev/switchyard/internal/tokcheck"
 	"github.com/switchyard-dev/switchyard/internal/tokenizer"
 	"github.com/switchyard-dev/switchyard/internal/tokenizer/hf"
 )
@@ -25,15 +29,21 @@ const maxTokenizeInput = 256 << 20
 // simulator (internal/tokenizer: tools, tool calls, chat_template_kwargs as
 // vLLM passes them), is rendered with the model's chat template and
 // tokenized without adding special tokens, as vLLM does for chat.
-func runTokenize(_ context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+func runTokenize(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("yardctl tokenize", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	dir := fs.String("tokenizer", "", "Hugging Face model directory holding tokenizer.json and tokenizer_config.json (required)")
 	chat := fs.Bool("chat", false, "stdin is an OpenAI messages JSON array (or chat request object): render the chat template, then tokenize")
 	addGen := fs.Bool("add-generation-prompt", true, "with --chat: end the prompt with the assistant turn opener (overridden by the request's add_generation_prompt)")
 	render := fs.Bool("render", false, "with --chat: print the rendered prompt text instead of token ids")
+	against := fs.String("check-against", "", "a vLLM worker's base URL (http://worker:8000): tokenize the fixed probe here and through its POST /tokenize, print match or the first differing position, exit nonzero unless they match; without --tokenizer, the simulator's simple tokenizer")
+	model := fs.String("model", "", "with --check-against: the model to ask the worker for (default: its only or first model)")
+	timeout := fs.Duration("timeout", 10*time.Second, "with --check-against: deadline of the check")
 	if err := parse(fs, args); err != nil {
 		return err
+	}
+	if *against != "" {
+		return checkAgainst(ctx, stdout, *against, *model, *dir, *timeout)
 	}
 	if *dir == "" {
 		return errors.New("--tokenizer is required")
@@ -95,4 +105,38 @@ func chatRequest(in []byte, addGen bool) (*openaiapi.ChatCompletionRequest, erro
 		req.AddGenerationPrompt = &addGen
 	}
 	return req, nil
+}
+
+// errMismatch is a --check-against whose worker tokenizes the probe
+// differently.
+var errMismatch = errors.New("the worker's tokenizer differs from this one")
+
+// checkAgainst runs the router's tokenizer check (internal/tokcheck) by
+// hand: the probe tokenized with dir's tokenizer (the simple one when
+// empty) and by the worker at base.
+func checkAgainst(ctx context.Context, stdout io.Writer, base, model, dir string, timeout time.Duration) error {
+	if u, err := url.Parse(base); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fmt.Errorf("--check-against %q: want the worker's base URL, http://host:port", base)
+	}
+	var tok tokenizer.Tokenizer = tokenizer.NewSimple()
+	name := "simple"
+	if dir != "" {
+		h, err := hf.LoadDir(dir)
+		if err != nil {
+			return err
+		}
+		tok, name = h, dir
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	res := tokcheck.Check(ctx, &http.Client{}, base, model, tok)
+	switch res.Status {
+	case tokcheck.Match:
+		fmt.Fprintf(stdout, "match: %s tokenizes the probe (chat and prompt forms) exactly as %s\n", name, base)
+		return nil
+	case tokcheck.Mismatch:
+		fmt.Fprintf(stdout, "mismatch: %s\n", res.Describe(tok))
+		return errMismatch
+	}
+	return fmt.Errorf("could not check against %s: %w", base, res.Err)
 }

@@ -508,3 +508,86 @@ func (w *worker) handleResetPrefixCache(rw http.ResponseWriter, _ *http.Request)
 	}
 	rw.WriteHeader(http.StatusOK)
 }
+
+// tokenizeRequest is what handleTokenize reads besides the chat fields
+// (vLLM's TokenizeCompletionRequest and TokenizeChatRequest).
+type tokenizeRequest struct {
+	Model            string          `json:"model"`
+	Prompt           *string         `json:"prompt"`
+	Messages         json.RawMessage `json:"messages"`
+	AddSpecialTokens *bool           `json:"add_special_tokens"`
+	ReturnTokenStrs  bool            `json:"return_token_strs"`
+}
+
+// tokenizeResponse is vLLM's TokenizeResponse; token_strs is null unless
+// return_token_strs was asked for.
+type tokenizeResponse struct {
+	Count       int      `json:"count"`
+	MaxModelLen int      `json:"max_model_len"`
+	Tokens      []uint32 `json:"tokens"`
+	TokenStrs   []string `json:"token_strs"`
+}
+
+// handleTokenize is vLLM's POST /tokenize with the worker's own tokenizer
+// and chat template: a completion form ({prompt, add_special_tokens}, special
+// tokens added by default) or a chat form ({messages,
+// add_generation_prompt, continue_final_message, chat_template_kwargs,
+// tools, add_special_tokens}, rendered with the chat template, no special
+// tokens added by default).
+func (w *worker) handleTokenize(rw http.ResponseWriter, r *http.Request) {
+	body, apiErr := readBody(rw, r)
+	if apiErr != nil {
+		openaiapi.WriteError(rw, apiErr)
+		return
+	}
+	var req tokenizeRequest
+	if err := json.Unmarshal(body, &req); err != nil {
+		openaiapi.WriteError(rw, openaiapi.InvalidRequest("", "invalid JSON body: "+err.Error()))
+		return
+	}
+	if !w.serves(req.Model) {
+		openaiapi.WriteError(rw, openaiapi.ModelNotFound(req.Model))
+		return
+	}
+	var ids []uint32
+	switch {
+	case len(req.Messages) > 0:
+		chat, apiErr := openaiapi.ParseChatCompletionRequest(body)
+		if apiErr != nil {
+			openaiapi.WriteError(rw, apiErr)
+			return
+		}
+		text, err := tokenizer.ChatText(w.tok, chat)
+		if err != nil {
+			openaiapi.WriteError(rw, inputError(err, "messages"))
+			return
+		}
+		ids = encode(w.tok, text, req.AddSpecialTokens != nil && *req.AddSpecialTokens)
+	case req.Prompt != nil:
+		ids = encode(w.tok, *req.Prompt, req.AddSpecialTokens == nil || *req.AddSpecialTokens)
+	default:
+		openaiapi.WriteError(rw, openaiapi.InvalidRequest("prompt", "either prompt or messages is required"))
+		return
+	}
+	if ids == nil {
+		ids = []uint32{}
+	}
+	resp := tokenizeResponse{Count: len(ids), MaxModelLen: w.cfg.MaxModelLen, Tokens: ids}
+	if req.ReturnTokenStrs {
+		resp.TokenStrs = make([]string, len(ids))
+		for i := range ids {
+			resp.TokenStrs[i] = w.tok.Decode(ids[i : i+1])
+		}
+	}
+	rw.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(rw).Encode(resp)
+}
+
+// encode tokenizes text, with the tokenizer's special tokens (a BOS) when
+// special is set and the tokenizer has any.
+func encode(tok tokenizer.Tokenizer, text string, special bool) []uint32 {
+	if st, ok := tok.(tokenizer.SpecialTokensEncoder); ok && special {
+		return st.EncodeWithSpecialTokens(text)
+	}
+	return tok.Encode(text)
+}

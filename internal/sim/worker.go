@@ -136,6 +136,7 @@ func (w *worker) routes() http.Handler {
 func (w *worker) apiRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("POST /v1/chat/completions", w.handleChat)
 	mux.HandleFunc("POST /v1/completions", w.handleCompletions)
+	mux.HandleFunc("POST /tokenize", w.handleTokenize)
 	mux.HandleFunc("GET /v1/models", w.handleModels)
 	mux.HandleFunc("GET /health", w.handleHealth)
 	mux.HandleFunc("POST /reset_prefix_cache", w.handleResetPrefixCache)

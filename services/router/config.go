@@ -87,6 +87,20 @@ type Config struct {
 	// "hf:DIR" (a Hugging Face model directory, as vLLM's --tokenizer) and
 	// "none" (approximate index on prompt text).
 	Tokenizers string
+	// TokenizerCheck probes every local worker's POST /tokenize when it
+	// appears for a model the router has a tokenizer for, and routes a
+	// model whose worker tokenizes differently in approximate mode (see
+	// tokcheck.go and docs/tokenization.md).
+	TokenizerCheck bool
+	// TokenizerCheckInterval spaces the rechecks of a checked worker, and
+	// caps the backoff of an unchecked one.
+	TokenizerCheckInterval time.Duration
+	// TokenizerCheckRetry is the first wait before a worker that could not
+	// be checked (no /tokenize, unreachable) is tried again; it doubles up
+	// to TokenizerCheckInterval.
+	TokenizerCheckRetry time.Duration
+	// TokenizerCheckTimeout bounds one check (its two /tokenize requests).
+	TokenizerCheckTimeout time.Duration
 	// SpeculativeTTL is how long, after its predicted first token, a
 	// routed request's blocks are assumed cached on the chosen worker
 	// before the worker's own KV events confirm them.
@@ -160,18 +174,23 @@ func DefaultConfig() Config {
 		MaxPromptBytes:   4 << 20,
 		MaxTemplateBytes: 8 << 20,
 
-		Classifiers:      defaultClassifiers,
-		Tokenizers:       "*=" + tokenizerSimple,
-		SpeculativeTTL:   2 * time.Second,
-		ApproxTTL:        2 * time.Minute,
-		RecomputeWeight:  1,
-		KVPressureWeight: 1,
-		BreakerFailures:  load.DefaultBreaker.Failures,
-		BreakerOpenFor:   load.DefaultBreaker.OpenFor,
-		GCPercent:        defaultGCPercent,
-		PrefillRatePrior: prior.PrefillRate,
-		QueueCostPrior:   seconds(prior.PerQueued),
-		BaseTTFTPrior:    seconds(prior.Base),
+		Classifiers: defaultClassifiers,
+		Tokenizers:  "*=" + tokenizerSimple,
+
+		TokenizerCheck:         true,
+		TokenizerCheckInterval: 10 * time.Minute,
+		TokenizerCheckRetry:    10 * time.Second,
+		TokenizerCheckTimeout:  5 * time.Second,
+		SpeculativeTTL:         2 * time.Second,
+		ApproxTTL:              2 * time.Minute,
+		RecomputeWeight:        1,
+		KVPressureWeight:       1,
+		BreakerFailures:        load.DefaultBreaker.Failures,
+		BreakerOpenFor:         load.DefaultBreaker.OpenFor,
+		GCPercent:              defaultGCPercent,
+		PrefillRatePrior:       prior.PrefillRate,
+		QueueCostPrior:         seconds(prior.PerQueued),
+		BaseTTFTPrior:          seconds(prior.Base),
 	}
 }
 
@@ -228,6 +247,13 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	c.Redis.RegisterFlags(fs, "", "the kvtracker's KV snapshots; empty follows the NATS KV deltas alone")
 	fs.StringVar(&c.Tokenizers, "tokenizers", d.Tokenizers,
 		`tokenizer per model, "model=kind,...", "*" for the others; kinds: simple (the simulator's own tokenizer), hf:DIR (Hugging Face tokenizer.json and chat template, as the worker's --tokenizer), none (approximate index on prompt text)`)
+	fs.BoolVar(&c.TokenizerCheck, "tokenizer-check", d.TokenizerCheck,
+		"probe each local worker's POST /tokenize when it appears for a model and compare its token ids with the router's tokenizer; a model whose worker differs is routed in approximate mode (switchyard_router_tokenizer_mismatch, yardctl explain)")
+	fs.DurationVar(&c.TokenizerCheckInterval, "tokenizer-check-interval", d.TokenizerCheckInterval,
+		"how often a checked worker's tokenizer is checked again; also the longest wait between retries of an unchecked one")
+	fs.DurationVar(&c.TokenizerCheckRetry, "tokenizer-check-retry", d.TokenizerCheckRetry,
+		"first wait before retrying a worker whose tokenizer could not be checked (no /tokenize, unreachable); doubles up to --tokenizer-check-interval")
+	fs.DurationVar(&c.TokenizerCheckTimeout, "tokenizer-check-timeout", d.TokenizerCheckTimeout, "deadline of one tokenizer check of a worker")
 	fs.DurationVar(&c.SpeculativeTTL, "kv-speculative-ttl", d.SpeculativeTTL,
 		"after a request's predicted first token, how long its blocks are assumed cached on the chosen worker until KV events confirm them")
 	fs.DurationVar(&c.ApproxTTL, "approx-ttl", d.ApproxTTL, "how long the approximate index (models without tokenizer, workers without KV events) remembers a routed prefix")
@@ -303,6 +329,16 @@ func (c *Config) Validate() error {
 	}
 	if _, err := parseTokenizers(c.Tokenizers); err != nil {
 		errs = append(errs, fmt.Errorf("tokenizers: %w", err))
+	}
+	if c.TokenizerCheck {
+		errs = append(errs, configcheck.Positive(
+			configcheck.Duration{Name: "tokenizer-check-interval", Value: c.TokenizerCheckInterval},
+			configcheck.Duration{Name: "tokenizer-check-retry", Value: c.TokenizerCheckRetry},
+			configcheck.Duration{Name: "tokenizer-check-timeout", Value: c.TokenizerCheckTimeout},
+		)...)
+		if c.TokenizerCheckRetry > c.TokenizerCheckInterval {
+			errs = append(errs, fmt.Errorf("tokenizer-check-retry: %s is longer than tokenizer-check-interval %s", c.TokenizerCheckRetry, c.TokenizerCheckInterval))
+		}
 	}
 	for _, d := range []struct {
 		name string

@@ -74,6 +74,12 @@ func TestConfigValidate(t *testing.T) {
 		{name: "bad kv knobs", edit: func(c *router.Config) {
 			c.SpeculativeTTL, c.ApproxTTL, c.RecomputeWeight, c.PrefillRatePrior = -time.Second, -time.Second, -1, 0
 		}, wantErr: []string{"kv-speculative-ttl", "approx-ttl", "recompute-weight", "prefill-rate-prior"}},
+		{name: "bad tokenizer check timings", edit: func(c *router.Config) {
+			c.TokenizerCheckInterval, c.TokenizerCheckRetry, c.TokenizerCheckTimeout = time.Second, time.Minute, 0
+		}, wantErr: []string{"tokenizer-check-timeout", "tokenizer-check-retry: 1m0s is longer than tokenizer-check-interval 1s"}},
+		{name: "tokenizer check off ignores its timings", edit: func(c *router.Config) {
+			c.TokenizerCheck, c.TokenizerCheckInterval = false, 0
+		}},
 		{name: "classifiers in another order", edit: func(c *router.Config) { c.Classifiers = " tenant-tags , header-tags" }},
 		{name: "no classifiers", edit: func(c *router.Config) { c.Classifiers = "" }},
 		{name: "unknown classifier", edit: func(c *router.Config) { c.Classifiers = "header-tags,ner" },

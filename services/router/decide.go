@@ -196,6 +196,11 @@ func (s *service) decide(ctx context.Context, d *decision, req *routerv1.RouteRe
 		CachedTokens: row.CachedTokens,
 		OutputTokens: max(0, d.req.GetMaxOutputTokens()),
 	})
+	// The prompt-count check: a chat, or a single completions prompt
+	// (a batch's usage sums its prompts), counted by token ids.
+	if s.tc != nil && d.prompt.Kind == prompt.Tokens && (d.prompt.Chat != nil || d.prompt.Completion != nil && len(d.prompt.Completion.Prompt.Texts) == 1) {
+		s.tc.noteRouted(req.GetRequestId(), req.GetModel(), d.tokens, now)
+	}
 	s.count(d)
 	return nil
 }
@@ -270,7 +275,11 @@ func (s *service) readPrompt(ctx context.Context, l *lookup, req *routerv1.Route
 	if l.tokBuf == nil {
 		l.tokBuf = make([]uint32, 0, 1024)
 	}
-	p, err := prompt.Read(ctx, l.tokBuf, req.GetApi(), req.GetBody(), s.toks.For(req.GetModel()), s.limits)
+	tok := s.toks.For(req.GetModel())
+	if tok != nil && s.tc != nil && s.tc.approximate(req.GetModel()) {
+		tok = nil // a worker's tokenizer differs: approximate mode
+	}
+	p, err := prompt.Read(ctx, l.tokBuf, req.GetApi(), req.GetBody(), tok, s.limits)
 	if p.Kind == prompt.Tokens && cap(p.Tokens) > cap(l.tokBuf) && cap(p.Tokens) <= maxPooledTokens {
 		l.tokBuf = p.Tokens[:0] // grown: keep the larger buffer
 	}

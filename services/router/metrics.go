@@ -18,16 +18,20 @@ import (
 const unknownModel = "_unknown"
 
 type metrics struct {
-	reg             *prometheus.Registry
-	routeDuration   prometheus.Histogram
-	decisions       *prometheus.CounterVec
-	scrapeErrors    *prometheus.CounterVec
-	syncEvents      *prometheus.CounterVec
-	promptReads     *prometheus.CounterVec
-	promptTokens    *prometheus.CounterVec
-	cachedTokens    *prometheus.CounterVec
-	predictionError prometheus.Histogram
-	routedError     prometheus.Histogram
+	reg           *prometheus.Registry
+	routeDuration prometheus.Histogram
+	decisions     *prometheus.CounterVec
+	scrapeErrors  *prometheus.CounterVec
+	syncEvents    *prometheus.CounterVec
+	promptReads   *prometheus.CounterVec
+	// Tokenizer checks (tokcheck.go).
+	tokenizerMismatch   *prometheus.GaugeVec
+	tokenizerChecks     *prometheus.CounterVec
+	promptCountMismatch *prometheus.CounterVec
+	promptTokens        *prometheus.CounterVec
+	cachedTokens        *prometheus.CounterVec
+	predictionError     prometheus.Histogram
+	routedError         prometheus.Histogram
 }
 
 // newMetrics builds a registry per server, so several routers (tests,
@@ -58,6 +62,18 @@ func newMetrics(table *load.Table, kv *kvblock.Index, kvStats func() (kvsync.Sta
 			Name: "switchyard_router_sync_events_total",
 			Help: "Replica sync traffic: peer decisions applied, completions (released or unmatched), decisions dropped before publishing, malformed payloads.",
 		}, []string{"event"}),
+		tokenizerMismatch: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "switchyard_router_tokenizer_mismatch",
+			Help: "1 when a worker's tokenizer for the model (its POST /tokenize of the probe) differs from the router's: the model is routed in approximate mode; 0 otherwise (matching or unchecked).",
+		}, []string{"model"}),
+		tokenizerChecks: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "switchyard_router_tokenizer_checks_total",
+			Help: "Probes of a worker's tokenizer by model and result: match, mismatch, unchecked (no /tokenize, unreachable, an error).",
+		}, []string{"model", "result"}),
+		promptCountMismatch: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "switchyard_router_prompt_token_count_mismatch_total",
+			Help: "Completions of requests this router routed with token ids whose worker-counted prompt tokens (usage.prompt_tokens) differ from the router's count by more than the chat template's generation prompt.",
+		}, []string{"model"}),
 		promptReads: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "switchyard_router_prompt_reads_total",
 			Help: "Prompts read from Route bodies by result: tokens (exact), text (approximate index), none (no body), error (unreadable: routed on load alone), refused (over --max-messages, --max-prompt-bytes or --max-template-bytes), canceled (the caller gave up while it was read).",
@@ -82,7 +98,7 @@ func newMetrics(table *load.Table, kv *kvblock.Index, kvStats func() (kvsync.Sta
 		}),
 	}
 	m.reg.MustRegister(m.routeDuration, m.decisions, m.scrapeErrors, m.syncEvents,
-		m.promptReads, m.promptTokens, m.cachedTokens, m.predictionError, m.routedError,
+		m.promptReads, m.tokenizerMismatch, m.tokenizerChecks, m.promptCountMismatch, m.promptTokens, m.cachedTokens, m.predictionError, m.routedError,
 		&tableCollector{table: table},
 		&kvCollector{index: kv, stats: kvStats},
 		external.Failures,

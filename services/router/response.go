@@ -142,6 +142,9 @@ func (d *decision) reason() string {
 func (s *service) explanation(d *decision) *routerv1.ExplainResponse {
 	views := s.table.Endpoints("")
 	resp := &routerv1.ExplainResponse{Result: d.response(), Candidates: make([]*routerv1.Candidate, 0, len(d.rows)+len(views))}
+	if s.tc != nil {
+		resp.Tokenizer = s.tc.status(d.req.GetModel())
+	}
 	for i := range d.rows {
 		resp.Candidates = append(resp.Candidates, candidate(&d.rows[i], d.pd.Trace[i]))
 	}

@@ -21,6 +21,9 @@ type restartSink struct {
 	next       scrape.Sink
 	kv, approx *kvblock.Index
 	log        zerolog.Logger
+	// restarted, when set, hears every restart (the tokenizer check
+	// probes the restarted worker again: it may run another build).
+	restarted func(id string)
 
 	mu     sync.Mutex
 	starts map[string]float64 // by endpoint id
@@ -42,6 +45,9 @@ func (r *restartSink) Observe(id string, started time.Time, res scrape.Result) {
 			r.kv.DropSpeculative(id)
 			r.log.Info().Str("endpoint", id).Time("started", time.Unix(0, int64(res.StartTime*1e9))).
 				Msg("worker restarted: its cache is empty, the router's guesses about it dropped")
+			if r.restarted != nil {
+				r.restarted(id)
+			}
 		}
 	}
 	r.next.Observe(id, started, res)

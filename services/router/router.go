@@ -66,6 +66,7 @@ type Server struct {
 	kvRep   *kvsync.Replica // set in Serve when NATS is configured
 	metrics *metrics
 	svc     *service
+	tc      *tokChecker
 	api     *lifecycle.API
 	// policyConn is the client connection to policyd, nil without.
 	policyConn *grpc.ClientConn
@@ -111,6 +112,8 @@ func New(cfg Config, log zerolog.Logger) (*Server, error) {
 	if s.svc, err = newService(cfg, table, s.metrics, s.kv, s.approx, toks); err != nil {
 		return nil, fmt.Errorf("router config: %w", err)
 	}
+	s.tc = newTokChecker(cfg, toks, table, s.metrics, log)
+	s.svc.tc = s.tc
 
 	s.source = fleet.Static(static)
 	if cfg.PolicydAddr != "" {
@@ -239,13 +242,19 @@ func (s *Server) kvStats() (kvsync.Stats, bool) {
 }
 
 // tableTracker adapts the load table to the replica's events.
-type tableTracker struct{ t *load.Table }
+type tableTracker struct {
+	t  *load.Table
+	tc *tokChecker // the prompt-count check hears completions too
+}
 
 func (a tableTracker) AddInFlight(d replica.PeerDecision) {
 	a.t.AddInFlight(d.RequestID, d.EndpointID, d.Model, d.At, d.PromptTokens, d.CachedTokens, d.OutputTokens)
 }
 
 func (a tableTracker) Complete(c replica.Completion) bool {
+	if a.tc != nil && c.Success {
+		a.tc.completed(c.RequestID, c.PromptTokens)
+	}
 	return a.t.Complete(load.Completion{
 		RequestID: c.RequestID, EndpointID: c.EndpointID, At: c.At, Success: c.Success,
 		UpstreamFailed: c.UpstreamFailed, TTFTSeconds: c.TTFTSeconds, PromptTokens: c.PromptTokens, CachedTokens: c.CachedTokens,
@@ -307,7 +316,7 @@ func (s *Server) Serve(ctx context.Context) error {
 		rs, err := replica.New(replica.Config{
 			Conn:       nc.Conn,
 			RouterID:   s.cfg.RouterID,
-			Tracker:    tableTracker{s.table},
+			Tracker:    tableTracker{t: s.table, tc: s.tc},
 			MaxAge:     s.cfg.InflightTTL,
 			OnDecision: func() { s.metrics.syncEvents.WithLabelValues("peer_decision").Inc() },
 			OnCompletion: func(released bool) {
@@ -334,10 +343,12 @@ func (s *Server) Serve(ctx context.Context) error {
 		s.log.Info().Msg("nats disabled: single replica, in-flight not shared, no kv events (approximate index only)")
 	}
 
+	sink := newRestartSink(s.table, s.kv, s.approx, s.log)
+	sink.restarted = s.tc.recheck
 	mgr := scrape.NewManager(scrape.Config{
 		Interval: s.cfg.ScrapeInterval,
 		Timeout:  s.cfg.ScrapeTimeout,
-		Sink:     newRestartSink(s.table, s.kv, s.approx, s.log),
+		Sink:     sink,
 		OnError:  func(id string) { s.metrics.scrapeErrors.WithLabelValues(id).Inc() },
 		Log:      s.log,
 	})
@@ -364,6 +375,7 @@ func (s *Server) Serve(ctx context.Context) error {
 		}},
 		lifecycle.Component{Name: "in-flight expiry", Run: func(ctx context.Context) error { s.expireLoop(ctx); return nil }},
 		lifecycle.Component{Name: "index sweep", Run: func(ctx context.Context) error { s.sweepLoop(ctx); return nil }},
+		lifecycle.Component{Name: "tokenizer check", Run: func(ctx context.Context) error { s.tc.run(ctx); return nil }},
 	)
 	return lifecycle.Run(ctx, lifecycle.Service{
 		Name:            "router",

@@ -144,6 +144,7 @@ type service struct {
 	approx      *kvblock.Index
 	sizes       blockSizer
 	toks        tokenizers
+	tc          *tokChecker
 	classifiers []classifier
 	specTTL     time.Duration
 	approxTTL   time.Duration

@@ -812,9 +812,12 @@ func (x *Candidate) GetChosen() bool {
 }
 
 type ExplainResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Result        *RouteResponse         `protobuf:"bytes,1,opt,name=result,proto3" json:"result,omitempty"`
-	Candidates    []*Candidate           `protobuf:"bytes,2,rep,name=candidates,proto3" json:"candidates,omitempty"`
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Result     *RouteResponse         `protobuf:"bytes,1,opt,name=result,proto3" json:"result,omitempty"`
+	Candidates []*Candidate           `protobuf:"bytes,2,rep,name=candidates,proto3" json:"candidates,omitempty"`
+	// The router's tokenizer for the request's model, and whether the
+	// workers' agree with it.
+	Tokenizer     *TokenizerStatus `protobuf:"bytes,3,opt,name=tokenizer,proto3" json:"tokenizer,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -863,6 +866,177 @@ func (x *ExplainResponse) GetCandidates() []*Candidate {
 	return nil
 }
 
+func (x *ExplainResponse) GetTokenizer() *TokenizerStatus {
+	if x != nil {
+		return x.Tokenizer
+	}
+	return nil
+}
+
+// TokenizerStatus is how the router reads a model's prompts, and what its
+// checks against the workers' POST /tokenize found.
+type TokenizerStatus struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Model string                 `protobuf:"bytes,1,opt,name=model,proto3" json:"model,omitempty"`
+	// "precise" (the worker's token ids), "approximate" (prompt text: the
+	// model has no tokenizer, or a worker's tokenizer differs from it).
+	Mode string `protobuf:"bytes,2,opt,name=mode,proto3" json:"mode,omitempty"`
+	// Why the mode is what it is.
+	Reason string            `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	Checks []*TokenizerCheck `protobuf:"bytes,4,rep,name=checks,proto3" json:"checks,omitempty"`
+	// Completions whose worker-counted prompt tokens differed from the
+	// router's count (beyond the generation prompt) since the router started.
+	PromptCountMismatches int64 `protobuf:"varint,5,opt,name=prompt_count_mismatches,json=promptCountMismatches,proto3" json:"prompt_count_mismatches,omitempty"`
+	unknownFields         protoimpl.UnknownFields
+	sizeCache             protoimpl.SizeCache
+}
+
+func (x *TokenizerStatus) Reset() {
+	*x = TokenizerStatus{}
+	mi := &file_switchyard_router_v1_router_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TokenizerStatus) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TokenizerStatus) ProtoMessage() {}
+
+func (x *TokenizerStatus) ProtoReflect() protoreflect.Message {
+	mi := &file_switchyard_router_v1_router_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TokenizerStatus.ProtoReflect.Descriptor instead.
+func (*TokenizerStatus) Descriptor() ([]byte, []int) {
+	return file_switchyard_router_v1_router_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *TokenizerStatus) GetModel() string {
+	if x != nil {
+		return x.Model
+	}
+	return ""
+}
+
+func (x *TokenizerStatus) GetMode() string {
+	if x != nil {
+		return x.Mode
+	}
+	return ""
+}
+
+func (x *TokenizerStatus) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *TokenizerStatus) GetChecks() []*TokenizerCheck {
+	if x != nil {
+		return x.Checks
+	}
+	return nil
+}
+
+func (x *TokenizerStatus) GetPromptCountMismatches() int64 {
+	if x != nil {
+		return x.PromptCountMismatches
+	}
+	return 0
+}
+
+// TokenizerCheck is the last probe of one worker's tokenizer.
+type TokenizerCheck struct {
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	EndpointId string                 `protobuf:"bytes,1,opt,name=endpoint_id,json=endpointId,proto3" json:"endpoint_id,omitempty"`
+	// "match", "mismatch" or "unchecked" (no /tokenize, unreachable, an
+	// error: retried with backoff).
+	Status string `protobuf:"bytes,2,opt,name=status,proto3" json:"status,omitempty"`
+	// First differing token position of the probe, -1 unless mismatch.
+	FirstDifference int64 `protobuf:"varint,3,opt,name=first_difference,json=firstDifference,proto3" json:"first_difference,omitempty"`
+	// The ids and text around the difference, or why it is unchecked.
+	Detail        string                 `protobuf:"bytes,4,opt,name=detail,proto3" json:"detail,omitempty"`
+	CheckedAt     *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=checked_at,json=checkedAt,proto3" json:"checked_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TokenizerCheck) Reset() {
+	*x = TokenizerCheck{}
+	mi := &file_switchyard_router_v1_router_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TokenizerCheck) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TokenizerCheck) ProtoMessage() {}
+
+func (x *TokenizerCheck) ProtoReflect() protoreflect.Message {
+	mi := &file_switchyard_router_v1_router_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TokenizerCheck.ProtoReflect.Descriptor instead.
+func (*TokenizerCheck) Descriptor() ([]byte, []int) {
+	return file_switchyard_router_v1_router_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *TokenizerCheck) GetEndpointId() string {
+	if x != nil {
+		return x.EndpointId
+	}
+	return ""
+}
+
+func (x *TokenizerCheck) GetStatus() string {
+	if x != nil {
+		return x.Status
+	}
+	return ""
+}
+
+func (x *TokenizerCheck) GetFirstDifference() int64 {
+	if x != nil {
+		return x.FirstDifference
+	}
+	return 0
+}
+
+func (x *TokenizerCheck) GetDetail() string {
+	if x != nil {
+		return x.Detail
+	}
+	return ""
+}
+
+func (x *TokenizerCheck) GetCheckedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.CheckedAt
+	}
+	return nil
+}
+
 type ListEndpointsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Optional filter.
@@ -873,7 +1047,7 @@ type ListEndpointsRequest struct {
 
 func (x *ListEndpointsRequest) Reset() {
 	*x = ListEndpointsRequest{}
-	mi := &file_switchyard_router_v1_router_proto_msgTypes[7]
+	mi := &file_switchyard_router_v1_router_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -885,7 +1059,7 @@ func (x *ListEndpointsRequest) String() string {
 func (*ListEndpointsRequest) ProtoMessage() {}
 
 func (x *ListEndpointsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_switchyard_router_v1_router_proto_msgTypes[7]
+	mi := &file_switchyard_router_v1_router_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -898,7 +1072,7 @@ func (x *ListEndpointsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListEndpointsRequest.ProtoReflect.Descriptor instead.
 func (*ListEndpointsRequest) Descriptor() ([]byte, []int) {
-	return file_switchyard_router_v1_router_proto_rawDescGZIP(), []int{7}
+	return file_switchyard_router_v1_router_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ListEndpointsRequest) GetModel() string {
@@ -939,7 +1113,7 @@ type Endpoint struct {
 
 func (x *Endpoint) Reset() {
 	*x = Endpoint{}
-	mi := &file_switchyard_router_v1_router_proto_msgTypes[8]
+	mi := &file_switchyard_router_v1_router_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -951,7 +1125,7 @@ func (x *Endpoint) String() string {
 func (*Endpoint) ProtoMessage() {}
 
 func (x *Endpoint) ProtoReflect() protoreflect.Message {
-	mi := &file_switchyard_router_v1_router_proto_msgTypes[8]
+	mi := &file_switchyard_router_v1_router_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -964,7 +1138,7 @@ func (x *Endpoint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Endpoint.ProtoReflect.Descriptor instead.
 func (*Endpoint) Descriptor() ([]byte, []int) {
-	return file_switchyard_router_v1_router_proto_rawDescGZIP(), []int{8}
+	return file_switchyard_router_v1_router_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Endpoint) GetId() string {
@@ -1081,7 +1255,7 @@ type ListEndpointsResponse struct {
 
 func (x *ListEndpointsResponse) Reset() {
 	*x = ListEndpointsResponse{}
-	mi := &file_switchyard_router_v1_router_proto_msgTypes[9]
+	mi := &file_switchyard_router_v1_router_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1093,7 +1267,7 @@ func (x *ListEndpointsResponse) String() string {
 func (*ListEndpointsResponse) ProtoMessage() {}
 
 func (x *ListEndpointsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_switchyard_router_v1_router_proto_msgTypes[9]
+	mi := &file_switchyard_router_v1_router_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1106,7 +1280,7 @@ func (x *ListEndpointsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListEndpointsResponse.ProtoReflect.Descriptor instead.
 func (*ListEndpointsResponse) Descriptor() ([]byte, []int) {
-	return file_switchyard_router_v1_router_proto_rawDescGZIP(), []int{9}
+	return file_switchyard_router_v1_router_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ListEndpointsResponse) GetEndpoints() []*Endpoint {
@@ -1174,12 +1348,27 @@ const file_switchyard_router_v1_router_proto_rawDesc = "" +
 	"\x16predicted_ttft_seconds\x18\b \x01(\x01R\x14predictedTtftSeconds\x12\x14\n" +
 	"\x05score\x18\t \x01(\x01R\x05score\x12\x16\n" +
 	"\x06chosen\x18\n" +
-	" \x01(\bR\x06chosen\"\x8f\x01\n" +
+	" \x01(\bR\x06chosen\"\xd4\x01\n" +
 	"\x0fExplainResponse\x12;\n" +
 	"\x06result\x18\x01 \x01(\v2#.switchyard.router.v1.RouteResponseR\x06result\x12?\n" +
 	"\n" +
 	"candidates\x18\x02 \x03(\v2\x1f.switchyard.router.v1.CandidateR\n" +
-	"candidates\",\n" +
+	"candidates\x12C\n" +
+	"\ttokenizer\x18\x03 \x01(\v2%.switchyard.router.v1.TokenizerStatusR\ttokenizer\"\xc9\x01\n" +
+	"\x0fTokenizerStatus\x12\x14\n" +
+	"\x05model\x18\x01 \x01(\tR\x05model\x12\x12\n" +
+	"\x04mode\x18\x02 \x01(\tR\x04mode\x12\x16\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\x12<\n" +
+	"\x06checks\x18\x04 \x03(\v2$.switchyard.router.v1.TokenizerCheckR\x06checks\x126\n" +
+	"\x17prompt_count_mismatches\x18\x05 \x01(\x03R\x15promptCountMismatches\"\xc7\x01\n" +
+	"\x0eTokenizerCheck\x12\x1f\n" +
+	"\vendpoint_id\x18\x01 \x01(\tR\n" +
+	"endpointId\x12\x16\n" +
+	"\x06status\x18\x02 \x01(\tR\x06status\x12)\n" +
+	"\x10first_difference\x18\x03 \x01(\x03R\x0ffirstDifference\x12\x16\n" +
+	"\x06detail\x18\x04 \x01(\tR\x06detail\x129\n" +
+	"\n" +
+	"checked_at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\tcheckedAt\",\n" +
 	"\x14ListEndpointsRequest\x12\x14\n" +
 	"\x05model\x18\x01 \x01(\tR\x05model\"\xc2\x04\n" +
 	"\bEndpoint\x12\x0e\n" +
@@ -1238,7 +1427,7 @@ func file_switchyard_router_v1_router_proto_rawDescGZIP() []byte {
 }
 
 var file_switchyard_router_v1_router_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_switchyard_router_v1_router_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
+var file_switchyard_router_v1_router_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
 var file_switchyard_router_v1_router_proto_goTypes = []any{
 	(ApiKind)(0),                  // 0: switchyard.router.v1.ApiKind
 	(TargetKind)(0),               // 1: switchyard.router.v1.TargetKind
@@ -1250,10 +1439,12 @@ var file_switchyard_router_v1_router_proto_goTypes = []any{
 	(*RouteResponse)(nil),         // 7: switchyard.router.v1.RouteResponse
 	(*Candidate)(nil),             // 8: switchyard.router.v1.Candidate
 	(*ExplainResponse)(nil),       // 9: switchyard.router.v1.ExplainResponse
-	(*ListEndpointsRequest)(nil),  // 10: switchyard.router.v1.ListEndpointsRequest
-	(*Endpoint)(nil),              // 11: switchyard.router.v1.Endpoint
-	(*ListEndpointsResponse)(nil), // 12: switchyard.router.v1.ListEndpointsResponse
-	(*timestamppb.Timestamp)(nil), // 13: google.protobuf.Timestamp
+	(*TokenizerStatus)(nil),       // 10: switchyard.router.v1.TokenizerStatus
+	(*TokenizerCheck)(nil),        // 11: switchyard.router.v1.TokenizerCheck
+	(*ListEndpointsRequest)(nil),  // 12: switchyard.router.v1.ListEndpointsRequest
+	(*Endpoint)(nil),              // 13: switchyard.router.v1.Endpoint
+	(*ListEndpointsResponse)(nil), // 14: switchyard.router.v1.ListEndpointsResponse
+	(*timestamppb.Timestamp)(nil), // 15: google.protobuf.Timestamp
 }
 var file_switchyard_router_v1_router_proto_depIdxs = []int32{
 	0,  // 0: switchyard.router.v1.RouteRequest.api:type_name -> switchyard.router.v1.ApiKind
@@ -1262,23 +1453,26 @@ var file_switchyard_router_v1_router_proto_depIdxs = []int32{
 	4,  // 3: switchyard.router.v1.RouteResponse.target:type_name -> switchyard.router.v1.Target
 	5,  // 4: switchyard.router.v1.RouteResponse.decision:type_name -> switchyard.router.v1.Decision
 	6,  // 5: switchyard.router.v1.RouteResponse.rejection:type_name -> switchyard.router.v1.Rejection
-	11, // 6: switchyard.router.v1.Candidate.endpoint:type_name -> switchyard.router.v1.Endpoint
+	13, // 6: switchyard.router.v1.Candidate.endpoint:type_name -> switchyard.router.v1.Endpoint
 	7,  // 7: switchyard.router.v1.ExplainResponse.result:type_name -> switchyard.router.v1.RouteResponse
 	8,  // 8: switchyard.router.v1.ExplainResponse.candidates:type_name -> switchyard.router.v1.Candidate
-	1,  // 9: switchyard.router.v1.Endpoint.kind:type_name -> switchyard.router.v1.TargetKind
-	13, // 10: switchyard.router.v1.Endpoint.last_scrape:type_name -> google.protobuf.Timestamp
-	11, // 11: switchyard.router.v1.ListEndpointsResponse.endpoints:type_name -> switchyard.router.v1.Endpoint
-	3,  // 12: switchyard.router.v1.Router.Route:input_type -> switchyard.router.v1.RouteRequest
-	3,  // 13: switchyard.router.v1.Router.Explain:input_type -> switchyard.router.v1.RouteRequest
-	10, // 14: switchyard.router.v1.Router.ListEndpoints:input_type -> switchyard.router.v1.ListEndpointsRequest
-	7,  // 15: switchyard.router.v1.Router.Route:output_type -> switchyard.router.v1.RouteResponse
-	9,  // 16: switchyard.router.v1.Router.Explain:output_type -> switchyard.router.v1.ExplainResponse
-	12, // 17: switchyard.router.v1.Router.ListEndpoints:output_type -> switchyard.router.v1.ListEndpointsResponse
-	15, // [15:18] is the sub-list for method output_type
-	12, // [12:15] is the sub-list for method input_type
-	12, // [12:12] is the sub-list for extension type_name
-	12, // [12:12] is the sub-list for extension extendee
-	0,  // [0:12] is the sub-list for field type_name
+	10, // 9: switchyard.router.v1.ExplainResponse.tokenizer:type_name -> switchyard.router.v1.TokenizerStatus
+	11, // 10: switchyard.router.v1.TokenizerStatus.checks:type_name -> switchyard.router.v1.TokenizerCheck
+	15, // 11: switchyard.router.v1.TokenizerCheck.checked_at:type_name -> google.protobuf.Timestamp
+	1,  // 12: switchyard.router.v1.Endpoint.kind:type_name -> switchyard.router.v1.TargetKind
+	15, // 13: switchyard.router.v1.Endpoint.last_scrape:type_name -> google.protobuf.Timestamp
+	13, // 14: switchyard.router.v1.ListEndpointsResponse.endpoints:type_name -> switchyard.router.v1.Endpoint
+	3,  // 15: switchyard.router.v1.Router.Route:input_type -> switchyard.router.v1.RouteRequest
+	3,  // 16: switchyard.router.v1.Router.Explain:input_type -> switchyard.router.v1.RouteRequest
+	12, // 17: switchyard.router.v1.Router.ListEndpoints:input_type -> switchyard.router.v1.ListEndpointsRequest
+	7,  // 18: switchyard.router.v1.Router.Route:output_type -> switchyard.router.v1.RouteResponse
+	9,  // 19: switchyard.router.v1.Router.Explain:output_type -> switchyard.router.v1.ExplainResponse
+	14, // 20: switchyard.router.v1.Router.ListEndpoints:output_type -> switchyard.router.v1.ListEndpointsResponse
+	18, // [18:21] is the sub-list for method output_type
+	15, // [15:18] is the sub-list for method input_type
+	15, // [15:15] is the sub-list for extension type_name
+	15, // [15:15] is the sub-list for extension extendee
+	0,  // [0:15] is the sub-list for field type_name
 }
 
 func init() { file_switchyard_router_v1_router_proto_init() }
@@ -1292,7 +1486,7 @@ func file_switchyard_router_v1_router_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_switchyard_router_v1_router_proto_rawDesc), len(file_switchyard_router_v1_router_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   10,
+			NumMessages:   12,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
