@@ -194,17 +194,26 @@ func (t *Tokenizer) loadPreTokenizer(raw json.RawMessage) error {
 	switch {
 	case len(steps) == 1 && last.UseRegex:
 		t.split, _ = splitterFor(patternGPT2)
-	case len(steps) == 2 && steps[0].Type == "Split" && !last.UseRegex:
-		sp := steps[0]
-		if sp.Pattern == nil || sp.Pattern.Regex == nil {
-			return unsupported("pre_tokenizer Split with a string pattern")
+	case len(steps) >= 2 && !last.UseRegex:
+		patterns := make([]string, 0, len(steps)-1)
+		for k, sp := range steps[:len(steps)-1] {
+			if sp.Type != "Split" {
+				return unsupported("pre_tokenizer sequence %s", stepTypes(steps))
+			}
+			if sp.Pattern == nil || sp.Pattern.Regex == nil {
+				return unsupported("pre_tokenizer.pretokenizers[%d] Split with a string pattern", k)
+			}
+			if sp.Behavior != "Isolated" || sp.Invert {
+				return unsupported("pre_tokenizer.pretokenizers[%d] Split behavior %q invert %v", k, sp.Behavior, sp.Invert)
+			}
+			patterns = append(patterns, *sp.Pattern.Regex)
 		}
-		if sp.Behavior != "Isolated" || sp.Invert {
-			return unsupported("pre_tokenizer Split behavior %q invert %v", sp.Behavior, sp.Invert)
-		}
-		s, ok := splitterFor(*sp.Pattern.Regex)
+		s, ok := splitterForSteps(patterns)
 		if !ok {
-			return unsupported("pre_tokenizer Split regex %q", *sp.Pattern.Regex)
+			if len(patterns) == 1 {
+				return unsupported("pre_tokenizer Split regex %q", patterns[0])
+			}
+			return unsupported("pre_tokenizer Split regexes %q", patterns)
 		}
 		t.split = s
 	default:

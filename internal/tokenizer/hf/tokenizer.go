@@ -209,11 +209,17 @@ func (t *Tokenizer) encodeSegment(w *work, dst []uint32, s string) ([]uint32, er
 func (t *Tokenizer) appendWords(w *work, dst []uint32, s string) ([]uint32, error) {
 	front := t.model.front()
 	defer t.model.release(front)
+	if t.split.deepseek {
+		return t.appendDeepSeek(w, dst, s, front)
+	}
 	for i := 0; i < len(s); {
 		var end, far int
-		if t.split.gpt2 {
+		switch {
+		case t.split.gpt2:
 			end, far = t.split.nextGPT2(s, i)
-		} else {
+		case t.split.o200k:
+			end, far = nextO200k(s, i)
+		default:
 			end, far = t.split.next(s, i)
 		}
 		w.steps += far - i
@@ -222,6 +228,33 @@ func (t *Tokenizer) appendWords(w *work, dst []uint32, s string) ([]uint32, erro
 			return dst, err
 		}
 		i = end
+	}
+	return dst, nil
+}
+
+// appendDeepSeek is appendWords for DeepSeek V3's three split steps: each
+// step's pieces are cut by the next.
+func (t *Tokenizer) appendDeepSeek(w *work, dst []uint32, s string, front *wordFront) ([]uint32, error) {
+	for i := 0; i < len(s); {
+		e1 := deepSeekDigits(s, i)
+		w.steps += e1 - i
+		p1 := s[i:e1]
+		for j := 0; j < len(p1); {
+			e2 := deepSeekCJK(p1, j)
+			w.steps += e2 - j
+			p2 := p1[j:e2]
+			for k := 0; k < len(p2); {
+				end, far := nextDeepSeek(p2, k)
+				w.steps += max(end, far) - k
+				dst = t.model.encodeWord(dst, p2[k:end], front, &w.steps)
+				if err := w.check(end - k); err != nil {
+					return dst, err
+				}
+				k = end
+			}
+			j = e2
+		}
+		i = e1
 	}
 	return dst, nil
 }

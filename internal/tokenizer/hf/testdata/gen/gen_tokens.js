@@ -22,7 +22,7 @@ const corpus = require("./corpus.js");
 async function main() {
   const outDir = path.resolve(__dirname, "../golden");
   fs.mkdirSync(outDir, { recursive: true });
-  for (const name of ["qwen3", "llama3_1"]) {
+  for (const name of ["qwen3", "llama3_1", "deepseek_v3", "gptoss"]) {
     const tok = Tokenizer.fromFile(path.join(cache, "tokenizers", name, "tokenizer.json"));
     const cases = [];
     for (const c of corpus.cases()) {
