@@ -23,10 +23,12 @@ const (
 
 // splitter cuts normalized text into pre-tokens.
 type splitter struct {
-	gpt2      bool // patternGPT2; otherwise the cl100k family
-	o200k     bool // patternO200k (o200k.go)
-	deepseek  bool // DeepSeek V3's three steps (deepseek.go)
-	maxDigits int  // cl100k family: digits per pre-token (1 or 3)
+	gpt2      bool   // patternGPT2; otherwise the cl100k family
+	o200k     bool   // patternO200k (o200k.go)
+	deepseek  bool   // DeepSeek V3's three steps (deepseek.go)
+	whole     bool   // no pre-tokenizer: a segment is one word
+	literal   string // words end after each occurrence of this string
+	maxDigits int    // cl100k family: digits per pre-token (1 or 3)
 }
 
 func splitterFor(pattern string) (splitter, bool) {

@@ -30,7 +30,10 @@ import (
 // Tokenizer is a loaded Hugging Face tokenizer. It is safe for concurrent
 // use.
 type Tokenizer struct {
-	normForms       []norm.Form
+	normForms       []norm.Form // the Unicode forms among normSteps
+	normSteps       []normStep  // the normalizer (sentencepiece.go)
+	charLevel       bool        // a vocabulary of characters, not bytes (sentencepiece.go)
+	stripStart      int         // leading spaces the decoder strips
 	split           splitter
 	model           *bpe
 	added           *matcher // added tokens matched on the raw text
@@ -182,14 +185,7 @@ func (t *Tokenizer) encodeSegment(w *work, dst []uint32, s string) ([]uint32, er
 	if s == "" {
 		return dst, nil
 	}
-	if len(t.normForms) > 0 && !isASCII(s) {
-		for _, f := range t.normForms {
-			w.steps += len(s)
-			if !f.IsNormalString(s) {
-				s = f.String(s)
-			}
-		}
-	}
+	s = t.normalize(w, s)
 	for len(s) > 0 {
 		at, tok, read := t.addedNormalized.find(s)
 		w.steps += read
@@ -211,6 +207,9 @@ func (t *Tokenizer) appendWords(w *work, dst []uint32, s string) ([]uint32, erro
 	defer t.model.release(front)
 	if t.split.deepseek {
 		return t.appendDeepSeek(w, dst, s, front)
+	}
+	if t.split.whole || t.split.literal != "" {
+		return t.appendLiteralWords(w, dst, s, front)
 	}
 	for i := 0; i < len(s); {
 		var end, far int
@@ -259,6 +258,26 @@ func (t *Tokenizer) appendDeepSeek(w *work, dst []uint32, s string, front *wordF
 	return dst, nil
 }
 
+// appendLiteralWords is appendWords for no pre-tokenizer (the segment is
+// one word) or a split after each occurrence of a string.
+func (t *Tokenizer) appendLiteralWords(w *work, dst []uint32, s string, front *wordFront) ([]uint32, error) {
+	for len(s) > 0 {
+		end := len(s)
+		if t.split.literal != "" {
+			if k := strings.Index(s, t.split.literal); k >= 0 {
+				end = k + len(t.split.literal)
+			}
+		}
+		w.steps += end
+		dst = t.model.encodeWord(dst, s[:end], front, &w.steps)
+		if err := w.check(end); err != nil {
+			return dst, err
+		}
+		s = s[end:]
+	}
+	return dst, nil
+}
+
 // Decode turns ids back into text, special tokens included, as the
 // ByteLevel decoder does. Unknown ids are skipped. The result is the exact
 // bytes the ids stand for: it is valid UTF-8 whenever the ids end on a
@@ -288,7 +307,11 @@ func (t *Tokenizer) decode(ids []uint32, skipSpecial bool) string {
 		}
 		b.WriteString(t.pieces.at(int(id)))
 	}
-	return b.String()
+	out := b.String()
+	for k := 0; k < t.stripStart && strings.HasPrefix(out, " "); k++ {
+		out = out[1:]
+	}
+	return out
 }
 
 // VocabSize is one more than the largest id.
