@@ -1,10 +1,11 @@
 // Package hf is a Hugging Face tokenizer: it loads a model directory
 // (tokenizer.json, tokenizer_config.json) and produces exactly the token ids
-// of Hugging Face's Rust tokenizers library, for the byte-level BPE
-// tokenizers that current chat models use (Qwen2/Qwen3, Llama 3, GPT-2
-// style). Added and special tokens are matched before BPE, the declared
-// Unicode normalizer is applied, and the pre-tokenizer split regex is
-// matched by a hand-written scanner. Whatever else a tokenizer.json may
+// of Hugging Face's Rust tokenizers library, for the BPE tokenizers that
+// current chat models use: byte-level (Qwen2/Qwen3, Llama 3, DeepSeek V3,
+// gpt-oss, GPT-2 style) and SentencePiece-style over characters with byte
+// fallback (Gemma 3, Llama 2). Added and special tokens are matched before
+// BPE, the declared normalizer is applied, and the pre-tokenizer split
+// regexes are matched by hand-written scanners. Whatever else a tokenizer.json may
 // declare is refused at load with an UnsupportedError naming it: a
 // tokenizer that loads tokenizes exactly.
 //
