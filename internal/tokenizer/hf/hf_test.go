@@ -246,6 +246,13 @@ func TestUnsupported(t *testing.T) {
 		{"decoder", func(m map[string]any) { m["decoder"] = map[string]any{"type": "Metaspace"} }, `decoder "Metaspace"`},
 		{"post_processor", func(m map[string]any) { m["post_processor"] = map[string]any{"type": "BertProcessing"} }, `post_processor "BertProcessing"`},
 		{"lstrip", func(m map[string]any) { m["added_tokens"].([]any)[0].(map[string]any)["lstrip"] = true }, "lstrip"},
+		{"no_byte_fallback", func(m map[string]any) { m["pre_tokenizer"] = nil }, "without byte_fallback"},
+		{"regex_replace", func(m map[string]any) {
+			m["normalizer"] = map[string]any{"type": "Replace", "pattern": map[string]any{"Regex": " +"}, "content": "▁"}
+		}, "normalizer Replace"},
+		{"split_string", func(m map[string]any) {
+			m["pre_tokenizer"] = map[string]any{"type": "Split", "pattern": map[string]any{"String": " "}, "behavior": "Removed"}
+		}, "Split string"},
 		{"missing_byte", func(m map[string]any) { delete(m["model"].(map[string]any)["vocab"].(map[string]any), "Ā") }, "byte 0x00"},
 	}
 	for _, tc := range tests {
