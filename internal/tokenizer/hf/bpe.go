@@ -56,10 +56,12 @@ type bpe struct {
 	vocab        *stringIndex // raw bytes → id
 	byteID       [256]uint32
 	merges       map[uint64]merge
-	ignoreMerges bool      // a pre-token found whole in the vocabulary is one token
-	cache        *idCache  // recent pre-tokens; text repeats words heavily
-	fronts       sync.Pool // *wordFront: the cache's lock-free front, one per encoding
-	scratch      sync.Pool // *bpeWork
+	ignoreMerges bool        // a pre-token found whole in the vocabulary is one token
+	charLevel    bool        // vocab of characters; byteID holds ASCII's tokens (sentencepiece.go)
+	fallback     [256]uint32 // charLevel: the <0xXX> tokens
+	cache        *idCache    // recent pre-tokens; text repeats words heavily
+	fronts       sync.Pool   // *wordFront: the cache's lock-free front, one per encoding
+	scratch      sync.Pool   // *bpeWork
 }
 
 // Words longer than this many bytes are not cached: they are rare (long
@@ -212,8 +214,13 @@ func (m *bpe) mergeWord(dst []uint32, w string, ops *int) []uint32 {
 		work.syms = make([]symbol, n)
 	}
 	syms := work.syms[:n]
-	for i := 0; i < n; i++ {
-		syms[i] = symbol{id: m.byteID[w[i]], prev: int32(i - 1), next: int32(i + 1)}
+	if m.charLevel {
+		syms = m.charSymbols(syms, w)
+		n = len(syms)
+	} else {
+		for i := 0; i < n; i++ {
+			syms[i] = symbol{id: m.byteID[w[i]], prev: int32(i - 1), next: int32(i + 1)}
+		}
 	}
 	syms[n-1].next = -1
 

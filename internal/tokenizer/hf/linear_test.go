@@ -65,3 +65,79 @@ func FuzzEncodeLinear(f *testing.F) {
 		}
 	})
 }
+
+// families are the fixture tokenizers, one per pre-tokenizer and model
+// kind this package implements.
+var families = []string{"qwen3", "llama3_1", "deepseek_v3", "gptoss", "gemma3", "llama2"}
+
+// TestFamiliesLinear holds every family to FuzzEncodeLinear's bound on
+// inputs that are expensive for some pre-tokenizer or model: long runs of
+// one class (a SentencePiece segment is one BPE word), case-shape
+// backtracking for o200k, gaps no DeepSeek alternative matches.
+func TestFamiliesLinear(t *testing.T) {
+	inputs := []string{"a", " ", "\n \n", "'s'", "日本語", "1234", "a\xff", "<|im_", "<bos", "▁",
+		"Ǆ", "AB", "Aʰ", "\u0301A", "ʰ\u0301", "A'S", "\u200d", "\u200da", "・ー", "/\n", " !", "\t\t a",
+		"x1y", "😀", "ab cd", "あいうえお"}
+	for _, model := range families {
+		t.Run(model, func(t *testing.T) {
+			cold := *fixture(t, model)
+			cold.segments = nil
+			tok := &cold
+			for _, x := range inputs {
+				small := repeatTo(x, 16<<10)
+				large := strings.Repeat(small, 4)
+				tok.Encode(large)
+				p1 := float64(stepsOf(tok, small)) / float64(len(small))
+				p4 := float64(stepsOf(tok, large)) / float64(len(large))
+				if p4 > 1.25*p1+0.5 {
+					t.Errorf("%q: work per byte grows with the input: %.2f at %d bytes, %.2f at %d", x, p1, len(small), p4, len(large))
+				}
+			}
+		})
+	}
+}
+
+// FuzzSplitters feeds the hand-written o200k and DeepSeek scanners
+// arbitrary text: each step must move forward and stay inside the text,
+// and the pieces must cover it.
+func FuzzSplitters(f *testing.F) {
+	for _, s := range []string{"HTTPServer's", "\u0301A", "a\u200db", "日本・ー123", " \n\t/", "\xff\xfe", "'S", "ǅx"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		var got strings.Builder
+		for i := 0; i < len(s); {
+			end, far := nextO200k(s, i)
+			if end <= i || end > len(s) || far < end {
+				t.Fatalf("nextO200k(%q, %d) = %d, %d", s, i, end, far)
+			}
+			got.WriteString(s[i:end])
+			i = end
+		}
+		for i := 0; i < len(s); {
+			e1 := deepSeekDigits(s, i)
+			if e1 <= i || e1 > len(s) {
+				t.Fatalf("deepSeekDigits(%q, %d) = %d", s, i, e1)
+			}
+			for j := i; j < e1; {
+				p := s[:e1]
+				e2 := deepSeekCJK(p, j)
+				if e2 <= j || e2 > e1 {
+					t.Fatalf("deepSeekCJK(%q, %d) = %d", p, j, e2)
+				}
+				for k := j; k < e2; {
+					end, _ := nextDeepSeek(s[:e2], k)
+					if end <= k || end > e2 {
+						t.Fatalf("nextDeepSeek(%q, %d) = %d", s[:e2], k, end)
+					}
+					k = end
+				}
+				j = e2
+			}
+			i = e1
+		}
+		if got.String() != s {
+			t.Fatalf("o200k pieces %q do not cover %q", got.String(), s)
+		}
+	})
+}

@@ -68,6 +68,11 @@ type componentJSON struct {
 	Pattern  *struct{ Regex, String *string } `json:"pattern"`
 	Behavior string                           `json:"behavior"`
 	Invert   bool                             `json:"invert"`
+	// Replace (normalizer, decoder), Prepend, Strip
+	Content *string `json:"content"`
+	Prepend *string `json:"prepend"`
+	Start   int     `json:"start"`
+	Stop    int     `json:"stop"`
 	// ByteLevel
 	AddPrefixSpace bool `json:"add_prefix_space"`
 	UseRegex       bool `json:"use_regex"`
@@ -82,6 +87,8 @@ type templatePieceJSON struct {
 	SpecialToken *struct{ ID string } `json:"SpecialToken"`
 	Sequence     *struct{ ID string } `json:"Sequence"`
 }
+
+var jsonUnmarshal = json.Unmarshal
 
 func isNull(raw json.RawMessage) bool {
 	return len(bytes.TrimSpace(raw)) == 0 || string(bytes.TrimSpace(raw)) == "null"
@@ -134,14 +141,20 @@ func (t *Tokenizer) loadNormalizer(raw json.RawMessage) error {
 					return err
 				}
 			}
-		case "NFC":
-			forms = append(forms, norm.NFC)
-		case "NFD":
-			forms = append(forms, norm.NFD)
-		case "NFKC":
-			forms = append(forms, norm.NFKC)
-		case "NFKD":
-			forms = append(forms, norm.NFKD)
+		case "NFC", "NFD", "NFKC", "NFKD":
+			f := map[string]norm.Form{"NFC": norm.NFC, "NFD": norm.NFD, "NFKC": norm.NFKC, "NFKD": norm.NFKD}[c.Type]
+			forms = append(forms, f)
+			t.normSteps = append(t.normSteps, normStep{form: &f})
+		case "Replace":
+			if c.Pattern == nil || c.Pattern.String == nil || *c.Pattern.String == "" || c.Content == nil {
+				return unsupported("normalizer Replace without a non-empty string pattern")
+			}
+			t.normSteps = append(t.normSteps, normStep{old: *c.Pattern.String, new: *c.Content})
+		case "Prepend":
+			if c.Prepend == nil {
+				return errors.New("tokenizer.json: normalizer Prepend without prepend")
+			}
+			t.normSteps = append(t.normSteps, normStep{prepend: *c.Prepend})
 		default:
 			return unsupported("normalizer %q", c.Type)
 		}
@@ -156,7 +169,9 @@ func (t *Tokenizer) loadNormalizer(raw json.RawMessage) error {
 
 func (t *Tokenizer) loadPreTokenizer(raw json.RawMessage) error {
 	if isNull(raw) {
-		return unsupported("pre_tokenizer null (only byte-level BPE is implemented)")
+		// SentencePiece-style: the whole normalized segment is one word.
+		t.split, t.charLevel = splitter{whole: true}, true
+		return nil
 	}
 	var steps []componentJSON
 	var walk func(json.RawMessage) error
@@ -179,6 +194,16 @@ func (t *Tokenizer) loadPreTokenizer(raw json.RawMessage) error {
 	if err := walk(raw); err != nil {
 		return err
 	}
+	if len(steps) == 1 && steps[0].Type == "Split" && steps[0].Pattern != nil && steps[0].Pattern.String != nil {
+		// Gemma's Split(" ", MergedWithPrevious) over a vocabulary of
+		// characters: words end after each occurrence of the string.
+		sp := steps[0]
+		if sp.Behavior != "MergedWithPrevious" || sp.Invert || *sp.Pattern.String == "" {
+			return unsupported("pre_tokenizer Split string %q behavior %q invert %v", *sp.Pattern.String, sp.Behavior, sp.Invert)
+		}
+		t.split, t.charLevel = splitter{literal: *sp.Pattern.String}, true
+		return nil
+	}
 	for _, s := range steps {
 		if s.Type != "Split" && s.Type != "ByteLevel" {
 			return unsupported("pre_tokenizer %q", s.Type)
@@ -194,17 +219,26 @@ func (t *Tokenizer) loadPreTokenizer(raw json.RawMessage) error {
 	switch {
 	case len(steps) == 1 && last.UseRegex:
 		t.split, _ = splitterFor(patternGPT2)
-	case len(steps) == 2 && steps[0].Type == "Split" && !last.UseRegex:
-		sp := steps[0]
-		if sp.Pattern == nil || sp.Pattern.Regex == nil {
-			return unsupported("pre_tokenizer Split with a string pattern")
+	case len(steps) >= 2 && !last.UseRegex:
+		patterns := make([]string, 0, len(steps)-1)
+		for k, sp := range steps[:len(steps)-1] {
+			if sp.Type != "Split" {
+				return unsupported("pre_tokenizer sequence %s", stepTypes(steps))
+			}
+			if sp.Pattern == nil || sp.Pattern.Regex == nil {
+				return unsupported("pre_tokenizer.pretokenizers[%d] Split with a string pattern", k)
+			}
+			if sp.Behavior != "Isolated" || sp.Invert {
+				return unsupported("pre_tokenizer.pretokenizers[%d] Split behavior %q invert %v", k, sp.Behavior, sp.Invert)
+			}
+			patterns = append(patterns, *sp.Pattern.Regex)
 		}
-		if sp.Behavior != "Isolated" || sp.Invert {
-			return unsupported("pre_tokenizer Split behavior %q invert %v", sp.Behavior, sp.Invert)
-		}
-		s, ok := splitterFor(*sp.Pattern.Regex)
+		s, ok := splitterForSteps(patterns)
 		if !ok {
-			return unsupported("pre_tokenizer Split regex %q", *sp.Pattern.Regex)
+			if len(patterns) == 1 {
+				return unsupported("pre_tokenizer Split regex %q", patterns[0])
+			}
+			return unsupported("pre_tokenizer Split regexes %q", patterns)
 		}
 		t.split = s
 	default:
@@ -246,10 +280,50 @@ func (t *Tokenizer) loadModel(m *modelJSON) error {
 		ignoreMerges: m.IgnoreMerges,
 		cache:        newIDCache(wordCacheBytes),
 	}
+	if t.charLevel {
+		if err := t.loadCharModel(m, b); err != nil {
+			return err
+		}
+	} else if err := loadByteModel(m, b); err != nil {
+		return err
+	}
+	pairs, err := parseMerges(m.Merges)
+	if err != nil {
+		return err
+	}
+	b.merges = make(map[uint64]merge, len(pairs))
+	for rank, p := range pairs {
+		a, ok1 := m.Vocab[p[0]]
+		c, ok2 := m.Vocab[p[1]]
+		id, ok3 := m.Vocab[p[0]+p[1]]
+		if !ok1 || !ok2 || !ok3 {
+			return fmt.Errorf("tokenizer.json: model.merges[%d] (%q %q) names a token outside the vocabulary", rank, p[0], p[1])
+		}
+		b.merges[pairKey(a, c)] = merge{rank: uint32(rank), id: id}
+	}
+	t.model = b
 	maxID := uint32(0)
+	for _, id := range m.Vocab {
+		maxID = max(maxID, id)
+	}
+	t.buildPieces = make([]string, maxID+1)
+	t.known = make([]bool, maxID+1)
+	for tok, id := range m.Vocab {
+		if t.charLevel {
+			t.buildPieces[id] = tok // the decoder maps it (loadDecoder)
+		} else {
+			t.buildPieces[id] = decodePiece(tok)
+		}
+		t.known[id] = true
+	}
+	return nil
+}
+
+// loadByteModel reads a byte-level vocabulary: strings in GPT-2's byte
+// alphabet, every byte a token.
+func loadByteModel(m *modelJSON, b *bpe) error {
 	vocab := make(map[string]uint32, len(m.Vocab))
 	for tok, id := range m.Vocab {
-		maxID = max(maxID, id)
 		if raw, ok := unByteLevel(tok); ok {
 			vocab[raw] = id
 		}
@@ -265,27 +339,6 @@ func (t *Tokenizer) loadModel(m *modelJSON) error {
 	}
 	// byte_fallback needs no code: it only applies to characters missing
 	// from the vocabulary, and with every byte a token none is.
-	pairs, err := parseMerges(m.Merges)
-	if err != nil {
-		return err
-	}
-	b.merges = make(map[uint64]merge, len(pairs))
-	for rank, p := range pairs {
-		a, ok1 := m.Vocab[p[0]]
-		c, ok2 := m.Vocab[p[1]]
-		id, ok3 := m.Vocab[p[0]+p[1]]
-		if !ok1 || !ok2 || !ok3 {
-			return fmt.Errorf("tokenizer.json: merge %d (%q %q) names a token outside the vocabulary", rank, p[0], p[1])
-		}
-		b.merges[pairKey(a, c)] = merge{rank: uint32(rank), id: id}
-	}
-	t.model = b
-	t.buildPieces = make([]string, maxID+1)
-	t.known = make([]bool, maxID+1)
-	for tok, id := range m.Vocab {
-		t.buildPieces[id] = decodePiece(tok)
-		t.known[id] = true
-	}
 	return nil
 }
 
@@ -337,7 +390,10 @@ func (t *Tokenizer) loadAddedTokens(tokens []addedTokenJSON) error {
 			return fmt.Errorf("tokenizer.json: added token %d is not UTF-8", a.ID)
 		}
 		tok := addedToken{content: a.Content, id: a.ID, special: a.Special}
-		if a.Normalized && len(t.normForms) > 0 {
+		if a.Normalized && len(t.normSteps) > 0 {
+			if w := (work{}); t.normalize(&w, a.Content) != a.Content {
+				return unsupported("added_tokens %q: normalized, and the normalizer changes it", a.Content)
+			}
 			normalized = append(normalized, tok)
 		} else {
 			plain = append(plain, tok)
@@ -346,7 +402,11 @@ func (t *Tokenizer) loadAddedTokens(tokens []addedTokenJSON) error {
 			t.buildPieces = append(t.buildPieces, make([]string, int(a.ID)+1-len(t.buildPieces))...)
 			t.known = append(t.known, make([]bool, int(a.ID)+1-len(t.known))...)
 		}
-		t.buildPieces[a.ID] = decodePiece(a.Content)
+		if t.charLevel {
+			t.buildPieces[a.ID] = a.Content
+		} else {
+			t.buildPieces[a.ID] = decodePiece(a.Content)
+		}
 		t.known[a.ID] = true
 		if a.Special {
 			if t.special == nil {
@@ -425,6 +485,9 @@ func (t *Tokenizer) loadDecoder(raw json.RawMessage) error {
 	var c componentJSON
 	if err := json.Unmarshal(raw, &c); err != nil {
 		return fmt.Errorf("parse decoder: %w", err)
+	}
+	if t.charLevel {
+		return t.loadCharDecoder(c)
 	}
 	if c.Type != "ByteLevel" {
 		return unsupported("decoder %q", c.Type)

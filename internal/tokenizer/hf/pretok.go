@@ -23,8 +23,12 @@ const (
 
 // splitter cuts normalized text into pre-tokens.
 type splitter struct {
-	gpt2      bool // patternGPT2; otherwise the cl100k family
-	maxDigits int  // cl100k family: digits per pre-token (1 or 3)
+	gpt2      bool   // patternGPT2; otherwise the cl100k family
+	o200k     bool   // patternO200k (o200k.go)
+	deepseek  bool   // DeepSeek V3's three steps (deepseek.go)
+	whole     bool   // no pre-tokenizer: a segment is one word
+	literal   string // words end after each occurrence of this string
+	maxDigits int    // cl100k family: digits per pre-token (1 or 3)
 }
 
 func splitterFor(pattern string) (splitter, bool) {
@@ -35,6 +39,21 @@ func splitterFor(pattern string) (splitter, bool) {
 		return splitter{maxDigits: 1}, true
 	case patternGPT2:
 		return splitter{gpt2: true}, true
+	case patternO200k:
+		return splitter{o200k: true}, true
+	}
+	return splitter{}, false
+}
+
+// splitterForSteps returns the splitter of a sequence of Split steps
+// (each isolating the matches of its regex in what the one before made).
+func splitterForSteps(patterns []string) (splitter, bool) {
+	if len(patterns) == 1 {
+		return splitterFor(patterns[0])
+	}
+	if len(patterns) == 3 && patterns[0] == patternDeepSeekDigits && patterns[1] == patternDeepSeekCJK &&
+		patterns[2] == patternDeepSeekWords {
+		return splitter{deepseek: true}, true
 	}
 	return splitter{}, false
 }

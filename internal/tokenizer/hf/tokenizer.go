@@ -1,10 +1,11 @@
 // Package hf is a Hugging Face tokenizer: it loads a model directory
 // (tokenizer.json, tokenizer_config.json) and produces exactly the token ids
-// of Hugging Face's Rust tokenizers library, for the byte-level BPE
-// tokenizers that current chat models use (Qwen2/Qwen3, Llama 3, GPT-2
-// style). Added and special tokens are matched before BPE, the declared
-// Unicode normalizer is applied, and the pre-tokenizer split regex is
-// matched by a hand-written scanner. Whatever else a tokenizer.json may
+// of Hugging Face's Rust tokenizers library, for the BPE tokenizers that
+// current chat models use: byte-level (Qwen2/Qwen3, Llama 3, DeepSeek V3,
+// gpt-oss, GPT-2 style) and SentencePiece-style over characters with byte
+// fallback (Gemma 3, Llama 2). Added and special tokens are matched before
+// BPE, the declared normalizer is applied, and the pre-tokenizer split
+// regexes are matched by hand-written scanners. Whatever else a tokenizer.json may
 // declare is refused at load with an UnsupportedError naming it: a
 // tokenizer that loads tokenizes exactly.
 //
@@ -30,7 +31,10 @@ import (
 // Tokenizer is a loaded Hugging Face tokenizer. It is safe for concurrent
 // use.
 type Tokenizer struct {
-	normForms       []norm.Form
+	normForms       []norm.Form // the Unicode forms among normSteps
+	normSteps       []normStep  // the normalizer (sentencepiece.go)
+	charLevel       bool        // a vocabulary of characters, not bytes (sentencepiece.go)
+	stripStart      int         // leading spaces the decoder strips
 	split           splitter
 	model           *bpe
 	added           *matcher // added tokens matched on the raw text
@@ -182,14 +186,7 @@ func (t *Tokenizer) encodeSegment(w *work, dst []uint32, s string) ([]uint32, er
 	if s == "" {
 		return dst, nil
 	}
-	if len(t.normForms) > 0 && !isASCII(s) {
-		for _, f := range t.normForms {
-			w.steps += len(s)
-			if !f.IsNormalString(s) {
-				s = f.String(s)
-			}
-		}
-	}
+	s = t.normalize(w, s)
 	for len(s) > 0 {
 		at, tok, read := t.addedNormalized.find(s)
 		w.steps += read
@@ -209,11 +206,20 @@ func (t *Tokenizer) encodeSegment(w *work, dst []uint32, s string) ([]uint32, er
 func (t *Tokenizer) appendWords(w *work, dst []uint32, s string) ([]uint32, error) {
 	front := t.model.front()
 	defer t.model.release(front)
+	if t.split.deepseek {
+		return t.appendDeepSeek(w, dst, s, front)
+	}
+	if t.split.whole || t.split.literal != "" {
+		return t.appendLiteralWords(w, dst, s, front)
+	}
 	for i := 0; i < len(s); {
 		var end, far int
-		if t.split.gpt2 {
+		switch {
+		case t.split.gpt2:
 			end, far = t.split.nextGPT2(s, i)
-		} else {
+		case t.split.o200k:
+			end, far = nextO200k(s, i)
+		default:
 			end, far = t.split.next(s, i)
 		}
 		w.steps += far - i
@@ -222,6 +228,53 @@ func (t *Tokenizer) appendWords(w *work, dst []uint32, s string) ([]uint32, erro
 			return dst, err
 		}
 		i = end
+	}
+	return dst, nil
+}
+
+// appendDeepSeek is appendWords for DeepSeek V3's three split steps: each
+// step's pieces are cut by the next.
+func (t *Tokenizer) appendDeepSeek(w *work, dst []uint32, s string, front *wordFront) ([]uint32, error) {
+	for i := 0; i < len(s); {
+		e1 := deepSeekDigits(s, i)
+		w.steps += e1 - i
+		p1 := s[i:e1]
+		for j := 0; j < len(p1); {
+			e2 := deepSeekCJK(p1, j)
+			w.steps += e2 - j
+			p2 := p1[j:e2]
+			for k := 0; k < len(p2); {
+				end, far := nextDeepSeek(p2, k)
+				w.steps += max(end, far) - k
+				dst = t.model.encodeWord(dst, p2[k:end], front, &w.steps)
+				if err := w.check(end - k); err != nil {
+					return dst, err
+				}
+				k = end
+			}
+			j = e2
+		}
+		i = e1
+	}
+	return dst, nil
+}
+
+// appendLiteralWords is appendWords for no pre-tokenizer (the segment is
+// one word) or a split after each occurrence of a string.
+func (t *Tokenizer) appendLiteralWords(w *work, dst []uint32, s string, front *wordFront) ([]uint32, error) {
+	for len(s) > 0 {
+		end := len(s)
+		if t.split.literal != "" {
+			if k := strings.Index(s, t.split.literal); k >= 0 {
+				end = k + len(t.split.literal)
+			}
+		}
+		w.steps += end
+		dst = t.model.encodeWord(dst, s[:end], front, &w.steps)
+		if err := w.check(end); err != nil {
+			return dst, err
+		}
+		s = s[end:]
 	}
 	return dst, nil
 }
@@ -255,7 +308,11 @@ func (t *Tokenizer) decode(ids []uint32, skipSpecial bool) string {
 		}
 		b.WriteString(t.pieces.at(int(id)))
 	}
-	return b.String()
+	out := b.String()
+	for k := 0; k < t.stripStart && strings.HasPrefix(out, " "); k++ {
+		out = out[1:]
+	}
+	return out
 }
 
 // VocabSize is one more than the largest id.

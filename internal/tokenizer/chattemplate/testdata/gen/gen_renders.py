@@ -9,7 +9,7 @@ loopcontrols extension and a no-op {% generation %} tag, its tojson filter
 strftime_now (pinned to a fixed time here so goldens are stable), and the
 tokenizer's special tokens as variables.
 
-    scripts/testdata.sh          # fixture tokenizers (qwen3, llama3_1)
+    scripts/testdata.sh          # fixture tokenizers (qwen3, llama3_1, deepseek_v3, gemma3, …)
     apt-get install python3-jinja2   # Debian's jinja2, run by /usr/bin/python3
     /usr/bin/python3 internal/tokenizer/chattemplate/testdata/gen/gen_renders.py
 
@@ -184,6 +184,10 @@ def cases():
         out.append(("qwen3", "system_user", [WEATHER_TOOL], {}))
         out.append(("qwen3", "single_user", [], {}))
         out.append(("qwen3", "thinking", None, {"enable_thinking": False}))
+    for tmpl in ["deepseek_v3", "gemma3"]:
+        for conv in CONVERSATIONS:
+            if conv not in ("tool_calls", "single_tool_call", "continue_after_tool"):
+                out.append((tmpl, conv, None, {}))
     for conv in ["multi_turn", "tool_calls", "single_user", "unicode_and_specials"]:
         out.append(("features", conv, None, {}))
     out.append(("features", "tool_calls", [WEATHER_TOOL, SEARCH_TOOL], {}))
@@ -202,7 +206,7 @@ def load_templates():
         with open(os.path.join(TESTDATA, "templates", name + ".jinja"), encoding="utf-8") as f:
             src = f.read()
         templates[name] = (env.from_string(src), {"bos_token": "<|begin_of_text|>", "eos_token": "<|eot_id|>"})
-    for name in ["qwen3", "llama3_1"]:
+    for name in ["qwen3", "llama3_1", "deepseek_v3", "gemma3"]:
         path = os.path.join(CACHE, "tokenizers", name, "tokenizer_config.json")
         if not os.path.exists(path):
             sys.exit(f"missing {path}: run scripts/testdata.sh first")

@@ -73,6 +73,26 @@ function cases() {
 
   const next = rng(20261125);
   for (let i = 0; i < 300; i++) add(`random_${i}`, randomString(next, 1 + Math.floor(next() * 40)));
+
+  // Case shapes and classes the o200k (gpt-oss) and DeepSeek V3 splits
+  // tell apart: upper/title/modifier letters, marks, kana punctuation,
+  // digits against letters, format characters. Appended after the random
+  // cases so those stay as they were.
+  add("case_shapes", "HTTPServer XMLHttpRequest McDonald's iPhone ǅemal ǈubljana ʰello ʰ ABCdef'S DON'Tx o'NEILL Ⅻth");
+  add("marks", "\u0301a a\u0301\u0302 \u0301 \u0301A x\u0301Y\u0308 नमस्ते क्षि ก่า \u0300\u0300\u0300");
+  add("kana_punct", "カタカナ・ひらがなー゛゜ゝゞ゠ヽヾ々〆日本語。、「」『』");
+  add("digits_letters", "abc123def 12a3b45 x1 1x 1234567 ٣٤٥٦ １２３４ 3.14e10 v2.0.1-rc3");
+  add("slashes", "a/b/c //x\n/ !/\n/ ./path/to/file a//b http://x.y/z/");
+  add("ascii_punct_words", "#include <stdio.h> $HOME @user _private -flag .dotfile 'quoted' \"dq\" (paren) [x] {y} ~tilde `tick` ^caret |pipe");
+  add("format_chars", "a\u200db \u200d\u200d x\u2060y \ufeffz \u00ad soft\u00adhyphen \ue000 \u0000\u0000a");
+  const extra = pieces.concat(["HTTP", "Server", "ǅ", "ʰ", "\u0301", "・", "ー", "゛", "/", "\u200d", "Ab", "aB", "'re", "々", "ｶ", "A\u0301"]);
+  const next2 = rng(20261203);
+  for (let i = 0; i < 100; i++) {
+    let s = "";
+    const n = 1 + Math.floor(next2() * 40);
+    for (let k = 0; k < n; k++) s += extra[Math.floor(next2() * extra.length)];
+    add(`random2_${i}`, s);
+  }
   return out;
 }
 

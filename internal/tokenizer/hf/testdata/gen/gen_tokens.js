@@ -22,13 +22,17 @@ const corpus = require("./corpus.js");
 async function main() {
   const outDir = path.resolve(__dirname, "../golden");
   fs.mkdirSync(outDir, { recursive: true });
-  for (const name of ["qwen3", "llama3_1"]) {
+  for (const name of ["qwen3", "llama3_1", "deepseek_v3", "gptoss", "gemma3", "llama2"]) {
     const tok = Tokenizer.fromFile(path.join(cache, "tokenizers", name, "tokenizer.json"));
     const cases = [];
     for (const c of corpus.cases()) {
       const plain = await tok.encode(c.text, null, { addSpecialTokens: false });
       const special = await tok.encode(c.text, null, { addSpecialTokens: true });
-      cases.push({ name: c.name, text: c.text, ids: plain.getIds(), ids_special: special.getIds() });
+      const cs = { name: c.name, text: c.text, ids: plain.getIds(), ids_special: special.getIds() };
+      // SentencePiece-style decoders do not give the text back as it was
+      // (the normalizer's "▁", Llama 2's stripped space): keep theirs.
+      if (name === "gemma3" || name === "llama2") cs.decoded = await tok.decode(cs.ids, false);
+      cases.push(cs);
     }
     const file = path.join(outDir, name + ".json");
     fs.writeFileSync(file, JSON.stringify({ reference: "@anush008/tokenizers 0.6.0 (tokenizers 0.22)", cases }) + "\n");

@@ -1,0 +1,103 @@
+package hf
+
+import (
+	"unicode"
+	"unicode/utf8"
+)
+
+// Character properties of the o200k (gpt-oss) and DeepSeek V3 split
+// patterns, as bits: those patterns tell upper from lower case letters,
+// marks, punctuation and symbols, which the cl100k family's classes
+// (classAt) do not. Invalid UTF-8 bytes have no property, as in classAt.
+const (
+	propUpper   = 1 << iota // [\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]
+	propLower               // [\p{Ll}\p{Lm}\p{Lo}\p{M}]
+	propLetter              // \p{L}
+	propMark                // \p{M}
+	propNumber              // \p{N}
+	propSpace               // \s, \r and \n included
+	propNewline             // \r or \n
+	propPunct               // [\p{P}\p{S}]
+	propCJK                 // [\x{4e00}-\x{9fa5}\x{3040}-\x{309f}\x{30a0}-\x{30ff}]
+)
+
+var asciiProps = func() (t [utf8.RuneSelf]uint16) {
+	for c := 0; c < utf8.RuneSelf; c++ {
+		t[c] = runeProps(rune(c))
+	}
+	return t
+}()
+
+func runeProps(r rune) uint16 {
+	var p uint16
+	switch {
+	case unicode.In(r, unicode.Lu, unicode.Lt):
+		p |= propUpper | propLetter
+	case unicode.Is(unicode.Ll, r):
+		p |= propLower | propLetter
+	case unicode.In(r, unicode.Lm, unicode.Lo):
+		p |= propUpper | propLower | propLetter
+	case unicode.Is(unicode.M, r):
+		p |= propUpper | propLower | propMark
+	case unicode.Is(unicode.N, r):
+		p |= propNumber
+	case isSpace(r):
+		p |= propSpace
+		if r == '\r' || r == '\n' {
+			p |= propNewline
+		}
+	case unicode.In(r, unicode.P, unicode.S):
+		p |= propPunct
+	}
+	if (r >= 0x4e00 && r <= 0x9fa5) || (r >= 0x3040 && r <= 0x30ff) {
+		p |= propCJK
+	}
+	return p
+}
+
+// propsAt returns the properties and byte width of the character at s[i].
+func propsAt(s string, i int) (uint16, int) {
+	if c := s[i]; c < utf8.RuneSelf {
+		return asciiProps[c], 1
+	}
+	r, n := utf8.DecodeRuneInString(s[i:])
+	if r == utf8.RuneError && n == 1 {
+		return 0, 1
+	}
+	return runeProps(r), n
+}
+
+// runProps returns the end of the run of characters starting at i that
+// have any of the properties in mask.
+func runProps(s string, i int, mask uint16) int {
+	for i < len(s) {
+		p, n := propsAt(s, i)
+		if p&mask == 0 {
+			break
+		}
+		i += n
+	}
+	return i
+}
+
+// whitespace resolves the pattern tail the three families share,
+// `\s*[\r\n]+|\s+(?!\S)|\s+`, at a whitespace character s[i]: up to and
+// including the last newline of the whitespace run, else spaceRun. far is
+// the end of the run, which it reads.
+func whitespace(s string, i int) (end, far int) {
+	end, lastNL := i, -1
+	for end < len(s) {
+		p, n := propsAt(s, end)
+		if p&propSpace == 0 {
+			break
+		}
+		if p&propNewline != 0 {
+			lastNL = end
+		}
+		end += n
+	}
+	if lastNL >= 0 {
+		return lastNL + 1, end
+	}
+	return spaceRun(s, i, end), end
+}

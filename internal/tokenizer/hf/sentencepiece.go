@@ -1,0 +1,162 @@
+package hf
+
+import (
+	"fmt"
+	"strings"
+	"unicode/utf8"
+
+	"golang.org/x/text/unicode/norm"
+)
+
+// SentencePiece-style BPE (Gemma, Llama 2) works on characters, not bytes:
+// the normalizer turns spaces into "▁" (and Llama 2's prepends one), the
+// vocabulary's strings are the text's own characters, and a character
+// missing from it falls back to its UTF-8 bytes as <0xXX> tokens
+// (byte_fallback). The pre-tokenizer is none, or Gemma's split after each
+// space — which the normalizer has already replaced, so either way a
+// segment between added tokens is one word. The decoder maps "▁" back to a
+// space and <0xXX> back to its byte.
+
+// normStep is one normalizer of the declared sequence, applied in order to
+// each segment between added tokens.
+type normStep struct {
+	form     *norm.Form // NFC, NFD, NFKC, NFKD
+	old, new string     // Replace with a string pattern
+	prepend  string     // Prepend, to a non-empty segment
+}
+
+func (st normStep) apply(s string) string {
+	switch {
+	case st.form != nil:
+		if isASCII(s) || st.form.IsNormalString(s) {
+			return s
+		}
+		return st.form.String(s)
+	case st.prepend != "":
+		if s == "" {
+			return s
+		}
+		return st.prepend + s
+	default:
+		return strings.ReplaceAll(s, st.old, st.new)
+	}
+}
+
+// normalize applies the normalizer to a segment, counting its work.
+func (t *Tokenizer) normalize(w *work, s string) string {
+	for _, st := range t.normSteps {
+		w.steps += len(s)
+		s = st.apply(s)
+	}
+	return s
+}
+
+// loadCharModel reads a vocabulary of characters with byte fallback.
+// Unknown characters without byte fallback (unk_token, fuse_unk) are not
+// implemented: every byte must have its <0xXX> token.
+func (t *Tokenizer) loadCharModel(m *modelJSON, b *bpe) error {
+	if !m.ByteFallback {
+		return unsupported("model BPE without byte_fallback over a vocabulary of characters (unk_token)")
+	}
+	b.charLevel = true
+	b.vocab = newStringIndex(m.Vocab)
+	for c := 0; c < 256; c++ {
+		id, ok := m.Vocab[fmt.Sprintf("<0x%02X>", c)]
+		if !ok {
+			return unsupported("model BPE byte_fallback without the token <0x%02X>", c)
+		}
+		b.fallback[c] = id
+		b.byteID[c] = id
+		if c < utf8.RuneSelf {
+			if id, ok := m.Vocab[string(rune(c))]; ok {
+				b.byteID[c] = id
+			}
+		}
+	}
+	return nil
+}
+
+// charSymbols sets up the initial symbols of w for a vocabulary of
+// characters: each character's token, or its bytes' fallback tokens. An
+// invalid UTF-8 byte (which a Rust string cannot hold) is its fallback
+// token.
+func (m *bpe) charSymbols(syms []symbol, w string) []symbol {
+	syms = syms[:0]
+	add := func(id uint32) {
+		n := int32(len(syms))
+		syms = append(syms, symbol{id: id, prev: n - 1, next: n + 1})
+	}
+	for i := 0; i < len(w); {
+		r, n := utf8.DecodeRuneInString(w[i:])
+		if r == utf8.RuneError && n == 1 {
+			add(m.fallback[w[i]])
+		} else if id, ok := m.vocab.get(w[i : i+n]); ok {
+			add(id)
+		} else {
+			for k := i; k < i+n; k++ {
+				add(m.fallback[w[k]])
+			}
+		}
+		i += n
+	}
+	return syms
+}
+
+// loadCharDecoder checks the decoder of a character vocabulary — a
+// Sequence of Replace (one character by a string), ByteFallback, Fuse and
+// Strip (of leading spaces) — and turns every token into what it decodes
+// to. Fuse only joins the tokens, which Decode does anyway.
+func (t *Tokenizer) loadCharDecoder(c componentJSON) error {
+	steps := []componentJSON{c}
+	if c.Type == "Sequence" {
+		steps = nil
+		for _, raw := range c.Decoders {
+			var d componentJSON
+			if err := jsonUnmarshal(raw, &d); err != nil {
+				return fmt.Errorf("parse decoder: %w", err)
+			}
+			steps = append(steps, d)
+		}
+	}
+	var replace []normStep
+	byteFallback := false
+	for k, d := range steps {
+		switch d.Type {
+		case "Replace":
+			if d.Pattern == nil || d.Pattern.String == nil || utf8.RuneCountInString(*d.Pattern.String) != 1 || d.Content == nil {
+				return unsupported("decoder.decoders[%d] Replace of anything but one character", k)
+			}
+			if byteFallback {
+				return unsupported("decoder.decoders[%d] Replace after ByteFallback", k)
+			}
+			replace = append(replace, normStep{old: *d.Pattern.String, new: *d.Content})
+		case "ByteFallback":
+			byteFallback = true
+		case "Fuse":
+		case "Strip":
+			if k != len(steps)-1 || d.Content == nil || *d.Content != " " || d.Stop != 0 {
+				return unsupported("decoder.decoders[%d] Strip other than of leading spaces at the end", k)
+			}
+			t.stripStart = d.Start
+		default:
+			return unsupported("decoder %q", d.Type)
+		}
+	}
+	for id, tok := range t.buildPieces {
+		if !t.known[id] {
+			continue
+		}
+		if byteFallback && len(tok) == 6 && strings.HasPrefix(tok, "<0x") && tok[5] == '>' {
+			var v byte
+			if _, err := fmt.Sscanf(tok[3:5], "%02X", &v); err == nil {
+				t.buildPieces[id] = string([]byte{v})
+				continue
+			}
+		}
+		for _, r := range replace {
+			tok = r.apply(tok)
+		}
+		t.buildPieces[id] = tok
+	}
+	return nil
+}
