@@ -438,3 +438,40 @@ func TestSegmentCacheIsExact(t *testing.T) {
 		})
 	}
 }
+
+// TestSpaceChunks: Gemma 3's and Llama 2's vocabularies keep "▁" at the
+// start of a piece (but Gemma's ">▁</"), so their segments are cut into
+// words before each run of it (exact: the goldens pass either way), but a
+// segment holding an exception; too many exceptions, no cuts.
+func TestSpaceChunks(t *testing.T) {
+	for name, except := range map[string]int{"gemma3": 1, "llama2": 0} {
+		if tk := fixture(t, name); tk.split.spaceMark != "▁" || len(tk.split.spaceExcept) != except {
+			t.Errorf("%s: space mark %q, exceptions %q; want ▁ and %d", name, tk.split.spaceMark, tk.split.spaceExcept, except)
+		}
+	}
+	if ok, except := spaceChunks(map[string]uint32{"▁the": 1, "▁▁": 2, "a": 3, "▁▁▁x": 4}, "▁"); !ok || len(except) != 0 {
+		t.Errorf("leading marks only: %v %q", ok, except)
+	}
+	if ok, except := spaceChunks(map[string]uint32{"▁the": 1, "a▁b": 2, "x▁": 3}, "▁"); !ok || len(except) != 2 || except[0] != "a▁b" {
+		t.Errorf("marks after other text: %v %q, want the two as exceptions", ok, except)
+	}
+	many := map[string]uint32{}
+	for i := range maxSpaceExceptions + 1 {
+		many[string(rune('a'+i))+"▁"] = uint32(i)
+	}
+	if ok, _ := spaceChunks(many, "▁"); ok {
+		t.Error("more exceptions than the bound: cut anyway")
+	}
+	sp := splitter{spaceMark: "▁", spaceExcept: []string{">▁</"}}
+	if !sp.spaceCuts("▁a▁b") || sp.spaceCuts("<b>▁</b>") {
+		t.Error("spaceCuts: a segment holding an exception is cut, or one without is not")
+	}
+	for _, c := range []struct {
+		s    string
+		want int
+	}{{"▁the▁cat", len("▁the")}, {"▁▁▁the", len("▁▁▁the")}, {"the▁▁cat", len("the")}, {"", 0}, {"▁▁", len("▁▁")}} {
+		if got := nextSpaceChunk(c.s, "▁"); got != c.want {
+			t.Errorf("nextSpaceChunk(%q) = %d, want %d", c.s, got, c.want)
+		}
+	}
+}

@@ -284,6 +284,14 @@ func (t *Tokenizer) loadModel(m *modelJSON) error {
 		if err := t.loadCharModel(m, b); err != nil {
 			return err
 		}
+		for _, st := range t.normSteps {
+			if st.old != " " {
+				continue
+			}
+			if ok, except := spaceChunks(m.Vocab, st.new); ok {
+				t.split.spaceMark, t.split.spaceExcept = st.new, except
+			}
+		}
 	} else if err := loadByteModel(m, b); err != nil {
 		return err
 	}

@@ -23,12 +23,18 @@ const (
 
 // splitter cuts normalized text into pre-tokens.
 type splitter struct {
-	gpt2      bool   // patternGPT2; otherwise the cl100k family
-	o200k     bool   // patternO200k (o200k.go)
-	deepseek  bool   // DeepSeek V3's three steps (deepseek.go)
-	whole     bool   // no pre-tokenizer: a segment is one word
-	literal   string // words end after each occurrence of this string
-	maxDigits int    // cl100k family: digits per pre-token (1 or 3)
+	gpt2     bool   // patternGPT2; otherwise the cl100k family
+	o200k    bool   // patternO200k (o200k.go)
+	deepseek bool   // DeepSeek V3's three steps (deepseek.go)
+	whole    bool   // no pre-tokenizer: a segment is one word
+	literal  string // words end after each occurrence of this string
+	// spaceMark, for a vocabulary of characters (whole or literal), cuts
+	// a word before each run of this mark (the normalizer's "▁") that
+	// follows other text, in a segment holding none of spaceExcept:
+	// spaceChunks says when that is exact.
+	spaceMark   string
+	spaceExcept []string
+	maxDigits   int // cl100k family: digits per pre-token (1 or 3)
 }
 
 func splitterFor(pattern string) (splitter, bool) {

@@ -2,6 +2,7 @@ package hf
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"unicode/utf8"
 
@@ -159,4 +160,71 @@ func (t *Tokenizer) loadCharDecoder(c componentJSON) error {
 		t.buildPieces[id] = tok
 	}
 	return nil
+}
+
+// spaceChunks says whether BPE over a whole segment of a character
+// vocabulary equals BPE over its pieces cut before each run of mark (the
+// normalizer's replacement of a space) that follows other text, and so
+// whether mark may cut words (splitter.spaceMark). With no pre-tokenizer,
+// Gemma's and Llama 2's segments are one word each, thousands of
+// characters long: no word cache helps, and a merge queue over the whole
+// segment ran at 2–12 MB/s on English. The cut is exact when no merge can
+// join text across it: a merge's result is a vocabulary string, so it is
+// enough that no string has mark after a character other than mark (the
+// SentencePiece vocabularies keep "▁" at the start of a piece, or in runs
+// of "▁" alone). Merges then never involve symbols on both sides of a
+// cut, each piece merges as it would inside the segment, and the order
+// between pieces does not matter. The strings that break the rule are
+// returned (Gemma 3 has one, ">▁</"): a token is a substring of the text,
+// so a segment that holds none of them is cut all the same, and one that
+// does is merged whole. More than maxSpaceExceptions of them: no cuts.
+func spaceChunks(vocab map[string]uint32, mark string) (ok bool, except []string) {
+	if mark == "" {
+		return false, nil
+	}
+	for v := range vocab {
+		rest := v
+		for strings.HasPrefix(rest, mark) {
+			rest = rest[len(mark):]
+		}
+		if strings.Contains(rest, mark) {
+			if len(except) == maxSpaceExceptions {
+				return false, nil
+			}
+			except = append(except, v)
+		}
+	}
+	slices.Sort(except)
+	return true, except
+}
+
+// maxSpaceExceptions bounds the strings every segment is searched for
+// before it is cut (spaceChunks).
+const maxSpaceExceptions = 8
+
+// spaceCuts says whether segment s may be cut under splitter.spaceMark:
+// it holds none of the strings a cut could break.
+func (sp *splitter) spaceCuts(s string) bool {
+	if sp.spaceMark == "" {
+		return false
+	}
+	for _, e := range sp.spaceExcept {
+		if strings.Contains(s, e) {
+			return false
+		}
+	}
+	return true
+}
+
+// nextSpaceChunk is where the word starting at s[0] ends under
+// splitter.spaceMark: after its leading marks, at the next mark.
+func nextSpaceChunk(s, mark string) int {
+	i := 0
+	for strings.HasPrefix(s[i:], mark) {
+		i += len(mark)
+	}
+	if k := strings.Index(s[i:], mark); k >= 0 {
+		return i + k
+	}
+	return len(s)
 }

@@ -262,12 +262,19 @@ func (t *Tokenizer) appendDeepSeek(w *work, dst []uint32, s string, front *wordF
 // appendLiteralWords is appendWords for no pre-tokenizer (the segment is
 // one word) or a split after each occurrence of a string.
 func (t *Tokenizer) appendLiteralWords(w *work, dst []uint32, s string, front *wordFront) ([]uint32, error) {
+	cut := t.split.spaceCuts(s)
+	if cut {
+		w.steps += len(s) * len(t.split.spaceExcept) // searched for each
+	}
 	for len(s) > 0 {
 		end := len(s)
 		if t.split.literal != "" {
 			if k := strings.Index(s, t.split.literal); k >= 0 {
 				end = k + len(t.split.literal)
 			}
+		}
+		if cut {
+			end = nextSpaceChunk(s[:end], t.split.spaceMark)
 		}
 		w.steps += end
 		dst = t.model.encodeWord(dst, s[:end], front, &w.steps)
