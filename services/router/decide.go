@@ -196,11 +196,6 @@ func (s *service) decide(ctx context.Context, d *decision, req *routerv1.RouteRe
 		CachedTokens: row.CachedTokens,
 		OutputTokens: max(0, d.req.GetMaxOutputTokens()),
 	})
-	// The prompt-count check: a chat, or a single completions prompt
-	// (a batch's usage sums its prompts), counted by token ids.
-	if s.tc != nil && d.prompt.Kind == prompt.Tokens && (d.prompt.Chat != nil || d.prompt.Completion != nil && len(d.prompt.Completion.Prompt.Texts) == 1) {
-		s.tc.noteRouted(req.GetRequestId(), req.GetModel(), d.tokens, now)
-	}
 	s.count(d)
 	return nil
 }
@@ -485,6 +480,10 @@ func (s *service) tableRequest(d *decision) load.Request {
 		ID:           d.req.GetRequestId(),
 		Exclude:      d.req.GetExcludeEndpoints(),
 		PromptTokens: d.tokens,
+		// The prompt-count check (tokChecker): a chat, or a single
+		// completions prompt (a batch's usage sums its prompts), counted
+		// by token ids.
+		PromptExact:  d.prompt.Kind == prompt.Tokens && (d.prompt.Chat != nil || d.prompt.Completion != nil && len(d.prompt.Completion.Prompt.Texts) == 1),
 		OutputTokens: max(0, d.req.GetMaxOutputTokens()),
 		Cached:       d.cachedOn,
 	}

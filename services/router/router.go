@@ -242,19 +242,13 @@ func (s *Server) kvStats() (kvsync.Stats, bool) {
 }
 
 // tableTracker adapts the load table to the replica's events.
-type tableTracker struct {
-	t  *load.Table
-	tc *tokChecker // the prompt-count check hears completions too
-}
+type tableTracker struct{ t *load.Table }
 
 func (a tableTracker) AddInFlight(d replica.PeerDecision) {
 	a.t.AddInFlight(d.RequestID, d.EndpointID, d.Model, d.At, d.PromptTokens, d.CachedTokens, d.OutputTokens)
 }
 
 func (a tableTracker) Complete(c replica.Completion) bool {
-	if a.tc != nil && c.Success {
-		a.tc.completed(c.RequestID, c.PromptTokens)
-	}
 	return a.t.Complete(load.Completion{
 		RequestID: c.RequestID, EndpointID: c.EndpointID, At: c.At, Success: c.Success,
 		UpstreamFailed: c.UpstreamFailed, TTFTSeconds: c.TTFTSeconds, PromptTokens: c.PromptTokens, CachedTokens: c.CachedTokens,
@@ -316,7 +310,7 @@ func (s *Server) Serve(ctx context.Context) error {
 		rs, err := replica.New(replica.Config{
 			Conn:       nc.Conn,
 			RouterID:   s.cfg.RouterID,
-			Tracker:    tableTracker{t: s.table, tc: s.tc},
+			Tracker:    tableTracker{s.table},
 			MaxAge:     s.cfg.InflightTTL,
 			OnDecision: func() { s.metrics.syncEvents.WithLabelValues("peer_decision").Inc() },
 			OnCompletion: func(released bool) {

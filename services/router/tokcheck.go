@@ -34,15 +34,12 @@ import (
 //
 // It also compares, for the requests this replica routed with token ids,
 // its prompt count with the worker's (usage.prompt_tokens, from the
-// gateway's completion report over NATS): a difference beyond the
-// template's generation prompt is counted and warned about, at most once a
-// minute per model.
+// gateway's completion report over NATS), as the load table hears each
+// completion (Table.OnPromptCount; the table's in-flight entry holds the
+// router's count): a difference beyond the template's generation prompt
+// is counted and warned about, at most once a minute per model.
 type tokChecker struct {
-	enabled bool
-	// counting: completions arrive (over NATS), so the prompt-count
-	// check remembers routed requests.
-	counting bool
-	maxAge   time.Duration // of a remembered request (--inflight-ttl)
+	enabled  bool
 	interval time.Duration
 	retry    time.Duration
 	timeout  time.Duration
@@ -60,9 +57,8 @@ type tokChecker struct {
 	// tokenizer differs; read on every Route, replaced on change.
 	approx atomic.Pointer[map[string]bool]
 
-	routedMu sync.Mutex
-	routed   map[string]routedCount // request id → this replica's count
-	slack    map[string]int         // model → generation prompt tokens
+	countMu  sync.Mutex
+	slack    map[string]int // model → generation prompt tokens
 	lastWarn map[string]time.Time
 }
 
@@ -77,29 +73,20 @@ type checkState struct {
 	backoff time.Duration
 }
 
-type routedCount struct {
-	model  string
-	tokens int64
-	at     time.Time
-}
-
-// maxRoutedCounts bounds the requests remembered for the count check;
-// beyond it new ones are not checked until completions free room.
-const maxRoutedCounts = 1 << 16
-
 // countWarnEvery rate-limits the prompt-count warning per model.
 const countWarnEvery = time.Minute
 
 func newTokChecker(cfg Config, toks tokenizers, table *load.Table, m *metrics, log zerolog.Logger) *tokChecker {
 	c := &tokChecker{
-		enabled: cfg.TokenizerCheck, counting: cfg.NATS.URL != "", maxAge: cfg.InflightTTL, interval: cfg.TokenizerCheckInterval, retry: cfg.TokenizerCheckRetry, timeout: cfg.TokenizerCheckTimeout,
+		enabled: cfg.TokenizerCheck, interval: cfg.TokenizerCheckInterval, retry: cfg.TokenizerCheckRetry, timeout: cfg.TokenizerCheckTimeout,
 		toks: toks, table: table, m: m, log: log.With().Str("part", "tokcheck").Logger(),
 		client: &http.Client{Timeout: cfg.TokenizerCheckTimeout},
 		state:  map[checkKey]*checkState{}, counts: map[string]int64{},
-		routed: map[string]routedCount{}, slack: map[string]int{}, lastWarn: map[string]time.Time{},
+		slack: map[string]int{}, lastWarn: map[string]time.Time{},
 	}
 	empty := map[string]bool{}
 	c.approx.Store(&empty)
+	table.OnPromptCount(c.promptCount)
 	return c
 }
 
@@ -111,19 +98,13 @@ func (c *tokChecker) approximate(model string) bool {
 
 // run checks the workers as they appear until ctx ends.
 func (c *tokChecker) run(ctx context.Context) {
-	every := time.Second
-	if c.enabled {
-		every = min(every, c.retry)
+	if !c.enabled {
+		return
 	}
-	tick := time.NewTicker(every)
+	tick := time.NewTicker(min(time.Second, c.retry))
 	defer tick.Stop()
-	// The loop runs whether or not checks are on: it also forgets the
-	// prompt-count check's requests whose completion never came.
 	for {
-		if c.enabled {
-			c.round(ctx, time.Now())
-		}
-		c.expireRouted(time.Now())
+		c.round(ctx, time.Now())
 		select {
 		case <-ctx.Done():
 			return
@@ -316,73 +297,43 @@ func (c *tokChecker) status(model string) *routerv1.TokenizerStatus {
 	return ts
 }
 
-// noteRouted remembers this replica's prompt count of a request it routed
-// with token ids, for the count check on its completion.
-func (c *tokChecker) noteRouted(requestID, model string, tokens int64, now time.Time) {
-	if !c.counting {
-		return
-	}
-	c.routedMu.Lock()
-	defer c.routedMu.Unlock()
-	if len(c.routed) >= maxRoutedCounts {
-		return
-	}
-	c.routed[requestID] = routedCount{model: model, tokens: tokens, at: now}
-}
-
-// completed compares a completion's worker-counted prompt tokens with this
-// replica's count of the request.
-func (c *tokChecker) completed(requestID string, workerTokens int64) {
-	c.routedMu.Lock()
-	rc, ok := c.routed[requestID]
-	delete(c.routed, requestID)
-	if !ok || workerTokens <= 0 {
-		c.routedMu.Unlock()
-		return
-	}
-	slack, known := c.slack[rc.model]
-	c.routedMu.Unlock()
+// promptCount compares the router's prompt count of a request it routed
+// with the worker's (Table.OnPromptCount: under the table's lock, so it
+// only counts, and warns at most once a minute per model).
+func (c *tokChecker) promptCount(model string, routed, worker int64) {
+	c.countMu.Lock()
+	slack, known := c.slack[model]
 	if !known {
-		if tok := c.toks.For(rc.model); tok != nil {
+		// Once per model: the generation prompt's tokens, which a
+		// worker's count may include and the router's not, or the
+		// reverse.
+		if tok := c.toks.For(model); tok != nil {
 			slack = tokcheck.GenerationPromptTokens(context.Background(), tok)
 		}
-		c.routedMu.Lock()
-		c.slack[rc.model] = slack
-		c.routedMu.Unlock()
+		c.slack[model] = slack
 	}
-	diff := rc.tokens - workerTokens
+	diff := routed - worker
 	if diff < 0 {
 		diff = -diff
 	}
 	if diff <= int64(slack) {
+		c.countMu.Unlock()
 		return
 	}
-	c.m.promptCountMismatch.WithLabelValues(rc.model).Inc()
-	c.mu.Lock()
-	c.counts[rc.model]++
-	n := c.counts[rc.model]
-	c.mu.Unlock()
 	now := time.Now()
-	c.routedMu.Lock()
-	warn := now.Sub(c.lastWarn[rc.model]) >= countWarnEvery
+	warn := now.Sub(c.lastWarn[model]) >= countWarnEvery
 	if warn {
-		c.lastWarn[rc.model] = now
+		c.lastWarn[model] = now
 	}
-	c.routedMu.Unlock()
+	c.countMu.Unlock()
+	c.m.promptCountMismatch.WithLabelValues(model).Inc()
+	c.mu.Lock()
+	c.counts[model]++
+	n := c.counts[model]
+	c.mu.Unlock()
 	if warn {
-		c.log.Warn().Str("model", rc.model).Str("request_id", requestID).Int64("router_prompt_tokens", rc.tokens).
-			Int64("worker_prompt_tokens", workerTokens).Int("slack", slack).Int64("mismatches", n).
+		c.log.Warn().Str("model", model).Int64("router_prompt_tokens", routed).
+			Int64("worker_prompt_tokens", worker).Int("slack", slack).Int64("mismatches", n).
 			Msg("the worker counted a different number of prompt tokens than the router: the router's tokenizer or chat template for this model is likely wrong (at most one warning a minute per model; switchyard_router_prompt_token_count_mismatch_total counts them all)")
-	}
-}
-
-// expireRouted forgets requests whose completion never came.
-func (c *tokChecker) expireRouted(now time.Time) {
-	c.routedMu.Lock()
-	defer c.routedMu.Unlock()
-	for id, rc := range c.routed {
-		if now.Sub(rc.at) > c.maxAge {
-			delete(c.routed, id)
-		}
 	}
 }

@@ -177,6 +177,9 @@ func (t *Table) Decide(req Request, models []string, now time.Time, dst []Backen
 			ep.probes++
 		}
 		ep.record(req.ID, b.Model, now, uncachedWith(&m, prompt, b.CachedTokens), req.OutputTokens, b.Estimate)
+		if e := ep.entries[req.ID]; e != nil && req.PromptExact && b.Model == req.Model {
+			e.prompt = prompt
+		}
 		if ep.spec.Kind == endpoints.KindProvider {
 			ep.brk.picked(now, ep.brkCfg)
 		}

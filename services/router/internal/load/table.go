@@ -232,6 +232,10 @@ type Request struct {
 	Exclude []string
 	// PromptTokens is the prompt length (0 when unknown).
 	PromptTokens int64
+	// PromptExact says PromptTokens counts the worker's own ids (a chat or
+	// a single prompt, tokenized), so that its completion's usage is
+	// compared with it (OnPromptCount).
+	PromptExact bool
 	// OutputTokens is the most output tokens the request may generate (0
 	// when unknown): with its uncached prompt tokens, its entry's claim on
 	// the chosen worker's KV cache.
@@ -470,6 +474,9 @@ type Table struct {
 
 	// observer, when set, hears every learned completion (metrics).
 	observer func(endpointID string, predicted, routed, observed float64)
+	// promptCount hears the prompt counts of requests decided with an
+	// exact one (Request.PromptExact), the router's and the worker's.
+	promptCount func(model string, routed, worker int64)
 
 	// fleet learns from every endpoint's completions, per requested
 	// model, and stands in for endpoints with little history of their own.
@@ -531,6 +538,7 @@ type entry struct {
 	// due yet: the rest of its prefill still delays the requests after it.
 	prefilling bool
 	tokens     int64     // uncached prompt tokens, as predicted
+	prompt     int64     // the exact prompt count, for OnPromptCount; 0 when not exact
 	claim      int64     // KV cache claimed at its peak: tokens plus its output limit
 	doneAt     time.Time // predicted first token
 	feat       predict.Features
@@ -613,6 +621,16 @@ func (t *Table) probeDue(ep *endpoint, now time.Time) bool {
 func (t *Table) OnLearn(f func(endpointID string, predicted, routed, observed float64)) {
 	t.mu.Lock()
 	t.observer = f
+	t.mu.Unlock()
+}
+
+// OnPromptCount registers f to hear, for every successful completion of a
+// request decided here with an exact prompt count (Request.PromptExact),
+// that count and the worker's (its usage). f is called under the table's
+// lock: it must not block.
+func (t *Table) OnPromptCount(f func(model string, routed, worker int64)) {
+	t.mu.Lock()
+	t.promptCount = f
 	t.mu.Unlock()
 }
 
@@ -1040,6 +1058,9 @@ func (t *Table) completeLocked(ep *endpoint, c *Completion) bool {
 	// A request in flight while its endpoint failed a scrape measured the
 	// outage (a frozen or restarting worker), not the worker.
 	disturbed := !ep.lastFailure.Before(e.at) && !ep.lastFailure.IsZero()
+	if c.Success && e.prompt > 0 && c.PromptTokens > 0 && t.promptCount != nil {
+		t.promptCount(e.model, e.prompt, c.PromptTokens)
+	}
 	if c.Success && c.TTFTSeconds > 0 && disturbed {
 		ep.disturbed++
 	}

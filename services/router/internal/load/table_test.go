@@ -926,3 +926,34 @@ func TestRecentAccuracy(t *testing.T) {
 		t.Fatalf("the hook heard %d routed predictions, last %v, want 40 ending at %v", len(routed), routed[len(routed)-1], lastPredicted)
 	}
 }
+
+// TestPromptCountHeard: a successful completion of a request decided with
+// an exact prompt count reports both counts; an inexact one, a failure
+// and a completion for another endpoint report nothing.
+func TestPromptCountHeard(t *testing.T) {
+	tb := fleet(2)
+	type heard struct {
+		model          string
+		routed, worker int64
+	}
+	var got []heard
+	tb.OnPromptCount(func(model string, routed, worker int64) { got = append(got, heard{model, routed, worker}) })
+	at := t0.Add(time.Second)
+	exact := routeReq(tb, Request{Model: "m", ID: "exact", PromptTokens: 900, PromptExact: true}, at)
+	inexact := routeReq(tb, Request{Model: "m", ID: "inexact", PromptTokens: 900}, at)
+	failed := routeReq(tb, Request{Model: "m", ID: "failed", PromptTokens: 900, PromptExact: true}, at)
+	tb.Complete(Completion{RequestID: "inexact", EndpointID: inexact.id(), At: at, Success: true, PromptTokens: 500})
+	tb.Complete(Completion{RequestID: "failed", EndpointID: failed.id(), At: at, PromptTokens: 500})
+	other := "e0"
+	if exact.id() == "e0" {
+		other = "e1"
+	}
+	tb.Complete(Completion{RequestID: "exact", EndpointID: other, At: at, Success: true, PromptTokens: 500})
+	if len(got) != 0 {
+		t.Fatalf("heard %v before the exact request's own completion", got)
+	}
+	tb.Complete(Completion{RequestID: "exact", EndpointID: exact.id(), At: at, Success: true, PromptTokens: 512})
+	if len(got) != 1 || got[0] != (heard{"m", 900, 512}) {
+		t.Fatalf("heard %v, want the exact request's 900 against the worker's 512", got)
+	}
+}
