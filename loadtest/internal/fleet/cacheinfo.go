@@ -28,19 +28,30 @@ var cacheLabel = regexp.MustCompile(`(\w+)="([^"]*)"`)
 // ReadCacheInfo scrapes url's /metrics (url without /v1) for
 // vllm:cache_config_info.
 func ReadCacheInfo(ctx context.Context, client *http.Client, url string) (CacheInfo, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url+"/metrics", nil)
-	if err != nil {
-		return CacheInfo{}, err
-	}
-	resp, err := client.Do(req)
+	body, err := getMetrics(ctx, client, url)
 	if err != nil {
 		return CacheInfo{}, fmt.Errorf("cache info: %w", err)
 	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return CacheInfo{}, fmt.Errorf("cache info: GET %s/metrics: %s", url, resp.Status)
+	defer body.Close()
+	return ParseCacheInfo(body)
+}
+
+// getMetrics GETs url's /metrics (url without /v1) and returns its body,
+// which the caller closes.
+func getMetrics(ctx context.Context, client *http.Client, url string) (io.ReadCloser, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url+"/metrics", nil)
+	if err != nil {
+		return nil, err
 	}
-	return ParseCacheInfo(resp.Body)
+	resp, err := client.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		resp.Body.Close()
+		return nil, fmt.Errorf("GET %s/metrics: %s", url, resp.Status)
+	}
+	return resp.Body, nil
 }
 
 // ParseCacheInfo reads the Prometheus text exposition from r and returns

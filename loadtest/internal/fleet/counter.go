@@ -13,19 +13,12 @@ import (
 // ReadCounter scrapes url's /metrics (url without /v1) and returns the sum
 // of metric name over its series.
 func ReadCounter(ctx context.Context, client *http.Client, url, name string) (float64, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url+"/metrics", nil)
-	if err != nil {
-		return 0, err
-	}
-	resp, err := client.Do(req)
+	body, err := getMetrics(ctx, client, url)
 	if err != nil {
 		return 0, fmt.Errorf("read %s: %w", name, err)
 	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return 0, fmt.Errorf("read %s: GET %s/metrics: %s", name, url, resp.Status)
-	}
-	return ParseCounter(resp.Body, name)
+	defer body.Close()
+	return ParseCounter(body, name)
 }
 
 // ParseCounter reads the Prometheus text exposition from r and sums the
