@@ -17,24 +17,9 @@ const (
 func deepSeekDigits(s string, i int) int {
 	p, n := propsAt(s, i)
 	if p&propNumber != 0 {
-		j := i + n
-		for k := 1; k < 3 && j < len(s); k++ {
-			q, m := propsAt(s, j)
-			if q&propNumber == 0 {
-				break
-			}
-			j += m
-		}
-		return j
+		return runPropsMax(s, i, propNumber, 3)
 	}
-	for j := i + n; j < len(s); {
-		q, m := propsAt(s, j)
-		if q&propNumber != 0 {
-			return j
-		}
-		j += m
-	}
-	return len(s)
+	return untilProps(s, i+n, propNumber)
 }
 
 // deepSeekCJK returns the end of the second-step piece starting at s[i]:
@@ -44,14 +29,7 @@ func deepSeekCJK(s string, i int) int {
 	if p&propCJK != 0 {
 		return runProps(s, i, propCJK)
 	}
-	for j := i + n; j < len(s); {
-		q, m := propsAt(s, j)
-		if q&propCJK != 0 {
-			return j
-		}
-		j += m
-	}
-	return len(s)
+	return untilProps(s, i+n, propCJK)
 }
 
 // nextDeepSeek returns the end of the third-step piece starting at s[i] (s

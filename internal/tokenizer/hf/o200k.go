@@ -31,14 +31,7 @@ func nextO200k(s string, i int) (end, far int) {
 	}
 	// \p{N}{1,3}
 	if p&propNumber != 0 {
-		j := i + n
-		for k := 1; k < 3 && j < len(s); k++ {
-			q, m := propsAt(s, j)
-			if q&propNumber == 0 {
-				break
-			}
-			j += m
-		}
+		j := runPropsMax(s, i, propNumber, 3)
 		return j, j
 	}
 	// ' ?[^\s\p{L}\p{N}]+[\r\n/]*'

@@ -80,6 +80,31 @@ func runProps(s string, i int, mask uint16) int {
 	return i
 }
 
+// runPropsMax is runProps for at most max characters (\p{N}{1,3}).
+func runPropsMax(s string, i int, mask uint16, max int) int {
+	for k := 0; k < max && i < len(s); k++ {
+		p, n := propsAt(s, i)
+		if p&mask == 0 {
+			break
+		}
+		i += n
+	}
+	return i
+}
+
+// untilProps returns where the first character at or after i that has
+// any of the properties in mask starts, len(s) when none has.
+func untilProps(s string, i int, mask uint16) int {
+	for i < len(s) {
+		p, n := propsAt(s, i)
+		if p&mask != 0 {
+			break
+		}
+		i += n
+	}
+	return i
+}
+
 // whitespace resolves the pattern tail the three families share,
 // `\s*[\r\n]+|\s+(?!\S)|\s+`, at a whitespace character s[i]: up to and
 // including the last newline of the whitespace run, else spaceRun. far is
