@@ -53,7 +53,7 @@ func TestInFlightAcrossAFailedScrapeIsNotLearned(t *testing.T) {
 	if st := tb.AppendStats(nil); st[0].NotLearned != 1 {
 		t.Fatalf("stats: %+v, want one completion not learned", st[0])
 	}
-	later := time.Now().Add(time.Millisecond)
+	later := time.Now().Add(2 * ReorderWindow) // its order with "frozen" is known
 	routeReq(tb, Request{Model: "m", ID: "after", PromptTokens: 1000}, later)
 	tb.Complete(Completion{RequestID: "after", EndpointID: "e0", At: later, Success: true, TTFTSeconds: 0.3, PromptTokens: 1000})
 	if v := view(tb, "e0"); v.Learned != 1 {
@@ -176,5 +176,41 @@ func TestNoProbeWhenBusyOrCached(t *testing.T) {
 	decide(off, Request{Model: "m", PromptTokens: 100}, t0, false)
 	if r := decide(off, Request{Model: "m", PromptTokens: 100}, t0.Add(time.Hour), false); r.rows[0].Estimate.Probe {
 		t.Fatal("probed with probes off")
+	}
+}
+
+// TestUnexplainedCompletionsAreNotLearned: a completion whose TTFT
+// depended on requests its features could not see teaches nothing (two
+// decided together, whose arrival order is unknown; a small request that
+// shared its last prefill step with a cold prompt decided after it), while
+// one whose neighbours changed nothing is learned.
+func TestUnexplainedCompletionsAreNotLearned(t *testing.T) {
+	prior := predict.DefaultPrior()
+	prefill := func(tokens int64) float64 { return prior.Base + float64(tokens)/prior.PrefillRate }
+	cases := []struct {
+		name string
+		// second is decided gap after first, whose TTFT is firstTTFT.
+		gap                 time.Duration
+		firstTokens, second int64
+		firstTTFT           float64
+		learned             int // of first's completion
+	}{
+		{"decided together", time.Millisecond, 300, 300, prefill(300), 0},
+		{"shared its last step with a cold prompt", 2 * ReorderWindow, 300, 8000, prefill(8300), 0},
+		{"a small request after it changed nothing", 2 * ReorderWindow, 300, 300, prefill(300), 1},
+		{"decided after its first token", 5 * time.Second, 300, 8000, prefill(8300), 1},
+		{"slower than the later prefill explains", 2 * ReorderWindow, 300, 300, 10 * prefill(8000), 1},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			tb := fleet(1)
+			routeReq(tb, Request{Model: "m", ID: "first", PromptTokens: c.firstTokens}, t0)
+			routeReq(tb, Request{Model: "m", ID: "second", PromptTokens: c.second}, t0.Add(c.gap))
+			ttft := time.Duration(c.firstTTFT * float64(time.Second))
+			tb.Complete(Completion{RequestID: "first", EndpointID: "e0", At: t0.Add(ttft + time.Second), Success: true, TTFTSeconds: c.firstTTFT, PromptTokens: c.firstTokens})
+			if v := view(tb, "e0"); v.Learned != c.learned || v.Rejected != 1-c.learned {
+				t.Fatalf("learned %d, rejected %d; want %d learned", v.Learned, v.Rejected, c.learned)
+			}
+		})
 	}
 }

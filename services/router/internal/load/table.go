@@ -86,6 +86,21 @@
 //   - A completion of a request that was in flight while its endpoint
 //     failed a scrape (frozen, restarting, unreachable) teaches nothing:
 //     its TTFT measures the outage, not the worker's speed.
+//   - A completion whose features cannot be trusted teaches nothing
+//     either (unexplained): the table predicts in decision order, and
+//     the worker serves in arrival order, first come first served, in
+//     steps that end with every request's first token together.
+//     Requests decided on one endpoint within ReorderWindow of each
+//     other may reach it in either order (the first wave of a burst
+//     of sessions does, its requests racing through the gateways), so
+//     what was ahead of each is not known; and a request whose TTFT
+//     is longer than predicted by about the prefill of requests decided
+//     after it, before its first token, shared its last prefill step
+//     with them (a 379-token request admitted with a cold 8k prompt
+//     waits for the whole 8k-token step). Learned, such samples taught
+//     a worker a fixed cost ten times too high and a prefill rate half
+//     again too fast after one burst, and every cached request there was
+//     predicted at twice its TTFT for the next twenty seconds.
 //   - The blend weighs an endpoint's own history by its freshness: it
 //     halves for every Config.FleetHalfLife without a learned completion,
 //     so an endpoint nobody sends work to is predicted like its fleet
@@ -524,9 +539,14 @@ type endpoint struct {
 	lastLearned time.Time
 	lastFailure time.Time
 	probeAt     time.Time
-	disturbed   int // completions withheld from learning: in flight across a failed scrape
-	probes      int
-	accuracy    accuracy
+	disturbed   int // completions withheld from learning: in flight across a failed scrape, or unexplained
+	// decided holds the last decisions made here, kept after their
+	// completions: whether a completion can be learned depends on what
+	// was decided around it (unexplained), done or not.
+	decided  [decidedRing]decision
+	decidedN uint64 // decisions ever recorded; the next one goes to decided[decidedN%decidedRing]
+	probes   int
+	accuracy accuracy
 }
 
 type entry struct {
@@ -543,7 +563,28 @@ type entry struct {
 	doneAt     time.Time // predicted first token
 	feat       predict.Features
 	predict    float64
+	seq        uint64 // its number among the endpoint's decisions (endpoint.decided)
 }
+
+// decision is what unexplained needs of a past decision.
+type decision struct {
+	at     time.Time
+	first  time.Time // its first token, or when it ended without one; zero while in flight
+	tokens int64
+	seq    uint64
+}
+
+const (
+	// ReorderWindow is how close two decisions on one endpoint may be
+	// and still reach it in either order: a request's trip through a
+	// gateway to the worker takes a millisecond or two and varies as
+	// much.
+	ReorderWindow = 5 * time.Millisecond
+	// decidedRing is how many of an endpoint's decisions unexplained
+	// looks back on: beyond that many within a TTFT, the samples are a
+	// burst's anyway.
+	decidedRing = 64
+)
 
 // NewTable returns an empty table.
 func NewTable(cfg Config) *Table {
@@ -954,7 +995,9 @@ func (ep *endpoint) record(id, model string, at time.Time, uncached, output int6
 	if _, dup := ep.entries[id]; dup {
 		return
 	}
-	e := &entry{at: at, model: model, pending: true, tokens: max(0, uncached), feat: est.Features, predict: est.TTFT}
+	e := &entry{at: at, model: model, pending: true, tokens: max(0, uncached), feat: est.Features, predict: est.TTFT, seq: ep.decidedN}
+	ep.decided[ep.decidedN%decidedRing] = decision{at: at, tokens: e.tokens, seq: ep.decidedN}
+	ep.decidedN++
 	e.claim = e.tokens + max(0, output)
 	ep.claimed += e.claim
 	e.doneAt = at.Add(time.Duration(est.TTFT * float64(time.Second)))
@@ -1061,18 +1104,30 @@ func (t *Table) completeLocked(ep *endpoint, c *Completion) bool {
 	if c.Success && e.prompt > 0 && c.PromptTokens > 0 && t.promptCount != nil {
 		t.promptCount(e.model, e.prompt, c.PromptTokens)
 	}
+	uncached := e.tokens
+	if c.PromptTokens > 0 {
+		uncached = max(0, c.PromptTokens-max(0, c.CachedTokens))
+	}
+	// Learn from what the request really needed, not from what the
+	// router guessed it would.
+	f := e.feat
+	f.Tokens = max(0, f.Tokens-float64(e.tokens)+float64(uncached))
+	// A first token comes before the completion that reports it, however
+	// the clocks that timed them disagree.
+	first := c.At
+	if c.TTFTSeconds > 0 {
+		first = minTime(first, e.at.Add(time.Duration(c.TTFTSeconds*float64(time.Second))))
+	}
+	if d := &ep.decided[e.seq%decidedRing]; d.seq == e.seq {
+		d.first = first
+	}
+	if c.Success && c.TTFTSeconds > 0 && !disturbed && ep.unexplained(e, f, first, c.TTFTSeconds) {
+		disturbed = true
+	}
 	if c.Success && c.TTFTSeconds > 0 && disturbed {
 		ep.disturbed++
 	}
 	if c.Success && c.TTFTSeconds > 0 && !disturbed {
-		uncached := e.tokens
-		if c.PromptTokens > 0 {
-			uncached = max(0, c.PromptTokens-max(0, c.CachedTokens))
-		}
-		// Learn from what the request really needed, not from what the
-		// router guessed it would.
-		f := e.feat
-		f.Tokens = max(0, f.Tokens-float64(e.tokens)+float64(uncached))
 		ep.accuracy.add(e.predict, c.TTFTSeconds)
 		if t.observer != nil {
 			m := t.predictor(ep, e.model, c.At)
@@ -1102,6 +1157,36 @@ func (t *Table) completeLocked(ep *endpoint, c *Completion) bool {
 		ep.countFresh(e, -1)
 	}
 	return true
+}
+
+// unexplained says whether the completion of e, with features f, first
+// token at first and ttft, depended on what its features could not see
+// (see Keeping the learned rates honest in the package comment): another
+// request here, decided within ReorderWindow of e and in flight with it,
+// or a TTFT longer than predicted, beyond the outlier slack, by no more
+// than twice the prefill of the requests decided after e and before its
+// first token.
+func (ep *endpoint) unexplained(e *entry, f predict.Features, first time.Time, ttft float64) bool {
+	var later int64
+	for i := range min(ep.decidedN, decidedRing) {
+		d := ep.decided[i]
+		if d.seq == e.seq {
+			continue
+		}
+		gap := d.at.Sub(e.at)
+		overlapped := gap > 0 && d.at.Before(first) || gap <= 0 && (d.first.IsZero() || d.first.After(e.at))
+		if !overlapped {
+			continue
+		}
+		if gap.Abs() < ReorderWindow {
+			return true
+		}
+		if gap > 0 {
+			later += d.tokens
+		}
+	}
+	excess := ttft - ep.model.Predict(f) - predict.OutlierSlack
+	return later > 0 && excess > 0 && 2*float64(later)/ep.model.PrefillRate() >= excess
 }
 
 // Expire drops entries decided before cutoff (their completion never
@@ -1247,4 +1332,11 @@ func (t *Table) AppendStats(dst []Stats) []Stats {
 			NotLearned: int64(ep.model.Outliers() + ep.disturbed), Probes: int64(ep.probes), MaxInFlight: int64(ep.spec.MaxInFlight)})
 	}
 	return dst
+}
+
+func minTime(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
 }
