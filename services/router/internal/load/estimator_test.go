@@ -201,6 +201,33 @@ func TestUnexplainedCompletionsAreNotLearned(t *testing.T) {
 		{"decided after its first token", 5 * time.Second, 300, 8000, prefill(8300), 1},
 		{"slower than the later prefill explains", 2 * ReorderWindow, 300, 300, 10 * prefill(8000), 1},
 	}
+	// Behind a queue, a later cold prompt excuses nothing: every TTFT
+	// there overlaps later decisions.
+	t.Run("behind a queue", func(t *testing.T) {
+		tb := fleet(1)
+		routeReq(tb, Request{Model: "m", ID: "ahead", PromptTokens: 8000}, t0)
+		routeReq(tb, Request{Model: "m", ID: "first", PromptTokens: 300}, t0.Add(2*ReorderWindow))
+		routeReq(tb, Request{Model: "m", ID: "second", PromptTokens: 8000}, t0.Add(4*ReorderWindow))
+		tb.Complete(Completion{RequestID: "first", EndpointID: "e0", At: t0.Add(10 * time.Second), Success: true, TTFTSeconds: prefill(16300), PromptTokens: 300})
+		if v := view(tb, "e0"); v.Learned != 1 {
+			t.Fatalf("learned %d, rejected %d; want the sample learned", v.Learned, v.Rejected)
+		}
+	})
+	// A run of unexplained completions is learned: an endpoint must not
+	// go blind.
+	t.Run("a run is learned", func(t *testing.T) {
+		tb := fleet(1)
+		n := predict.RegimeRun + 1
+		for i := range n {
+			routeReq(tb, Request{Model: "m", ID: strconv.Itoa(i), PromptTokens: 300}, t0.Add(time.Duration(i)*time.Millisecond))
+		}
+		for i := range n {
+			tb.Complete(Completion{RequestID: strconv.Itoa(i), EndpointID: "e0", At: t0.Add(time.Second), Success: true, TTFTSeconds: prefill(300), PromptTokens: 300})
+		}
+		if v := view(tb, "e0"); v.Learned != 1 || v.Rejected != n-1 {
+			t.Fatalf("learned %d, rejected %d; want 1 and %d", v.Learned, v.Rejected, n-1)
+		}
+	})
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			tb := fleet(1)

@@ -93,14 +93,17 @@
 //     Requests decided on one endpoint within ReorderWindow of each
 //     other may reach it in either order (the first wave of a burst
 //     of sessions does, its requests racing through the gateways), so
-//     what was ahead of each is not known; and a request whose TTFT
-//     is longer than predicted by about the prefill of requests decided
-//     after it, before its first token, shared its last prefill step
-//     with them (a 379-token request admitted with a cold 8k prompt
-//     waits for the whole 8k-token step). Learned, such samples taught
-//     a worker a fixed cost ten times too high and a prefill rate half
-//     again too fast after one burst, and every cached request there was
-//     predicted at twice its TTFT for the next twenty seconds.
+//     what was ahead of each is not known; and a request with no
+//     prefill ahead whose TTFT is longer than predicted by about the
+//     prefill of requests decided after it, before its first token,
+//     shared its last prefill step with them (a 379-token request
+//     admitted with a cold 8k prompt waits for the whole 8k-token step).
+//     Learned, such samples taught a worker a fixed cost ten times too
+//     high and a prefill rate half again too fast after one burst, and
+//     every cached request there was predicted at twice its TTFT for the
+//     next twenty seconds. They still count in the accuracy Explain
+//     shows, and predict.RegimeRun of them in a row are learned: an
+//     endpoint that learns nothing keeps a wrong estimate for ever.
 //   - The blend weighs an endpoint's own history by its freshness: it
 //     halves for every Config.FleetHalfLife without a learned completion,
 //     so an endpoint nobody sends work to is predicted like its fleet
@@ -545,8 +548,10 @@ type endpoint struct {
 	// was decided around it (unexplained), done or not.
 	decided  [decidedRing]decision
 	decidedN uint64 // decisions ever recorded; the next one goes to decided[decidedN%decidedRing]
-	probes   int
-	accuracy accuracy
+	// unexplainedRun counts the unexplained completions just withheld.
+	unexplainedRun int
+	probes         int
+	accuracy       accuracy
 }
 
 type entry struct {
@@ -1121,18 +1126,27 @@ func (t *Table) completeLocked(ep *endpoint, c *Completion) bool {
 	if d := &ep.decided[e.seq%decidedRing]; d.seq == e.seq {
 		d.first = first
 	}
-	if c.Success && c.TTFTSeconds > 0 && !disturbed && ep.unexplained(e, f, first, c.TTFTSeconds) {
-		disturbed = true
-	}
-	if c.Success && c.TTFTSeconds > 0 && disturbed {
-		ep.disturbed++
-	}
 	if c.Success && c.TTFTSeconds > 0 && !disturbed {
+		// An unexplained completion still counts in the accuracy shown:
+		// the prediction was as wrong as it looks.
 		ep.accuracy.add(e.predict, c.TTFTSeconds)
 		if t.observer != nil {
 			m := t.predictor(ep, e.model, c.At)
 			t.observer(ep.spec.ID, m.Predict(f), e.predict, c.TTFTSeconds)
 		}
+		// A run of them is learned all the same: whatever excuses them,
+		// an endpoint that learns nothing keeps its estimate for ever.
+		if ep.unexplained(e, f, uncached, first, c.TTFTSeconds) && ep.unexplainedRun < predict.RegimeRun {
+			ep.unexplainedRun++
+			disturbed = true
+		} else {
+			ep.unexplainedRun = 0
+		}
+	}
+	if c.Success && c.TTFTSeconds > 0 && disturbed {
+		ep.disturbed++
+	}
+	if c.Success && c.TTFTSeconds > 0 && !disturbed {
 		fm := t.fleetModel(e.model)
 		ref := fm
 		if ep.spec.Kind == endpoints.KindProvider {
@@ -1159,14 +1173,15 @@ func (t *Table) completeLocked(ep *endpoint, c *Completion) bool {
 	return true
 }
 
-// unexplained says whether the completion of e, with features f, first
-// token at first and ttft, depended on what its features could not see
+// unexplained says whether the completion of e, with features f (of
+// which uncached its own tokens), first token at first and ttft, depended
+// on what its features could not see
 // (see Keeping the learned rates honest in the package comment): another
 // request here, decided within ReorderWindow of e and in flight with it,
-// or a TTFT longer than predicted, beyond the outlier slack, by no more
-// than twice the prefill of the requests decided after e and before its
-// first token.
-func (ep *endpoint) unexplained(e *entry, f predict.Features, first time.Time, ttft float64) bool {
+// or, for a request with no prefill ahead, a TTFT longer than predicted,
+// beyond the outlier slack, by no more than twice the prefill of the
+// requests decided after e and before its first token.
+func (ep *endpoint) unexplained(e *entry, f predict.Features, uncached int64, first time.Time, ttft float64) bool {
 	var later int64
 	for i := range min(ep.decidedN, decidedRing) {
 		d := ep.decided[i]
@@ -1185,8 +1200,14 @@ func (ep *endpoint) unexplained(e *entry, f predict.Features, first time.Time, t
 			later += d.tokens
 		}
 	}
+	// Only a request with no prefill ahead is excused: behind a queue,
+	// every TTFT overlaps later decisions, and excusing a worker's slow
+	// samples by them is how an overloaded worker would keep its fast
+	// estimate, and its traffic (a multi-turn run's TTFT p95 went from 2
+	// to 14 s that way).
 	excess := ttft - ep.model.Predict(f) - predict.OutlierSlack
-	return later > 0 && excess > 0 && 2*float64(later)/ep.model.PrefillRate() >= excess
+	ahead := f.Tokens - float64(uncached)
+	return later > 0 && excess > 0 && ahead <= 0 && 2*float64(later)/ep.model.PrefillRate() >= excess
 }
 
 // Expire drops entries decided before cutoff (their completion never
