@@ -32,6 +32,9 @@ func (t *Tokenizer) ApplyChatTemplate(c *tokenizer.Chat) (string, error) {
 // ApplyChatTemplateContext is ApplyChatTemplate under ctx and a cap on the
 // rendered prompt (tokenizer.Tokenizer).
 func (t *Tokenizer) ApplyChatTemplateContext(ctx context.Context, c *tokenizer.Chat, maxBytes int) (string, error) {
+	if t.renderer != nil {
+		return t.renderer.RenderChat(ctx, c, maxBytes)
+	}
 	if t.chat == nil {
 		return "", errors.New("tokenizer has no chat template")
 	}
