@@ -47,7 +47,7 @@ type Tokenizer struct {
 	known           []bool     // id → has a piece
 	chat            *chattemplate.Chat
 	renderer        tokenizer.ChatRenderer // replaces chat when set
-	segments        *idCache // see segcache.go
+	segments        *idCache               // see segcache.go
 }
 
 var _ tokenizer.Tokenizer = (*Tokenizer)(nil)
