@@ -25,7 +25,10 @@ package harmony
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
@@ -35,6 +38,7 @@ import (
 	"time"
 
 	"github.com/switchyard-dev/switchyard/internal/openaiapi"
+	"github.com/switchyard-dev/switchyard/internal/tokcheck"
 	"github.com/switchyard-dev/switchyard/internal/tokenizer"
 	"github.com/switchyard-dev/switchyard/internal/tokenizer/hf"
 )
@@ -143,8 +147,9 @@ var goldens = []struct {
 	{
 		name: "format_md_tool_call_and_result",
 		source: "[format.md] 'Handling tool calls', the complete input, except the call's header, which [encoding.rs] Render<Message> writes as " +
-			"role, recipient, channel, content type, and [vllm] gives the content type \"json\" (not <|constrain|>json); the reasoning of a " +
-			"message with tool calls comes before the calls [vllm]",
+			"role, recipient, channel, content type (as in openai/harmony test-data/test_multi_turn_auto_drop_analysis.txt: " +
+			"<|start|>assistant to=functions.python<|channel|>commentary), and [vllm] gives the content type \"json\" (not " +
+			"<|constrain|>json); the reasoning of a message with tool calls comes before the calls [vllm]",
 		date: "2025-06-28",
 		body: `{"model":"m","reasoning_effort":"high","tools":` + weatherTools + `,"messages":[
 			{"role":"system","content":"Use a friendly tone."},
@@ -404,4 +409,51 @@ func FuzzRender(f *testing.F) {
 		}
 		checkPieces(t, tok, r, req)
 	})
+}
+
+// TestHarmonyTokenIDs: the fixture tokenizer reads a harmony text as
+// harmony's own encoding does — [format.md]'s streaming-parser example,
+// its ids as that document lists them (formatting tokens 200002–200008,
+// "assistant" 173781, "analysis" 35644, "final" 17196).
+func TestHarmonyTokenIDs(t *testing.T) {
+	tok := gptoss(t)
+	text := `<|channel|>analysis<|message|>User asks: "What is 2 + 2?" Simple arithmetic. Provide answer.<|end|>` +
+		`<|start|>assistant<|channel|>final<|message|>2 + 2 = 4.<|return|>`
+	want := []uint32{200005, 35644, 200008, 1844, 31064, 25, 392, 4827, 382, 220, 17, 659, 220, 17, 16842, 12295, 81645, 13, 51441,
+		6052, 13, 200007, 200006, 173781, 200005, 17196, 200008, 17, 659, 220, 17, 314, 220, 19, 13, 200002}
+	if got := tok.Encode(text); !slices.Equal(got, want) {
+		t.Fatalf("ids %v\nwant %v", got, want)
+	}
+	if got := tok.Encode("<|call|>"); !slices.Equal(got, []uint32{200012}) {
+		t.Fatalf("<|call|> is %v, want [200012]", got)
+	}
+}
+
+// TestCheckPromptFormOnly: vLLM's /tokenize renders the chat form with the
+// model's Jinja template, not harmony, so a harmony tokenizer is checked
+// against a worker in the completion form only — a worker whose chat form
+// differs (as gpt-oss's template does from harmony) still matches.
+func TestCheckPromptFormOnly(t *testing.T) {
+	tok, _ := renderer(t, "2026-01-02")
+	prompt := tok.EncodeWithSpecialTokens(tokcheck.ProbePrompt())
+	var chatAsked bool
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var req tokcheck.Request
+		if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		ids := prompt
+		if req.Prompt == nil {
+			chatAsked, ids = true, []uint32{1, 2, 3}
+		}
+		_ = json.NewEncoder(w).Encode(tokcheck.Response{Count: len(ids), Tokens: ids})
+	}))
+	defer srv.Close()
+	if res := tokcheck.Check(context.Background(), srv.Client(), srv.URL, "gpt-oss", tok); res.Status != tokcheck.Match || chatAsked {
+		t.Fatalf("check: %s (chat form asked: %v)", res.Describe(tok), chatAsked)
+	}
+	if res := tokcheck.Check(context.Background(), srv.Client(), srv.URL, "gpt-oss", gptoss(t)); res.Status != tokcheck.Unchecked && res.Status != tokcheck.Mismatch {
+		t.Fatalf("a template tokenizer skipped the chat form: %s", res.Describe(tok))
+	}
 }

@@ -93,6 +93,10 @@ func (t *Tokenizer) WithChatRenderer(r tokenizer.ChatRenderer) *Tokenizer {
 	return &c
 }
 
+// ChatRenderer returns the renderer WithChatRenderer set, or nil when chats
+// are rendered with the directory's chat template.
+func (t *Tokenizer) ChatRenderer() tokenizer.ChatRenderer { return t.renderer }
+
 // HasAddedToken reports whether Encode would read an added token's text in
 // s as that token. A renderer that tokenizes message text as ordinary text
 // (harmony does) cannot hand such text over as a string to encode.
