@@ -457,3 +457,35 @@ func TestCheckPromptFormOnly(t *testing.T) {
 		t.Fatalf("a template tokenizer skipped the chat form: %s", res.Describe(tok))
 	}
 }
+
+// FuzzRenderFields: arbitrary text in every field that becomes part of a
+// header or a message — tool names sit beside " to=" in headers — encodes
+// whole as harmony encodes it piece by piece.
+func FuzzRenderFields(f *testing.F) {
+	f.Add("hi", "get_weather", `{"city":"Oslo"}`, "thinking", "desc")
+	f.Add("a\n", "n \t", " {", "", "x\r\ny")
+	f.Add("  ", "f\n", "", "😀", "")
+	tok, r := renderer(f, "2026-01-02")
+	f.Fuzz(func(t *testing.T, text, name, args, thought, desc string) {
+		body, err := json.Marshal(map[string]any{
+			"tools": []any{map[string]any{"type": "function", "function": map[string]any{"name": name, "description": desc,
+				"parameters": map[string]any{"type": "object", "properties": map[string]any{name: map[string]any{"type": "string", "description": desc, "default": text}}}}}},
+			"messages": []any{
+				map[string]any{"role": "system", "content": desc},
+				map[string]any{"role": "user", "content": text},
+				map[string]any{"role": "assistant", "content": text, "reasoning": thought,
+					"tool_calls": []any{map[string]any{"id": "c", "type": "function", "function": map[string]any{"name": name, "arguments": args}}}},
+				map[string]any{"role": "tool", "tool_call_id": "c", "content": args},
+				map[string]any{"role": "assistant", "content": thought},
+			},
+		})
+		if err != nil {
+			return
+		}
+		req, apiErr := openaiapi.ParseChatCompletionRequest(body)
+		if apiErr != nil {
+			return
+		}
+		checkPieces(t, tok, r, req)
+	})
+}
