@@ -279,16 +279,17 @@ func toolsSection(tools []tool) string {
 	return "# Tools\n\n" + strings.Join(lines, "\n")
 }
 
-// rustLines is Rust's str::lines: split at "\n", a "\r" before it dropped,
-// no empty line after a final "\n".
+// rustLines is Rust's str::lines: split at "\n", a "\r" before it dropped
+// (a bare "\r" at the end stays), no empty line after a final "\n".
 func rustLines(s string) []string {
-	if s == "" {
-		return nil
-	}
-	s = strings.TrimSuffix(s, "\n")
-	lines := strings.Split(s, "\n")
-	for i, l := range lines {
-		lines[i] = strings.TrimSuffix(l, "\r")
+	var lines []string
+	for s != "" {
+		line, rest, found := strings.Cut(s, "\n")
+		if found {
+			line = strings.TrimSuffix(line, "\r")
+		}
+		lines = append(lines, line)
+		s = rest
 	}
 	return lines
 }
@@ -327,6 +328,9 @@ func functionTools(raw []byte) ([]tool, error) {
 			if _, ok := params.(*chattemplate.Dict); !ok {
 				return nil, &tokenizer.InputError{Param: param + ".function.parameters", Msg: "must be an object"}
 			}
+			if depth(params) > maxSchemaDepth {
+				return nil, &tokenizer.InputError{Param: param + ".function.parameters", Msg: fmt.Sprintf("nested more than %d deep", maxSchemaDepth)}
+			}
 			if hasNull(params) {
 				// Python drops None values on the way to harmony
 				// (model_dump(exclude_none=True)), or keeps them:
@@ -340,6 +344,31 @@ func functionTools(raw []byte) ([]tool, error) {
 		out[i] = t
 	}
 	return out, nil
+}
+
+// maxSchemaDepth bounds a tool's parameters: each level of a nested
+// object indents its lines further, so the text grows with the square of
+// the depth. vLLM's harmony hands the schema to serde_json, which refuses
+// JSON nested 128 deep with the conversation around it.
+const maxSchemaDepth = 64
+
+// depth is how deeply v's arrays and objects nest.
+func depth(v any) int {
+	d := 0
+	switch x := v.(type) {
+	case []any:
+		for _, e := range x {
+			d = max(d, depth(e))
+		}
+	case *chattemplate.Dict:
+		for _, k := range x.Keys() {
+			e, _ := x.Get(k)
+			d = max(d, depth(e))
+		}
+	default:
+		return 0
+	}
+	return d + 1
 }
 
 func hasNull(v any) bool {

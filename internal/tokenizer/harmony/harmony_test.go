@@ -365,6 +365,8 @@ func TestRefused(t *testing.T) {
 		{`{"messages":[{"role":"user","content":"x"}],"tools":[{"type":"function","function":{}}]}`, "tools[0].function.name"},
 		{`{"messages":[{"role":"user","content":"x"}],"tools":[{"type":"custom","function":{"name":"f"}}]}`, "tools[0].type"},
 		{`{"messages":[{"role":"user","content":"x"}],"tools":{}}`, "tools"},
+		{`{"messages":[{"role":"user","content":"x"}],"tools":[{"type":"function","function":{"name":"f","parameters":` +
+			strings.Repeat(`{"a":`, maxSchemaDepth+1) + "1" + strings.Repeat("}", maxSchemaDepth+1) + `}}]}`, "tools[0].function.parameters"},
 	} {
 		req, apiErr := openaiapi.ParseChatCompletionRequest([]byte(tc.body))
 		if apiErr != nil {
@@ -374,6 +376,19 @@ func TestRefused(t *testing.T) {
 		var ie *tokenizer.InputError
 		if !errors.As(err, &ie) || ie.Param != tc.param {
 			t.Errorf("%s: error %v, want one for %s", tc.body, err, tc.param)
+		}
+	}
+}
+
+// TestRustLines: descriptions split into comment lines as Rust's
+// str::lines splits them [encoding.rs].
+func TestRustLines(t *testing.T) {
+	for in, want := range map[string][]string{
+		"": nil, "a": {"a"}, "a\n": {"a"}, "a\n\n": {"a", ""}, "\n": {""},
+		"a\r\nb": {"a", "b"}, "a\rb": {"a\rb"}, "a\r": {"a\r"},
+	} {
+		if got := rustLines(in); !slices.Equal(got, want) {
+			t.Errorf("%q: %q, want %q", in, got, want)
 		}
 	}
 }

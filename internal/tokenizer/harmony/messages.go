@@ -2,6 +2,7 @@ package harmony
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/switchyard-dev/switchyard/internal/openaiapi"
 	"github.com/switchyard-dev/switchyard/internal/tokenizer"
@@ -31,17 +32,18 @@ func flatten(m tokenizer.Message) *string {
 	case c.Parts == nil:
 		return nil
 	}
-	var s string
+	var b strings.Builder
 	found := false
 	for _, p := range c.Parts {
 		if p.Text != nil {
-			s += *p.Text
+			b.WriteString(*p.Text)
 			found = true
 		}
 	}
 	if !found {
 		return nil
 	}
+	s := b.String()
 	return &s
 }
 
