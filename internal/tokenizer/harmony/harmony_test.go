@@ -245,6 +245,27 @@ var goldens = []struct {
 			"<|start|>assistant",
 	},
 	{
+		name: "lenient_tool_calls",
+		source: "[vllm] parse_chat_input_to_harmony_message reads a tool call's function.get(\"name\", \"\") and " +
+			"function.get(\"arguments\", \"\") or \"\" without looking at its type (vLLM's own tests: " +
+			"tests/entrypoints/openai/parser/test_harmony_utils.py, test_tool_call_with_missing_function_fields, " +
+			"test_assistant_message_with_empty_tool_call_arguments); the tool result of a call without a name is " +
+			"functions.None (the id maps to None, which the f-string prints)",
+		date: "2026-01-02",
+		body: `{"model":"m","messages":[
+			{"role":"user","content":"go"},
+			{"role":"assistant","tool_calls":[{"id":"a","function":{}},{"id":"b","function":{"name":"g","arguments":null}}]},
+			{"role":"tool","tool_call_id":"a","content":"1"},
+			{"role":"tool","tool_call_id":"b","content":"2"}]}`,
+		want: system("2026-01-02", "medium", false) +
+			"<|start|>user<|message|>go<|end|>" +
+			"<|start|>assistant to=functions.<|channel|>commentary json<|message|><|call|>" +
+			"<|start|>assistant to=functions.g<|channel|>commentary json<|message|><|call|>" +
+			"<|start|>functions.None to=assistant<|channel|>commentary<|message|>1<|end|>" +
+			"<|start|>functions.g to=assistant<|channel|>commentary<|message|>2<|end|>" +
+			"<|start|>assistant",
+	},
+	{
 		name: "schema_features",
 		source: "[encoding.rs] json_schema_to_typescript: an object's description above it, titles with an empty comment line, " +
 			"examples, nested objects indented by four spaces (their closing brace too), type arrays, integer as number, " +
@@ -356,9 +377,12 @@ func TestRefused(t *testing.T) {
 		{`{"messages":[{"role":"function","content":"x"}]}`, "messages[0].role"},
 		{`{"messages":[{"role":"user","content":"x","tool_calls":[]}]}`, "messages[0].tool_calls"},
 		{`{"messages":[{"role":"user","content":"x"},{"role":"tool","content":"r"}]}`, "messages[1].tool_call_id"},
-		{`{"messages":[{"role":"assistant","content":"","tool_calls":[{"type":"function","function":{"name":"f","arguments":"{}"}}]}]}`, "messages[0].tool_calls[0].id"},
+		{`{"messages":[{"role":"assistant","content":"","tool_calls":[{"id":1,"type":"function","function":{"name":"f","arguments":"{}"}}]}]}`, "messages[0].tool_calls[0].id"},
 		{`{"messages":[{"role":"assistant","content":"","tool_calls":[{"id":"a","type":"function","function":{"name":"f","arguments":{}}}]}]}`, "messages[0].tool_calls[0].function.arguments"},
-		{`{"messages":[{"role":"assistant","content":"","tool_calls":[{"id":"a","function":{"name":"f","arguments":"{}"}}]}]}`, "messages[0].tool_calls[0].type"},
+		{`{"messages":[{"role":"assistant","content":"","tool_calls":[{"id":"a","type":"custom","function":{"name":"f","arguments":"{}"}}]}]}`, "messages[0].tool_calls[0].type"},
+		{`{"messages":[{"role":"assistant","content":"","tool_calls":[{"id":"a","function":{"name":null}}]}]}`, "messages[0].tool_calls[0].function.name"},
+		{`{"messages":[{"role":"assistant","content":"","tool_calls":[{"id":"a","function":"f"}]}]}`, "messages[0].tool_calls[0].function"},
+		{`{"messages":[{"role":"assistant","content":"","tool_calls":[1]}]}`, "messages[0].tool_calls[0]"},
 		{`{"messages":[{"role":"user","content":"x"}],"tools":[{"type":"function","function":{"name":"f","parameters":{"type":"object","properties":{"a":{"default":null}}}}}]}`, "tools[0].function.parameters"},
 		{`{"messages":[{"role":"user","content":"x"}],"tools":[{"type":"function","function":{"name":"f","parameters":{"type":"object","properties":{"a":{"default":1e20}}}}}]}`, "tools[0].function.parameters"},
 		{`{"messages":[{"role":"user","content":"x"}],"tools":[{"type":"function","function":{"name":"f","parameters":[]}}]}`, "tools[0].function.parameters"},

@@ -81,11 +81,17 @@ func reasoning(m tokenizer.Message) string {
 }
 
 // call is an assistant's tool call.
-type call struct{ id, name, arguments string }
+type call struct {
+	id, name, arguments string
+	hasID, hasName      bool
+}
 
-// toolCalls reads a message's tool_calls as vLLM's request model validates
-// them: objects with an id, type "function" and a function with a name and
-// its arguments as a string.
+// toolCalls reads a message's tool_calls as vLLM's
+// parse_chat_input_to_harmony_message does: a missing function, name or
+// arguments is empty, null arguments are empty, a missing type is no
+// matter. What Python would turn into other text (a null name prints as
+// "None") or refuse (arguments that are not a string, a type other than
+// "function") is refused.
 func toolCalls(m tokenizer.Message, i int) ([]call, error) {
 	raw := m.ToolCalls
 	if m.Source != nil {
@@ -105,29 +111,41 @@ func toolCalls(m tokenizer.Message, i int) ([]call, error) {
 	out := make([]call, len(list))
 	for j, item := range list {
 		field := fmt.Sprintf(".tool_calls[%d]", j)
-		id, okID := getString(item, "id")
-		typ, _ := getString(item, "type")
-		fn, _ := get(item, "function")
-		name, okName := getString(fn, "name")
-		args, okArgs := getString(fn, "arguments")
-		switch {
-		case !okID:
-			return nil, inputError(i, field+".id", "a tool call needs an id")
-		case typ != "function":
+		if _, ok := item.(*chattemplate.Dict); !ok {
+			return nil, inputError(i, field, "a tool call must be an object")
+		}
+		var c call
+		idV, hasID := get(item, "id")
+		if c.id, c.hasID = idV.(string); hasID && !c.hasID {
+			return nil, inputError(i, field+".id", "must be a string")
+		}
+		if typ, has := get(item, "type"); has && typ != "function" {
 			return nil, inputError(i, field+".type", `only "function" tool calls are supported`)
-		case !okName:
-			return nil, inputError(i, field+".function.name", "a tool call needs a function name")
-		case !okArgs:
+		}
+		fn, hasFn := get(item, "function")
+		if _, ok := fn.(*chattemplate.Dict); hasFn && !ok {
+			return nil, inputError(i, field+".function", "must be an object")
+		}
+		nameV, hasName := get(fn, "name")
+		if c.name, c.hasName = nameV.(string); hasName && !c.hasName {
+			return nil, inputError(i, field+".function.name", "must be a string")
+		}
+		switch a, _ := get(fn, "arguments"); a := a.(type) {
+		case nil:
+		case string:
+			c.arguments = a
+		default:
 			return nil, inputError(i, field+".function.arguments", "must be a string (the arguments as JSON)")
 		}
-		out[j] = call{id, name, args}
+		out[j] = c
 	}
 	return out, nil
 }
 
 // toolCallNames maps each tool call's id to its function's name, for the
-// tool results that answer it (the last call with an id wins, as in vLLM's
-// dict).
+// tool results that answer it: the last call with an id wins, as in vLLM's
+// dict, and a call without a name maps its id to None, which Python
+// prints as "None".
 func toolCallNames(msgs []tokenizer.Message, first int) (map[string]string, error) {
 	names := map[string]string{}
 	for i, m := range msgs {
@@ -136,7 +154,15 @@ func toolCallNames(msgs []tokenizer.Message, first int) (map[string]string, erro
 			return nil, err
 		}
 		for _, c := range calls {
-			names[c.id] = c.name
+			switch {
+			case !c.hasID:
+				// Keyed None: no tool message's tool_call_id (a
+				// string) finds it.
+			case c.hasName:
+				names[c.id] = c.name
+			default:
+				names[c.id] = "None"
+			}
 		}
 	}
 	return names, nil
