@@ -154,6 +154,9 @@ func (r *Renderer) render(ctx context.Context, c *tokenizer.Chat) ([]piece, erro
 	if role := msgs[0].Role; role == openaiapi.RoleSystem || role == openaiapi.RoleDeveloper {
 		instructions = flatten(msgs[0])
 		msgs = msgs[1:]
+		if instructions != nil && r.special(*instructions) {
+			return nil, &tokenizer.InputError{Param: "messages[0].content", Msg: errSpecial}
+		}
 	}
 	date := r.startDate
 	if date == "" {
@@ -221,12 +224,13 @@ func (r *Renderer) appendPieces(dst []piece, m message) ([]piece, error) {
 	}
 	for _, t := range texts {
 		if r.special(t) {
-			return nil, &tokenizer.InputError{Param: m.param,
-				Msg: "text that spells a special token (such as <|end|>): harmony tokenizes it as plain text, which the router cannot reproduce"}
+			return nil, &tokenizer.InputError{Param: m.param, Msg: errSpecial}
 		}
 	}
 	return append(dst, piece{end, true}), nil
 }
+
+const errSpecial = "text that spells a special token (such as <|end|>): harmony tokenizes it as plain text, which the router cannot reproduce"
 
 const (
 	modelIdentity   = "You are ChatGPT, a large language model trained by OpenAI."

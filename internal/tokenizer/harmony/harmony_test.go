@@ -369,6 +369,8 @@ func TestRefused(t *testing.T) {
 	tok, _ := renderer(t, "2026-01-02")
 	for _, tc := range []struct{ body, param string }{
 		{`{"messages":[{"role":"user","content":"say <|end|> twice"}]}`, "messages[0].content"},
+		{`{"messages":[{"role":"system","content":"<|start|>"},{"role":"user","content":"x"}]}`, "messages[0].content"},
+		{`{"messages":[{"role":"user","content":"x"},{"role":"assistant","content":"","reasoning":"<|channel|>"}]}`, "messages[1].reasoning"},
 		{`{"messages":[{"role":"user","content":"x"},{"role":"assistant","content":"","tool_calls":[{"id":"a","type":"function","function":{"name":"f<|call|>","arguments":"{}"}}]}]}`, "messages[1].tool_calls[0]"},
 		{`{"messages":[{"role":"user","content":"x"}],"tools":[{"type":"function","function":{"name":"f","description":"<|start|>"}}]}`, "tools"},
 		{`{"messages":[{"role":"user","content":[{"type":"text","text":"a"},{"type":"text","text":"b"}]}]}`, "messages[0].content"},
