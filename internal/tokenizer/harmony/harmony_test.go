@@ -27,6 +27,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -529,4 +530,39 @@ func FuzzRenderFields(f *testing.F) {
 		}
 		checkPieces(t, tok, r, req)
 	})
+}
+
+// BenchmarkRenderChat is a 40-turn chat of some 8k tokens rendered and
+// tokenized, what the router does per request for a harmony model (after
+// the first round, with the tokenizer's segment cache holding the
+// messages, as for a conversation's history).
+func BenchmarkRenderChat(b *testing.B) {
+	tok, _ := renderer(b, "2026-01-02")
+	msgs := []any{map[string]any{"role": "system", "content": "You are a careful assistant."}}
+	para := strings.Repeat("The quick brown fox jumps over the lazy dog, again and again. ", 12)
+	for i := range 40 {
+		role := "user"
+		if i%2 == 1 {
+			role = "assistant"
+		}
+		msgs = append(msgs, map[string]any{"role": role, "content": fmt.Sprintf("%d: %s", i, para)})
+	}
+	body, err := json.Marshal(map[string]any{"model": "m", "messages": msgs, "tools": json.RawMessage(weatherTools)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	req, apiErr := openaiapi.ParseChatCompletionRequest(body)
+	if apiErr != nil {
+		b.Fatal(apiErr.Message)
+	}
+	ids, err := tokenizer.ChatPrompt(tok, req)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		if _, err := tokenizer.ChatPrompt(tok, req); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(len(ids)), "tokens")
 }

@@ -10,7 +10,9 @@
 // tokenizer that loads tokenizes exactly.
 //
 // Chat templates are rendered by the sibling package chattemplate; a
-// Tokenizer loaded with LoadDir carries the directory's template.
+// Tokenizer loaded with LoadDir carries the directory's template, which
+// WithChatRenderer replaces for models the worker does not prompt with it
+// (gpt-oss: package harmony).
 package hf
 
 import (
