@@ -73,7 +73,11 @@ func init() {
 			if err != nil {
 				return nil, err
 			}
-			return h.WithChatRenderer(harmony.New(h.HasAddedToken)), nil
+			r, err := harmony.New(h.HasAddedToken)
+			if err != nil {
+				return nil, err
+			}
+			return h.WithChatRenderer(r), nil
 		},
 	})
 }

@@ -55,6 +55,11 @@ import (
 // the router reads the same one, so both can be pinned alike.
 const StartDateEnv = "VLLM_SYSTEM_START_DATE"
 
+// SystemInstructionsEnv is vLLM's switch that moves the instructions from
+// the developer message into the system message. New refuses to run with
+// it set: that prompt is not implemented.
+const SystemInstructionsEnv = "VLLM_GPT_OSS_HARMONY_SYSTEM_INSTRUCTIONS"
+
 // Renderer renders chats in harmony's format. It is safe for concurrent
 // use.
 type Renderer struct {
@@ -68,9 +73,13 @@ var _ tokenizer.ChatRenderer = (*Renderer)(nil)
 // New returns a Renderer. special reports whether the tokenizer would read
 // text as a special or added token (hf.Tokenizer.HasAddedToken). The date
 // is $VLLM_SYSTEM_START_DATE when set, as on the worker, else today's in
-// the process's time zone (vLLM's datetime.now()).
-func New(special func(string) bool) *Renderer {
-	return &Renderer{special: special, startDate: os.Getenv(StartDateEnv), now: time.Now}
+// the process's time zone (vLLM's datetime.now()). The environment is read
+// as vLLM reads it, so the router runs with the workers' variables.
+func New(special func(string) bool) (*Renderer, error) {
+	if v := os.Getenv(SystemInstructionsEnv); v != "" && v != "0" {
+		return nil, fmt.Errorf("harmony: %s=%s (instructions in the system message) is not supported", SystemInstructionsEnv, v)
+	}
+	return &Renderer{special: special, startDate: os.Getenv(StartDateEnv), now: time.Now}, nil
 }
 
 // WithClock returns a copy of r dated by now instead of the environment

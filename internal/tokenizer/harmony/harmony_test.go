@@ -79,7 +79,11 @@ func renderer(tb testing.TB, date string) (*hf.Tokenizer, *Renderer) {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	r := New(tok.HasAddedToken).WithClock(func() time.Time { return d })
+	r, err := New(tok.HasAddedToken)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	r = r.WithClock(func() time.Time { return d })
 	return tok.WithChatRenderer(r), r
 }
 
@@ -421,17 +425,26 @@ func TestRustLines(t *testing.T) {
 }
 
 // TestStartDate: the date comes from VLLM_SYSTEM_START_DATE when set, as on
-// the worker.
+// the worker; the byte cap holds; VLLM_GPT_OSS_HARMONY_SYSTEM_INSTRUCTIONS,
+// whose prompt is not implemented, is refused.
 func TestStartDate(t *testing.T) {
 	tok := gptoss(t)
 	t.Setenv(StartDateEnv, "2031-02-03")
 	c := &tokenizer.Chat{Messages: []tokenizer.Message{{Role: "user", Content: "hi"}}}
-	got, err := New(tok.HasAddedToken).RenderChat(context.Background(), c, 0)
+	r, err := New(tok.HasAddedToken)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := r.RenderChat(context.Background(), c, 0)
 	if err != nil || !strings.Contains(got, "\nCurrent date: 2031-02-03\n") {
 		t.Fatalf("rendered %q (%v)", got, err)
 	}
-	if _, err := New(tok.HasAddedToken).RenderChat(context.Background(), c, 100); !errors.Is(err, tokenizer.ErrTooLarge) {
+	if _, err := r.RenderChat(context.Background(), c, 100); !errors.Is(err, tokenizer.ErrTooLarge) {
 		t.Fatalf("a 100-byte cap: %v, want ErrTooLarge", err)
+	}
+	t.Setenv(SystemInstructionsEnv, "1")
+	if _, err := New(tok.HasAddedToken); err == nil {
+		t.Fatalf("%s=1 accepted", SystemInstructionsEnv)
 	}
 }
 
