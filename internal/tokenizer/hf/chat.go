@@ -10,7 +10,8 @@ import (
 )
 
 // ApplyChatTemplate implements tokenizer.Tokenizer with the directory's chat
-// template, handing it what vLLM's OpenAI server hands transformers'
+// template (or the renderer WithChatRenderer set, which gets the chat as it
+// is), handing the template what vLLM's OpenAI server hands transformers'
 // apply_chat_template (vllm/entrypoints/chat_utils.py, parse_chat_messages
 // and _postprocess_messages; the tools from ChatCompletionToolsParam's
 // model_dump):
