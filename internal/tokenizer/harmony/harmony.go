@@ -36,6 +36,12 @@
 //   - always the generation prompt, <|start|>assistant: vLLM's harmony
 //     path ignores add_generation_prompt, continue_final_message,
 //     chat_template_kwargs and documents.
+//
+// That is vLLM's harmony path since it moved the leading system message
+// into the developer instructions (extract_instructions_from_messages and
+// build_harmony_preamble); older releases built other prompts (system
+// messages as they came, assistant turns without channels), which the
+// router's prompt-count check reports as mismatches.
 package harmony
 
 import (
