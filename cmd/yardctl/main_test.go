@@ -89,3 +89,30 @@ func TestTokenize(t *testing.T) {
 		t.Errorf("missing --tokenizer accepted: %d %q", code, errOut)
 	}
 }
+
+// TestTokenizeHarmony: --harmony renders a chat as vLLM prompts gpt-oss
+// (internal/tokenizer/harmony), pinned to the date vLLM's
+// VLLM_SYSTEM_START_DATE gives.
+func TestTokenizeHarmony(t *testing.T) {
+	dir := filepath.Join("..", "..", "testdata-cache", "tokenizers", "gptoss")
+	if _, err := os.Stat(filepath.Join(dir, "tokenizer.json")); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("fixture tokenizers missing: run make testdata (%v)", err)
+		}
+		t.Skipf("SKIP: fixture tokenizers missing, run `make testdata` (%v)", err)
+	}
+	t.Setenv("VLLM_SYSTEM_START_DATE", "2026-01-02")
+	code, out, errOut := runCLI(t, `[{"role":"user","content":"Hi"}]`, "tokenize", "--tokenizer", dir, "--chat", "--harmony", "--render")
+	if code != 0 {
+		t.Fatalf("tokenize: %d %s", code, errOut)
+	}
+	want := "<|start|>system<|message|>You are ChatGPT, a large language model trained by OpenAI.\nKnowledge cutoff: 2024-06\n" +
+		"Current date: 2026-01-02\n\nReasoning: medium\n\n# Valid channels: analysis, commentary, final. Channel must be included for every message." +
+		"<|end|><|start|>user<|message|>Hi<|end|><|start|>assistant"
+	if out != want {
+		t.Errorf("rendered %q, want %q", out, want)
+	}
+	if code, _, _ := runCLI(t, `[{"role":"user","content":"Hi"}]`, "tokenize", "--tokenizer", dir, "--chat"); code == 0 {
+		t.Error("without --harmony the gpt-oss fixture (no chat template) rendered a chat")
+	}
+}

@@ -15,6 +15,7 @@ import (
 	"github.com/switchyard-dev/switchyard/internal/openaiapi"
 	"github.com/switchyard-dev/switchyard/internal/tokcheck"
 	"github.com/switchyard-dev/switchyard/internal/tokenizer"
+	"github.com/switchyard-dev/switchyard/internal/tokenizer/harmony"
 	"github.com/switchyard-dev/switchyard/internal/tokenizer/hf"
 )
 
@@ -27,8 +28,9 @@ const maxTokenizeInput = 256 << 20
 // --chat, stdin holds an OpenAI messages array or a whole chat request,
 // which goes through the same request handling as the router and the
 // simulator (internal/tokenizer: tools, tool calls, chat_template_kwargs as
-// vLLM passes them), is rendered with the model's chat template and
-// tokenized without adding special tokens, as vLLM does for chat.
+// vLLM passes them), is rendered with the model's chat template (with
+// --harmony, in gpt-oss's harmony format) and tokenized without adding
+// special tokens, as vLLM does for chat.
 func runTokenize(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("yardctl tokenize", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -39,16 +41,17 @@ func runTokenize(ctx context.Context, args []string, stdin io.Reader, stdout, st
 	against := fs.String("check-against", "", "a vLLM worker's base URL (http://worker:8000): tokenize the fixed probe here and through its POST /tokenize, print match or the first differing position, exit nonzero unless they match; without --tokenizer, the simulator's simple tokenizer")
 	model := fs.String("model", "", "with --check-against: the model to ask the worker for (default: its only or first model)")
 	timeout := fs.Duration("timeout", 10*time.Second, "with --check-against: deadline of the check")
+	useHarmony := fs.Bool("harmony", false, "render chats in the harmony format vLLM prompts gpt-oss with, instead of the directory's chat template (the router's harmony:DIR)")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
 	if *against != "" {
-		return checkAgainst(ctx, stdout, *against, *model, *dir, *timeout)
+		return checkAgainst(ctx, stdout, *against, *model, *dir, *useHarmony, *timeout)
 	}
 	if *dir == "" {
 		return errors.New("--tokenizer is required")
 	}
-	tok, err := hf.LoadDir(*dir)
+	tok, err := loadHF(*dir, *useHarmony)
 	if err != nil {
 		return err
 	}
@@ -107,6 +110,20 @@ func chatRequest(in []byte, addGen bool) (*openaiapi.ChatCompletionRequest, erro
 	return req, nil
 }
 
+// loadHF loads a model directory's tokenizer, with harmony rendering its
+// chats when asked, as the router's hf: and harmony: kinds do.
+func loadHF(dir string, useHarmony bool) (*hf.Tokenizer, error) {
+	h, err := hf.LoadDir(dir)
+	if err != nil || !useHarmony {
+		return h, err
+	}
+	r, err := harmony.New(h.HasAddedToken)
+	if err != nil {
+		return nil, err
+	}
+	return h.WithChatRenderer(r), nil
+}
+
 // errMismatch is a --check-against whose worker tokenizes the probe
 // differently.
 var errMismatch = errors.New("the worker's tokenizer differs from this one")
@@ -114,25 +131,30 @@ var errMismatch = errors.New("the worker's tokenizer differs from this one")
 // checkAgainst runs the router's tokenizer check (internal/tokcheck) by
 // hand: the probe tokenized with dir's tokenizer (the simple one when
 // empty) and by the worker at base.
-func checkAgainst(ctx context.Context, stdout io.Writer, base, model, dir string, timeout time.Duration) error {
+func checkAgainst(ctx context.Context, stdout io.Writer, base, model, dir string, useHarmony bool, timeout time.Duration) error {
 	if u, err := url.Parse(base); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return fmt.Errorf("--check-against %q: want the worker's base URL, http://host:port", base)
 	}
 	var tok tokenizer.Tokenizer = tokenizer.NewSimple()
-	name := "simple"
+	name, forms := "simple", "chat and prompt forms"
 	if dir != "" {
-		h, err := hf.LoadDir(dir)
+		h, err := loadHF(dir, useHarmony)
 		if err != nil {
 			return err
 		}
 		tok, name = h, dir
+		if useHarmony {
+			// vLLM's /tokenize renders chats with the template, not
+			// harmony (internal/tokcheck).
+			forms = "prompt form; the worker's /tokenize does not render harmony chats"
+		}
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	res := tokcheck.Check(ctx, &http.Client{}, base, model, tok)
 	switch res.Status {
 	case tokcheck.Match:
-		fmt.Fprintf(stdout, "match: %s tokenizes the probe (chat and prompt forms) exactly as %s\n", name, base)
+		fmt.Fprintf(stdout, "match: %s tokenizes the probe (%s) exactly as %s\n", name, forms, base)
 		return nil
 	case tokcheck.Mismatch:
 		fmt.Fprintf(stdout, "mismatch: %s\n", res.Describe(tok))

@@ -58,6 +58,9 @@ type ChatCompletionRequest struct {
 	// ContinueFinalMessage (vLLM) continues the last message instead of
 	// opening a new one.
 	ContinueFinalMessage *bool `json:"continue_final_message,omitempty"`
+	// ReasoningEffort is how hard a reasoning model thinks ("low",
+	// "medium", "high"); gpt-oss's harmony prompt states it.
+	ReasoningEffort *string `json:"reasoning_effort,omitempty"`
 }
 
 // OutputLimit is the requested completion length: max_completion_tokens,

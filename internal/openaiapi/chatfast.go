@@ -60,6 +60,8 @@ func decodeChatFast(body []byte, r *ChatCompletionRequest) bool {
 			return s.optBoolPtr(&r.ContinueFinalMessage)
 		case "documents":
 			return s.rawField(&r.Documents)
+		case "reasoning_effort":
+			return s.optStringPtr(&r.ReasoningEffort)
 		}
 		return d.Skip()
 	}) && d.End()
@@ -69,7 +71,7 @@ var chatRequestFields = []string{
 	"model", "messages", "max_tokens", "max_completion_tokens", "n", "stream",
 	"stream_options", "seed", "temperature", "top_p", "user", "tools",
 	"add_generation_prompt", "chat_template_kwargs", "chat_template",
-	"continue_final_message", "documents",
+	"continue_final_message", "documents", "reasoning_effort",
 }
 
 // fast holds the readers of the request's fields.

@@ -136,6 +136,7 @@ var fuzzSeeds = []string{
 	`{"messages":[{"role":"user","content":"a","content":[{"type":"text","text":"b","text":null}]}],"stream":true,"stream_options":{"include_usage":true},"stream_options":{}}`,
 	`{"prompt":"a","prompt":[1],"Prompt":"b","max_tokens":"x","max_tokens":2}`,
 	`{"model":"m","messages":[{"role":"system","content":"a \"q\"\n\u00e9\ud83d\ude00 日本"},{"role":"assistant","content":null,"tool_calls":[{"id":"1","type":"function","function":{"name":"f","arguments":"{}"}}],"reasoning":"r"},{"role":"tool","content":"x","tool_call_id":"1"}],"tools":[{"type":"function","function":{"name":"f"}}],"temperature":0.5,"seed":7,"stream":true,"stream_options":{"include_usage":true},"chat_template_kwargs":{"enable_thinking":false},"extra":[1,{"b":null}]}`,
+	`{"messages":[{"role":"user","content":"a"}],"reasoning_effort":"high","reasoning_effort":null,"Reasoning_effort":"low"}`,
 }
 
 func FuzzParseChatCompletionRequest(f *testing.F) {

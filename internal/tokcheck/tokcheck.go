@@ -12,6 +12,14 @@
 // special tokens added) and in the completion form (the last turn's text
 // with the tokenizer's special tokens, e.g. Llama 3's BOS).
 //
+// A tokenizer whose chats a ChatRenderer renders instead of the chat
+// template (harmony, for gpt-oss) is checked in the completion form only:
+// vLLM's /tokenize renders the chat form with the model's chat template even
+// for gpt-oss, whose chat completions it prompts with harmony instead (the
+// two differ: the template ends the developer message with "\n\n"), so the
+// chat form would report a mismatch where chat completions match. The
+// router's prompt-count check on every completion still covers the chats.
+//
 // The worker's answer is outside input: DecodeResponse bounds its size and
 // checks its shape (FuzzDecodeResponse holds it to that).
 package tokcheck
@@ -259,9 +267,14 @@ type Result struct {
 }
 
 // Check runs both probe forms against the worker (chat first; the prompt
-// form only when the chat form matched), tokenizing locally with tok.
+// form only when the chat form matched), tokenizing locally with tok; the
+// prompt form alone for a tokenizer with its own chat renderer.
 func Check(ctx context.Context, c *http.Client, baseURL, model string, tok tokenizer.Tokenizer) Result {
-	for _, form := range []string{FormChat, FormPrompt} {
+	forms := []string{FormChat, FormPrompt}
+	if r, ok := tok.(chatRendered); ok && r.ChatRenderer() != nil {
+		forms = forms[1:]
+	}
+	for _, form := range forms {
 		local, err := Local(ctx, tok, form)
 		if err != nil {
 			return Result{Status: Unchecked, Form: form, Position: -1, Err: fmt.Errorf("local tokenizer: %w", err)}
@@ -275,6 +288,12 @@ func Check(ctx context.Context, c *http.Client, baseURL, model string, tok token
 		}
 	}
 	return Result{Status: Match, Position: -1}
+}
+
+// chatRendered is a tokenizer that may render chats otherwise than with
+// the model's chat template (hf.Tokenizer.WithChatRenderer).
+type chatRendered interface {
+	ChatRenderer() tokenizer.ChatRenderer
 }
 
 // contextTokens is how many ids either side of the first difference

@@ -35,6 +35,7 @@ func ChatMessages(req *openaiapi.ChatCompletionRequest) ([]Message, error) {
 	for i, m := range req.Messages {
 		out[i].Role = m.Role
 		out[i].Name = m.Name
+		out[i].Source = &req.Messages[i]
 		switch m.Role {
 		case openaiapi.RoleAssistant:
 			if !isJSONNull(m.ToolCalls) {
@@ -93,7 +94,7 @@ func ChatOf(req *openaiapi.ChatCompletionRequest) (*Chat, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &Chat{Messages: msgs, AddGenerationPrompt: req.WantsGenerationPrompt(), ContinueFinalMessage: continueFinal}
+	c := &Chat{Messages: msgs, AddGenerationPrompt: req.WantsGenerationPrompt(), ContinueFinalMessage: continueFinal, ReasoningEffort: req.ReasoningEffort}
 	if !isJSONNull(req.Tools) {
 		c.Tools = req.Tools
 	}

@@ -13,6 +13,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+
+	"github.com/switchyard-dev/switchyard/internal/openaiapi"
 )
 
 // Tokenizer encodes text to token ids and renders chat conversations to the
@@ -64,6 +66,16 @@ type Chat struct {
 	// the model continues it (vLLM's continue_final_message): see
 	// ContinueFinal.
 	ContinueFinalMessage bool
+	// ReasoningEffort is the request's reasoning_effort, nil when absent.
+	ReasoningEffort *string
+}
+
+// ChatRenderer renders a chat as a model's prompt text where the model's
+// prompt is not its chat template's: vLLM builds gpt-oss prompts with the
+// harmony library, not with the Jinja template the model ships. Errors and
+// the byte cap behave as in Tokenizer.ApplyChatTemplateContext.
+type ChatRenderer interface {
+	RenderChat(ctx context.Context, c *Chat, maxBytes int) (string, error)
 }
 
 // Message is a chat message reduced to what a chat template reads. Content
@@ -79,4 +91,9 @@ type Message struct {
 	Name string
 	// Reasoning is an assistant message's reasoning text, nil when absent.
 	Reasoning *string
+	// Source is the message as the request sent it (nil for a chat built
+	// in code), for a ChatRenderer that reads it otherwise than vLLM hands
+	// it to a chat template: harmony joins content parts differently and
+	// reads reasoning but not reasoning_content.
+	Source *openaiapi.ChatMessage
 }

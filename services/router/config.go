@@ -84,8 +84,10 @@ type Config struct {
 	Redis lifecycle.Redis
 	// Tokenizers selects the tokenizer per model: "model=kind,...", with
 	// "*" for every other model. Kinds: "simple" (the simulator's default),
-	// "hf:DIR" (a Hugging Face model directory, as vLLM's --tokenizer) and
-	// "none" (approximate index on prompt text).
+	// "hf:DIR" (a Hugging Face model directory, as vLLM's --tokenizer),
+	// "harmony:DIR" (gpt-oss: that directory's tokenizer, with chats in
+	// the harmony format vLLM renders for gpt-oss instead of the chat
+	// template) and "none" (approximate index on prompt text).
 	Tokenizers string
 	// TokenizerCheck probes every local worker's POST /tokenize when it
 	// appears for a model the router has a tokenizer for, and routes a
@@ -246,7 +248,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 		"largest chat prompt in bytes the model's chat template may render for one request (markup and tools included); a render that outgrows it stops and the request is refused with 400 (0: no limit)")
 	c.Redis.RegisterFlags(fs, "", "the kvtracker's KV snapshots; empty follows the NATS KV deltas alone")
 	fs.StringVar(&c.Tokenizers, "tokenizers", d.Tokenizers,
-		`tokenizer per model, "model=kind,...", "*" for the others; kinds: simple (the simulator's own tokenizer), hf:DIR (Hugging Face tokenizer.json and chat template, as the worker's --tokenizer), none (approximate index on prompt text)`)
+		`tokenizer per model, "model=kind,...", "*" for the others; kinds: simple (the simulator's own tokenizer), hf:DIR (Hugging Face tokenizer.json and chat template, as the worker's --tokenizer), harmony:DIR (gpt-oss: the directory's tokenizer.json with chats rendered in harmony's format, as vLLM does for gpt-oss), none (approximate index on prompt text)`)
 	fs.BoolVar(&c.TokenizerCheck, "tokenizer-check", d.TokenizerCheck,
 		"probe each local worker's POST /tokenize when it appears for a model and compare its token ids with the router's tokenizer; a model whose worker differs is routed in approximate mode (switchyard_router_tokenizer_mismatch, yardctl explain)")
 	fs.DurationVar(&c.TokenizerCheckInterval, "tokenizer-check-interval", d.TokenizerCheckInterval,

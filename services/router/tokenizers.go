@@ -7,6 +7,7 @@ import (
 
 	"github.com/switchyard-dev/switchyard/internal/registry"
 	"github.com/switchyard-dev/switchyard/internal/tokenizer"
+	"github.com/switchyard-dev/switchyard/internal/tokenizer/harmony"
 	"github.com/switchyard-dev/switchyard/internal/tokenizer/hf"
 )
 
@@ -47,19 +48,36 @@ func init() {
 		check: noArg("none"),
 		load:  func(string) (tokenizer.Tokenizer, error) { return nil, nil },
 	})
+	checkDir := func(dir string) error {
+		if st, err := os.Stat(dir); err != nil || !st.IsDir() {
+			return fmt.Errorf("%q is not a Hugging Face model directory", dir)
+		}
+		return nil
+	}
 	tokenizerKinds.Register("hf", tokenizerKind{
-		check: func(dir string) error {
-			if st, err := os.Stat(dir); err != nil || !st.IsDir() {
-				return fmt.Errorf("%q is not a Hugging Face model directory", dir)
-			}
-			return nil
-		},
+		check: checkDir,
 		load: func(dir string) (tokenizer.Tokenizer, error) {
 			h, err := hf.LoadDir(dir)
 			if err != nil {
 				return nil, err
 			}
 			return h, nil
+		},
+	})
+	// gpt-oss: vLLM renders its chat requests with harmony, not with the
+	// chat template its directory ships (internal/tokenizer/harmony).
+	tokenizerKinds.Register("harmony", tokenizerKind{
+		check: checkDir,
+		load: func(dir string) (tokenizer.Tokenizer, error) {
+			h, err := hf.LoadDir(dir)
+			if err != nil {
+				return nil, err
+			}
+			r, err := harmony.New(h.HasAddedToken)
+			if err != nil {
+				return nil, err
+			}
+			return h.WithChatRenderer(r), nil
 		},
 	})
 }
@@ -104,7 +122,7 @@ func parseTokenizers(spec string) ([]tokenizerSpec, error) {
 		kind, arg, _ := strings.Cut(kind, ":")
 		k, err := tokenizerKinds.Lookup(kind)
 		if err != nil {
-			return nil, fmt.Errorf("model %q: %w (hf takes the model directory: hf:DIR)", model, err)
+			return nil, fmt.Errorf("model %q: %w (hf and harmony take the model directory: hf:DIR)", model, err)
 		}
 		if err := k.check(arg); err != nil {
 			return nil, fmt.Errorf("model %q: %w", model, err)

@@ -10,7 +10,8 @@ import (
 )
 
 // ApplyChatTemplate implements tokenizer.Tokenizer with the directory's chat
-// template, handing it what vLLM's OpenAI server hands transformers'
+// template (or the renderer WithChatRenderer set, which gets the chat as it
+// is), handing the template what vLLM's OpenAI server hands transformers'
 // apply_chat_template (vllm/entrypoints/chat_utils.py, parse_chat_messages
 // and _postprocess_messages; the tools from ChatCompletionToolsParam's
 // model_dump):
@@ -32,6 +33,9 @@ func (t *Tokenizer) ApplyChatTemplate(c *tokenizer.Chat) (string, error) {
 // ApplyChatTemplateContext is ApplyChatTemplate under ctx and a cap on the
 // rendered prompt (tokenizer.Tokenizer).
 func (t *Tokenizer) ApplyChatTemplateContext(ctx context.Context, c *tokenizer.Chat, maxBytes int) (string, error) {
+	if t.renderer != nil {
+		return t.renderer.RenderChat(ctx, c, maxBytes)
+	}
 	if t.chat == nil {
 		return "", errors.New("tokenizer has no chat template")
 	}

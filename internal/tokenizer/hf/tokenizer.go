@@ -10,7 +10,9 @@
 // tokenizer that loads tokenizes exactly.
 //
 // Chat templates are rendered by the sibling package chattemplate; a
-// Tokenizer loaded with LoadDir carries the directory's template.
+// Tokenizer loaded with LoadDir carries the directory's template, which
+// WithChatRenderer replaces for models the worker does not prompt with it
+// (gpt-oss: package harmony).
 package hf
 
 import (
@@ -46,7 +48,8 @@ type Tokenizer struct {
 	buildPieces     []string   // pieces while loading
 	known           []bool     // id → has a piece
 	chat            *chattemplate.Chat
-	segments        *idCache // see segcache.go
+	renderer        tokenizer.ChatRenderer // replaces chat when set
+	segments        *idCache               // see segcache.go
 }
 
 var _ tokenizer.Tokenizer = (*Tokenizer)(nil)
@@ -82,6 +85,33 @@ func LoadDir(dir string) (*Tokenizer, error) {
 
 // Chat returns the directory's chat template, or nil when it has none.
 func (t *Tokenizer) Chat() *chattemplate.Chat { return t.chat }
+
+// WithChatRenderer returns a Tokenizer that renders chats with r instead of
+// the directory's chat template, for models the worker prompts otherwise
+// (gpt-oss: harmony). It shares t's vocabulary and caches.
+func (t *Tokenizer) WithChatRenderer(r tokenizer.ChatRenderer) *Tokenizer {
+	c := *t
+	c.renderer = r
+	return &c
+}
+
+// ChatRenderer returns the renderer WithChatRenderer set, or nil when chats
+// are rendered with the directory's chat template.
+func (t *Tokenizer) ChatRenderer() tokenizer.ChatRenderer { return t.renderer }
+
+// HasAddedToken reports whether Encode would read an added token's text in
+// s as that token. A renderer that tokenizes message text as ordinary text
+// (harmony does) cannot hand such text over as a string to encode.
+func (t *Tokenizer) HasAddedToken(s string) bool {
+	if at, _, _ := t.added.find(s); at >= 0 {
+		return true
+	}
+	if t.addedNormalized == nil {
+		return false
+	}
+	at, _, _ := t.addedNormalized.find(t.normalize(&work{ctx: context.Background()}, s))
+	return at >= 0
+}
 
 // Encode tokenizes text without adding the post-processor's special tokens —
 // what vLLM does for a rendered chat prompt, whose template already wrote
