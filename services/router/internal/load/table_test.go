@@ -608,6 +608,13 @@ func TestPendingPrefillWork(t *testing.T) {
 	if l = tb2.Endpoints("")[0].Load; l.Untracked != 4 {
 		t.Fatalf("untracked waiting %d, want 4", l.Untracked)
 	}
+	// Once the pending one's predicted first token passes it is taken as
+	// started; the scrape counted it among the five, so four are still
+	// unknown.
+	decide(tb2, Request{Model: "m", PromptTokens: 100}, at.Add(time.Minute), false)
+	if l = tb2.Endpoints("")[0].Load; l.Pending != 0 || l.Untracked != 4 {
+		t.Fatalf("after its predicted first token: %+v, want nothing pending and 4 untracked", l)
+	}
 	// Completion releases the pending work at once.
 	tb3 := fleet(1)
 	routeReq(tb3, Request{Model: "m", ID: "z", PromptTokens: 3000}, at)
