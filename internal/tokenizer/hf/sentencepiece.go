@@ -74,13 +74,24 @@ func (t *Tokenizer) loadCharModel(m *modelJSON, b *bpe) error {
 			}
 		}
 	}
+	b.charTokens = make([]uint32, 1<<16)
+	for v, id := range m.Vocab {
+		// One character of two bytes or more (a shorter decode is an
+		// invalid byte) below U+10000.
+		if r, n := utf8.DecodeRuneInString(v); n == len(v) && n > 1 && r < 1<<16 {
+			b.charTokens[r] = id + 1
+		}
+	}
 	return nil
 }
 
 // charSymbols sets up the initial symbols of w for a vocabulary of
 // characters: each character's token, or its bytes' fallback tokens. An
 // invalid UTF-8 byte (which a Rust string cannot hold) is its fallback
-// token.
+// token. A character below U+10000 is looked up in bpe.charTokens, which
+// holds what the vocabulary does for it, rather than hashed and probed
+// for: that was half of Llama 2's time on Japanese, a string per
+// character.
 func (m *bpe) charSymbols(syms []symbol, w string) []symbol {
 	syms = syms[:0]
 	add := func(id uint32) {
@@ -88,11 +99,24 @@ func (m *bpe) charSymbols(syms []symbol, w string) []symbol {
 		syms = append(syms, symbol{id: id, prev: n - 1, next: n + 1})
 	}
 	for i := 0; i < len(w); {
+		if c := w[i]; c < utf8.RuneSelf {
+			add(m.byteID[c]) // ASCII's tokens, or their fallback
+			i++
+			continue
+		}
 		r, n := utf8.DecodeRuneInString(w[i:])
-		if r == utf8.RuneError && n == 1 {
-			add(m.fallback[w[i]])
-		} else if id, ok := m.vocab.get(w[i : i+n]); ok {
-			add(id)
+		tok := uint32(0) // 1 + the token, as in charTokens
+		switch {
+		case r == utf8.RuneError && n == 1:
+		case r < 1<<16:
+			tok = m.charTokens[r]
+		default:
+			if id, ok := m.vocab.get(w[i : i+n]); ok {
+				tok = id + 1
+			}
+		}
+		if tok != 0 {
+			add(tok - 1)
 		} else {
 			for k := i; k < i+n; k++ {
 				add(m.fallback[w[k]])
