@@ -144,7 +144,7 @@ func (t *Tokenizer) loadNormalizer(raw json.RawMessage) error {
 		case "NFC", "NFD", "NFKC", "NFKD":
 			f := map[string]norm.Form{"NFC": norm.NFC, "NFD": norm.NFD, "NFKC": norm.NFKC, "NFKD": norm.NFKD}[c.Type]
 			forms = append(forms, f)
-			t.normSteps = append(t.normSteps, normStep{form: &f})
+			t.normSteps = append(t.normSteps, normStep{form: &f, stable: newStableSet(f)})
 		case "Replace":
 			if c.Pattern == nil || c.Pattern.String == nil || *c.Pattern.String == "" || c.Content == nil {
 				return unsupported("normalizer Replace without a non-empty string pattern")

@@ -22,6 +22,7 @@ import (
 // each segment between added tokens.
 type normStep struct {
 	form     *norm.Form // NFC, NFD, NFKC, NFKD
+	stable   *stableSet // form's stable characters (normform.go)
 	old, new string     // Replace with a string pattern
 	prepend  string     // Prepend, to a non-empty segment
 }
@@ -29,7 +30,7 @@ type normStep struct {
 func (st normStep) apply(s string) string {
 	switch {
 	case st.form != nil:
-		if isASCII(s) || st.form.IsNormalString(s) {
+		if isASCII(s) || st.stable.holds(s) || st.form.IsNormalString(s) {
 			return s
 		}
 		return st.form.String(s)
