@@ -56,10 +56,10 @@ const (
 )
 
 // lookup returns the merge of the pair (a, b), if there is one. Most pairs
-// of neighbours in a text have none — none of Llama 2's pairs of Japanese
-// characters has, since it knows them one by one — and for those
-// bpe.sides, an array small enough to stay in cache, often answers
-// without a probe of the merges map, a cache miss most times.
+// of neighbours in a text have none (Llama 2 knows Japanese characters one
+// by one: no pair of them merges), and for many of those bpe.sides, an
+// array small enough to stay in cache, answers without a probe of the
+// merges map, which is a cache miss most times.
 func (m *bpe) lookup(a, b uint32) (merge, bool) {
 	if m.sides[a]&mergesLeft == 0 || m.sides[b]&mergesRight == 0 {
 		return merge{}, false
