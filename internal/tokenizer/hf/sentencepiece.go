@@ -105,7 +105,7 @@ func (m *bpe) charSymbols(syms []symbol, w string) []symbol {
 			i++
 			continue
 		}
-		r, n := utf8.DecodeRuneInString(w[i:])
+		r, n := decodeRune(w, i)
 		tok := uint32(0) // 1 + the token, as in charTokens
 		switch {
 		case r == utf8.RuneError && n == 1:
