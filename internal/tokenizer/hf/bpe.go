@@ -49,6 +49,25 @@ type merge struct{ rank, id uint32 }
 
 func pairKey(a, b uint32) uint64 { return uint64(a)<<32 | uint64(b) }
 
+// bpe.sides bits.
+const (
+	mergesLeft  = 1 << iota // the token is the left side of a merge
+	mergesRight             // ... the right side
+)
+
+// lookup returns the merge of the pair (a, b), if there is one. Most pairs
+// of neighbours in a text have none (Llama 2 knows Japanese characters one
+// by one: no pair of them merges), and for many of those bpe.sides, an
+// array small enough to stay in cache, answers without a probe of the
+// merges map, which is a cache miss most times.
+func (m *bpe) lookup(a, b uint32) (merge, bool) {
+	if m.sides[a]&mergesLeft == 0 || m.sides[b]&mergesRight == 0 {
+		return merge{}, false
+	}
+	mg, ok := m.merges[pairKey(a, b)]
+	return mg, ok
+}
+
 // bpe is a byte-level BPE model working on raw bytes: vocabulary strings are
 // converted back from the byte-level alphabet at load, so pre-tokens are
 // merged without re-encoding them.
@@ -56,9 +75,11 @@ type bpe struct {
 	vocab        *stringIndex // raw bytes → id
 	byteID       [256]uint32
 	merges       map[uint64]merge
+	sides        []uint8     // id → mergesLeft, mergesRight: whether the token is either side of any merge
 	ignoreMerges bool        // a pre-token found whole in the vocabulary is one token
 	charLevel    bool        // vocab of characters; byteID holds ASCII's tokens (sentencepiece.go)
 	fallback     [256]uint32 // charLevel: the <0xXX> tokens
+	charTokens   []uint32    // charLevel: 1 + the token of each character below U+10000, 0 if none
 	cache        *idCache    // recent pre-tokens; text repeats words heavily
 	fronts       sync.Pool   // *wordFront: the cache's lock-free front, one per encoding
 	scratch      sync.Pool   // *bpeWork
@@ -121,9 +142,14 @@ type symbol struct {
 	gone       bool  // merged into its left neighbour
 }
 
+// candidate is a queued merge of the symbol at pos with its right
+// neighbour; pair is their tokens' pairKey then. Four fields, not five: Go
+// keeps a struct of up to four in registers, and the heap's swaps ran
+// five times slower through memory.
 type candidate struct {
 	rank, id uint32
 	pos      int32
+	pair     uint64
 }
 
 // candidates is a binary min-heap of merge candidates: lowest rank first,
@@ -226,8 +252,8 @@ func (m *bpe) mergeWord(dst []uint32, w string, ops *int) []uint32 {
 
 	q := work.queue.init(n)
 	for i := 0; i+1 < n; i++ {
-		if mg, ok := m.merges[pairKey(syms[i].id, syms[i+1].id)]; ok {
-			*q = append(*q, candidate{rank: mg.rank, id: mg.id, pos: int32(i)})
+		if mg, ok := m.lookup(syms[i].id, syms[i+1].id); ok {
+			*q = append(*q, candidate{rank: mg.rank, id: mg.id, pos: int32(i), pair: pairKey(syms[i].id, syms[i+1].id)})
 		}
 	}
 	q.heapify()
@@ -240,9 +266,14 @@ func (m *bpe) mergeWord(dst []uint32, w string, ops *int) []uint32 {
 			continue
 		}
 		right := &syms[left.next]
-		// Stale: one side has merged since this candidate was queued.
-		if mg, ok := m.merges[pairKey(left.id, right.id)]; !ok || mg.id != c.id {
-			continue
+		// Stale: one side has merged since this candidate was queued, and
+		// the pair now there does not merge into the same token (Hugging
+		// Face's test, so that the result is its own in any vocabulary).
+		// A pair still the same needs no look-up to pass.
+		if pairKey(left.id, right.id) != c.pair {
+			if mg, ok := m.lookup(left.id, right.id); !ok || mg.id != c.id {
+				continue
+			}
 		}
 		left.id = c.id
 		right.gone = true
@@ -251,15 +282,17 @@ func (m *bpe) mergeWord(dst []uint32, w string, ops *int) []uint32 {
 			syms[left.next].prev = c.pos
 		}
 		if left.prev >= 0 {
-			if mg, ok := m.merges[pairKey(syms[left.prev].id, left.id)]; ok {
+			prev := syms[left.prev].id
+			if mg, ok := m.lookup(prev, left.id); ok {
 				*ops++
-				q.push(candidate{rank: mg.rank, id: mg.id, pos: left.prev})
+				q.push(candidate{rank: mg.rank, id: mg.id, pos: left.prev, pair: pairKey(prev, left.id)})
 			}
 		}
 		if left.next >= 0 {
-			if mg, ok := m.merges[pairKey(left.id, syms[left.next].id)]; ok {
+			next := syms[left.next].id
+			if mg, ok := m.lookup(left.id, next); ok {
 				*ops++
-				q.push(candidate{rank: mg.rank, id: mg.id, pos: c.pos})
+				q.push(candidate{rank: mg.rank, id: mg.id, pos: c.pos, pair: pairKey(left.id, next)})
 			}
 		}
 	}

@@ -144,7 +144,7 @@ func (t *Tokenizer) loadNormalizer(raw json.RawMessage) error {
 		case "NFC", "NFD", "NFKC", "NFKD":
 			f := map[string]norm.Form{"NFC": norm.NFC, "NFD": norm.NFD, "NFKC": norm.NFKC, "NFKD": norm.NFKD}[c.Type]
 			forms = append(forms, f)
-			t.normSteps = append(t.normSteps, normStep{form: &f})
+			t.normSteps = append(t.normSteps, normStep{form: &f, stable: newStableSet(f)})
 		case "Replace":
 			if c.Pattern == nil || c.Pattern.String == nil || *c.Pattern.String == "" || c.Content == nil {
 				return unsupported("normalizer Replace without a non-empty string pattern")
@@ -275,8 +275,6 @@ func (t *Tokenizer) loadModel(m *modelJSON) error {
 		return errors.New("tokenizer.json: model has no vocab")
 	}
 	b := &bpe{
-
-		merges:       make(map[uint64]merge),
 		ignoreMerges: m.IgnoreMerges,
 		cache:        newIDCache(wordCacheBytes),
 	}
@@ -299,7 +297,12 @@ func (t *Tokenizer) loadModel(m *modelJSON) error {
 	if err != nil {
 		return err
 	}
+	maxID := uint32(0)
+	for _, id := range m.Vocab {
+		maxID = max(maxID, id)
+	}
 	b.merges = make(map[uint64]merge, len(pairs))
+	b.sides = make([]uint8, maxID+1)
 	for rank, p := range pairs {
 		a, ok1 := m.Vocab[p[0]]
 		c, ok2 := m.Vocab[p[1]]
@@ -308,12 +311,10 @@ func (t *Tokenizer) loadModel(m *modelJSON) error {
 			return fmt.Errorf("tokenizer.json: model.merges[%d] (%q %q) names a token outside the vocabulary", rank, p[0], p[1])
 		}
 		b.merges[pairKey(a, c)] = merge{rank: uint32(rank), id: id}
+		b.sides[a] |= mergesLeft
+		b.sides[c] |= mergesRight
 	}
 	t.model = b
-	maxID := uint32(0)
-	for _, id := range m.Vocab {
-		maxID = max(maxID, id)
-	}
 	t.buildPieces = make([]string, maxID+1)
 	t.known = make([]bool, maxID+1)
 	for tok, id := range m.Vocab {

@@ -103,16 +103,15 @@ func classAt(s string, i int) (uint8, int) {
 	if c < utf8.RuneSelf {
 		return asciiClass[c], 1
 	}
-	r, n := utf8.DecodeRuneInString(s[i:])
-	if r == utf8.RuneError && n == 1 {
-		return clsOther, 1
-	}
+	// \p{L}, \p{N} and \s are properties too: looked up, not searched
+	// for in the Unicode tables (bmpProps).
+	p, n := propsAt(s, i)
 	switch {
-	case unicode.IsLetter(r):
+	case p&propLetter != 0:
 		return clsLetter, n
-	case unicode.IsNumber(r):
+	case p&propNumber != 0:
 		return clsNumber, n
-	case isSpace(r):
+	case p&propSpace != 0: // \r and \n are ASCII
 		return clsSpace, n
 	}
 	return clsOther, n

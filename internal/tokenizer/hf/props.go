@@ -21,13 +21,9 @@ const (
 	propCJK                 // [\x{4e00}-\x{9fa5}\x{3040}-\x{309f}\x{30a0}-\x{30ff}]
 )
 
-var asciiProps = func() (t [utf8.RuneSelf]uint16) {
-	for c := 0; c < utf8.RuneSelf; c++ {
-		t[c] = runeProps(rune(c))
-	}
-	return t
-}()
-
+// runeProps computes a character's properties from the Unicode tables.
+// propsAt looks them up in bmpProps instead for the Basic Multilingual
+// Plane, and only calls this beyond it.
 func runeProps(r rune) uint16 {
 	var p uint16
 	switch {
@@ -55,14 +51,64 @@ func runeProps(r rune) uint16 {
 	return p
 }
 
+// bmpProps is runeProps of every character below U+10000, which is where
+// text's characters are. Computing them searched up to seven tables per
+// character (binary searches, most of them), three quarters of DeepSeek
+// V3's time on Japanese. It is built from the same tables range by range,
+// not character by character (that would take milliseconds at every
+// start): the general categories are disjoint and White_Space holds none
+// of their characters, so runeProps's first matching case is the only one
+// that matches, and each table's properties can be set on their own.
+// TestBMPProps holds every entry to runeProps.
+var bmpProps = func() *[1 << 16]uint16 {
+	t := new([1 << 16]uint16)
+	for _, c := range []struct {
+		tab   *unicode.RangeTable
+		props uint16
+	}{
+		{unicode.Lu, propUpper | propLetter},
+		{unicode.Lt, propUpper | propLetter},
+		{unicode.Ll, propLower | propLetter},
+		{unicode.Lm, propUpper | propLower | propLetter},
+		{unicode.Lo, propUpper | propLower | propLetter},
+		{unicode.M, propUpper | propLower | propMark},
+		{unicode.N, propNumber},
+		{unicode.White_Space, propSpace},
+		{unicode.P, propPunct},
+		{unicode.S, propPunct},
+	} {
+		for _, r := range c.tab.R16 {
+			for x := int(r.Lo); x <= int(r.Hi); x += int(r.Stride) {
+				t[x] |= c.props
+			}
+		}
+		for _, r := range c.tab.R32 {
+			for x := int(r.Lo); x <= int(r.Hi) && x < len(t); x += int(r.Stride) {
+				t[x] |= c.props
+			}
+		}
+	}
+	t['\r'] |= propNewline
+	t['\n'] |= propNewline
+	for _, cjk := range [][2]int{{0x4e00, 0x9fa5}, {0x3040, 0x30ff}} {
+		for x := cjk[0]; x <= cjk[1]; x++ {
+			t[x] |= propCJK
+		}
+	}
+	return t
+}()
+
 // propsAt returns the properties and byte width of the character at s[i].
 func propsAt(s string, i int) (uint16, int) {
 	if c := s[i]; c < utf8.RuneSelf {
-		return asciiProps[c], 1
+		return bmpProps[c], 1
 	}
-	r, n := utf8.DecodeRuneInString(s[i:])
-	if r == utf8.RuneError && n == 1 {
+	r, n := decodeRune(s, i)
+	switch {
+	case r == utf8.RuneError && n == 1:
 		return 0, 1
+	case r < 1<<16:
+		return bmpProps[r], n
 	}
 	return runeProps(r), n
 }
@@ -125,4 +171,23 @@ func whitespace(s string, i int) (end, far int) {
 		return lastNL + 1, end
 	}
 	return spaceRun(s, i, end), end
+}
+
+// decodeRune is utf8.DecodeRuneInString(s[i:]) for s[i] beyond ASCII, with
+// the three-byte characters (CJK, kana and most of the BMP) decoded here:
+// the library's general decoder, a call each time, was a third of
+// DeepSeek V3's time on Japanese, whose split steps read every character
+// three times. Only the lead bytes whose continuation bytes may be any of
+// 0x80–0xBF are decoded here (not 0xE0, whose next byte excludes overlong
+// forms, nor 0xED, whose next byte excludes surrogates); everything else
+// goes to the library. TestDecodeRune holds it to the library on every
+// three-byte sequence.
+func decodeRune(s string, i int) (rune, int) {
+	if c := s[i]; c >= 0xe1 && c <= 0xef && c != 0xed && i+2 < len(s) {
+		c1, c2 := s[i+1], s[i+2]
+		if c1&0xc0 == 0x80 && c2&0xc0 == 0x80 {
+			return rune(c&0x0f)<<12 | rune(c1&0x3f)<<6 | rune(c2&0x3f), 3
+		}
+	}
+	return utf8.DecodeRuneInString(s[i:])
 }

@@ -22,6 +22,7 @@ import (
 // each segment between added tokens.
 type normStep struct {
 	form     *norm.Form // NFC, NFD, NFKC, NFKD
+	stable   *stableSet // form's stable characters (normform.go)
 	old, new string     // Replace with a string pattern
 	prepend  string     // Prepend, to a non-empty segment
 }
@@ -29,7 +30,7 @@ type normStep struct {
 func (st normStep) apply(s string) string {
 	switch {
 	case st.form != nil:
-		if isASCII(s) || st.form.IsNormalString(s) {
+		if isASCII(s) || st.stable.holds(s) || st.form.IsNormalString(s) {
 			return s
 		}
 		return st.form.String(s)
@@ -74,13 +75,24 @@ func (t *Tokenizer) loadCharModel(m *modelJSON, b *bpe) error {
 			}
 		}
 	}
+	b.charTokens = make([]uint32, 1<<16)
+	for v, id := range m.Vocab {
+		// One character of two bytes or more (a shorter decode is an
+		// invalid byte) below U+10000.
+		if r, n := utf8.DecodeRuneInString(v); n == len(v) && n > 1 && r < 1<<16 {
+			b.charTokens[r] = id + 1
+		}
+	}
 	return nil
 }
 
 // charSymbols sets up the initial symbols of w for a vocabulary of
 // characters: each character's token, or its bytes' fallback tokens. An
 // invalid UTF-8 byte (which a Rust string cannot hold) is its fallback
-// token.
+// token. A character below U+10000 is looked up in bpe.charTokens, which
+// holds what the vocabulary does for it, rather than hashed and probed
+// for: that was half of Llama 2's time on Japanese, a string per
+// character.
 func (m *bpe) charSymbols(syms []symbol, w string) []symbol {
 	syms = syms[:0]
 	add := func(id uint32) {
@@ -88,11 +100,24 @@ func (m *bpe) charSymbols(syms []symbol, w string) []symbol {
 		syms = append(syms, symbol{id: id, prev: n - 1, next: n + 1})
 	}
 	for i := 0; i < len(w); {
-		r, n := utf8.DecodeRuneInString(w[i:])
-		if r == utf8.RuneError && n == 1 {
-			add(m.fallback[w[i]])
-		} else if id, ok := m.vocab.get(w[i : i+n]); ok {
-			add(id)
+		if c := w[i]; c < utf8.RuneSelf {
+			add(m.byteID[c]) // ASCII's tokens, or their fallback
+			i++
+			continue
+		}
+		r, n := decodeRune(w, i)
+		tok := uint32(0) // 1 + the token, as in charTokens
+		switch {
+		case r == utf8.RuneError && n == 1:
+		case r < 1<<16:
+			tok = m.charTokens[r]
+		default:
+			if id, ok := m.vocab.get(w[i : i+n]); ok {
+				tok = id + 1
+			}
+		}
+		if tok != 0 {
+			add(tok - 1)
 		} else {
 			for k := i; k < i+n; k++ {
 				add(m.fallback[w[k]])
