@@ -200,6 +200,7 @@ func TestUnexplainedCompletionsAreNotLearned(t *testing.T) {
 		{"a small request after it changed nothing", 2 * ReorderWindow, 300, 300, prefill(300), 1},
 		{"decided after its first token", 5 * time.Second, 300, 8000, prefill(8300), 1},
 		{"slower than the later prefill explains", 2 * ReorderWindow, 300, 300, 10 * prefill(8000), 1},
+		{"a cold prompt whose last step the next one filled", 2 * ReorderWindow, 8000, 8000, prefill(8000) + 1, 1},
 	}
 	// Behind a queue, a later cold prompt excuses nothing: every TTFT
 	// there overlaps later decisions.
