@@ -12,6 +12,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"os"
+	"runtime"
 	"slices"
 	"sort"
 	"strings"
@@ -94,6 +95,26 @@ func TestScale(t *testing.T) {
 		return total == float64(len(f.workers))
 	})
 	tab.add("fleet", "kvtrackers hold every lease", fmt.Sprintf("%v after start; split %v", took.Round(time.Millisecond), leases))
+	// The first replica up takes what it can in its first lease round,
+	// before it has seen the others; above its fair share it sheds one
+	// worker a round (a second) to the others.
+	fair := float64((len(f.workers) + len(f.trackers) - 1) / len(f.trackers))
+	tookFair := until(t, started, 90*time.Second, "the kvtrackers split the workers fairly", func() bool {
+		total, most := 0.0, 0.0
+		for i, tr := range f.trackers {
+			leases[i], _, _ = metric(tr.httpURL+"/metrics", "switchyard_kvtracker_leases_held")
+			total += leases[i]
+			most = max(most, leases[i])
+		}
+		return total == float64(len(f.workers)) && most <= fair
+	})
+	tab.add("fleet", "kvtrackers at their fair shares", fmt.Sprintf("%v after start; split %v", tookFair.Round(time.Millisecond), leases))
+
+	// The idle fleet: every router scraping every worker each second and
+	// following the kvtrackers, no requests.
+	idle0 := f.cpuNow()
+	time.Sleep(3 * time.Second)
+	tab.add("fleet", "CPU at idle", cpuUse(idle0, f.cpuNow(), runtime.NumCPU()))
 
 	obs := observeNATS(t, f.natsURL)
 	for _, r := range f.routers {
@@ -113,7 +134,9 @@ func TestScale(t *testing.T) {
 	histA := routeHistograms(t, f.routers)
 	jsA := kvStreamState(t, f.natsURL)
 	obs.phase(1)
+	cpuA := f.cpuNow()
 	recsA := runWaves(t, client, f.gateways[0], prompts, "a")
+	cpuA2 := f.cpuNow()
 	obs.phase(0)
 	jsA2 := kvStreamState(t, f.natsURL)
 	histA2 := routeHistograms(t, f.routers)
@@ -143,14 +166,20 @@ func TestScale(t *testing.T) {
 	histB := routeHistograms(t, f.routers[:1])
 	jsB := kvStreamState(t, f.natsURL)
 	obs.phase(2)
+	cpuB := f.cpuNow()
 	recsB := runWaves(t, client, f.gateways[1], prompts, "b")
+	cpuB2 := f.cpuNow()
 	obs.phase(0)
 	jsB2 := kvStreamState(t, f.natsURL)
 	histB2 := routeHistograms(t, f.routers[:1])
 
 	// Direct Route calls, one at a time, on an idle fleet: the client's
 	// view of a decision over 128 candidates.
+	histD := routeHistograms(t, f.routers[:1])
+	cpuD := f.cpuNow()
 	direct := directRoutes(t, f.routers[0], prompts, 300)
+	cpuD2 := f.cpuNow()
+	histD2 := routeHistograms(t, f.routers[:1])
 
 	time.Sleep(500 * time.Millisecond) // the last completions reach the observer
 	decs := obs.decisions()
@@ -165,9 +194,10 @@ func TestScale(t *testing.T) {
 		js0, js1   jetstream.StreamState
 		counts     map[string][2]int64
 		replicaSet string
+		cpu0, cpu1 cpuSample
 	}{
-		{"4 replicas", recsA, histA, histA2, jsA, jsA2, obs.counts(1), "gateway-0 → routers 0-3"},
-		{"1 replica", recsB, histB, histB2, jsB, jsB2, obs.counts(2), "gateway-1 → router 0"},
+		{"4 replicas", recsA, histA, histA2, jsA, jsA2, obs.counts(1), "gateway-0 → routers 0-3", cpuA, cpuA2},
+		{"1 replica", recsB, histB, histB2, jsB, jsB2, obs.counts(2), "gateway-1 → router 0", cpuB, cpuB2},
 	} {
 		n := len(ph.recs)
 		if fails := scaleFailures(ph.recs); len(fails) > 0 {
@@ -176,7 +206,9 @@ func TestScale(t *testing.T) {
 		d := ph.h1.minus(ph.h0)
 		tab.add(ph.name, "requests", fmt.Sprintf("%d (%s), %d waves of %d groups × %d at once, %.1fs",
 			n, ph.replicaSet, scaleWaves, scaleGroups, scalePerGroup, wallOf(ph.recs).Seconds()))
-		tab.add(ph.name, "Route (router histogram)", fmt.Sprintf("p50 %s, p99 %s over %d decisions", fmtSecs(d.quantile(0.5)), fmtSecs(d.quantile(0.99)), int(d.count)))
+		tab.add(ph.name, "Route (router histogram)", fmt.Sprintf("p50 %s, p90 %s, p99 %s over %d decisions; %.0f over 25 ms, %.0f over 100 ms",
+			fmtSecs(d.quantile(0.5)), fmtSecs(d.quantile(0.9)), fmtSecs(d.quantile(0.99)), int(d.count), d.over(0.025), d.over(0.1)))
+		tab.add(ph.name, "CPU during the waves", cpuUse(ph.cpu0, ph.cpu1, runtime.NumCPU()))
 		var msgs, byts int64
 		for _, c := range ph.counts {
 			msgs += c[0]
@@ -203,6 +235,10 @@ func TestScale(t *testing.T) {
 		}
 	}
 	tab.add("direct Route", "router 0, 8k-token chats, 128 candidates", direct)
+	d := histD2.minus(histD)
+	tab.add("direct Route", "  router 0's histogram of the same calls", fmt.Sprintf("p50 %s, p90 %s, p99 %s; %.0f over 25 ms",
+		fmtSecs(d.quantile(0.5)), fmtSecs(d.quantile(0.9)), fmtSecs(d.quantile(0.99)), d.over(0.025)))
+	tab.add("direct Route", "  CPU", cpuUse(cpuD, cpuD2, runtime.NumCPU()))
 	t.Logf("scale run (%d workers in %d sim processes, %d kvtrackers, %d routers, 2 gateways; %s):\n%s",
 		len(f.workers), scaleSims, scaleTrackers, scaleRouters, time.Since(started).Round(time.Second), tab)
 }
@@ -677,6 +713,16 @@ func (h histogram) minus(x histogram) histogram {
 		out.counts = append(out.counts, h.counts[i]-x.counts[i])
 	}
 	return out
+}
+
+// over counts the observations above le, one of the histogram's bounds.
+func (h histogram) over(le float64) float64 {
+	for i, b := range h.le {
+		if b == le {
+			return h.count - h.counts[i]
+		}
+	}
+	return math.NaN()
 }
 
 // quantile interpolates linearly inside the bucket that holds it.

@@ -48,7 +48,7 @@ func newMetrics(table *load.Table, kv *kvblock.Index, kvStats func() (kvsync.Sta
 			// Sub-millisecond for routing on load and text; up to tens of
 			// milliseconds for long prompts through a real tokenizer, with
 			// a bucket at 2 ms, the 8k-token target (README).
-			Buckets: []float64{5e-6, 1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 1.5e-3, 2e-3, 2.5e-3, 5e-3, 1e-2, 2.5e-2, 5e-2, 0.1},
+			Buckets: []float64{5e-6, 1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 1.5e-3, 2e-3, 2.5e-3, 5e-3, 1e-2, 2.5e-2, 5e-2, 0.1, 0.25, 0.5, 1, 2.5},
 		}),
 		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "switchyard_router_decisions_total",

@@ -3,6 +3,7 @@
 package scrape
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -40,26 +41,110 @@ type Metrics struct {
 // ParseMetrics parses Prometheus text exposition as vLLM serves it. The
 // queue gauges are required: a page without them is not a vLLM worker (or
 // not a ready one), which the caller treats as unhealthy.
+//
+// A router reads every worker's page every scrape interval, so the page is
+// first scanned for the five series it needs (scan.go) and everything else
+// is skipped unread; only a page that scan cannot read exactly goes through
+// the full parser. Both feed the same aggregation, so they cannot disagree
+// on what a series means.
 func ParseMetrics(r io.Reader) (Metrics, error) {
-	// UTF-8 validation is the lenient choice: vLLM's names (with ':') pass
-	// either way, and an unrelated odd series elsewhere on the page should
-	// not make the whole worker unhealthy.
-	p := expfmt.NewTextParser(model.UTF8Validation)
-	families, err := p.TextToMetricFamilies(r)
+	buf := pagePool.Get().(*[]byte)
+	defer pagePool.Put(buf)
+	b, err := readAll(r, (*buf)[:0])
+	*buf = b[:0]
 	if err != nil {
 		return Metrics{}, fmt.Errorf("parse metrics: %w", err)
 	}
+	var p page
+	// A page without the queue gauges is an error either way; the full
+	// parser says whether it is also malformed.
+	if scanPage(b, &p) && len(p.series[famWaiting]) > 0 && len(p.series[famRunning]) > 0 {
+		return p.metrics()
+	}
+	return parseFull(b)
+}
+
+// maxLabels bounds the labels of one line the full parser is given: it
+// checks each new label against all before it, so a line of n labels
+// costs n² (20,000 of them took 36 s), and a vLLM series has a handful.
+const maxLabels = 256
+
+// parseFull parses the whole page with the Prometheus text parser.
+func parseFull(b []byte) (Metrics, error) {
+	if line, ok := labelsBounded(b, maxLabels); !ok {
+		return Metrics{}, fmt.Errorf("parse metrics: line %d has more than %d labels", line, maxLabels)
+	}
+	r := bytes.NewReader(b)
+	// UTF-8 validation is the lenient choice: vLLM's names (with ':') pass
+	// either way, and an unrelated odd series elsewhere on the page should
+	// not make the whole worker unhealthy.
+	tp := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := tp.TextToMetricFamilies(r)
+	if err != nil {
+		return Metrics{}, fmt.Errorf("parse metrics: %w", err)
+	}
+	var p page
+	for i, name := range wantedFamilies {
+		fam := families[name]
+		if fam == nil {
+			continue
+		}
+		for _, s := range fam.GetMetric() {
+			v, ok := sampleValue(s)
+			p.series[i] = append(p.series[i], sample{
+				value: v, isValue: ok,
+				engine:    labelValue(s, vllm.LabelEngine),
+				blockSize: labelValue(s, vllm.CacheConfigLabelBlockSize),
+				gpuBlocks: labelValue(s, vllm.CacheConfigLabelNumGPUBlks),
+			})
+		}
+	}
+	return p.metrics()
+}
+
+// The series ParseMetrics reads, in page.series order.
+const (
+	famWaiting = iota
+	famRunning
+	famKVUsage
+	famCacheConfig
+	famStartTime
+	numFamilies
+)
+
+var wantedFamilies = [numFamilies]string{
+	famWaiting:     vllm.MetricNumRequestsWaiting,
+	famRunning:     vllm.MetricNumRequestsRunning,
+	famKVUsage:     vllm.MetricKVCacheUsagePerc,
+	famCacheConfig: vllm.MetricCacheConfigInfo,
+	famStartTime:   vllm.MetricProcessStartTime,
+}
+
+// page is the samples of the wanted series, in page order.
+type page struct {
+	series [numFamilies][]sample
+}
+
+// sample is one series of a wanted family: its value (isValue is false for
+// a histogram's or summary's series, which carry none) and the labels read.
+type sample struct {
+	value                        float64
+	isValue                      bool
+	engine, blockSize, gpuBlocks string
+}
+
+func (p *page) metrics() (Metrics, error) {
 	var m Metrics
 	engines := map[string]struct{}{}
 
-	waiting, ok, err := sumGauge(families[vllm.MetricNumRequestsWaiting], engines)
+	waiting, ok, err := sumGauge(vllm.MetricNumRequestsWaiting, p.series[famWaiting], engines)
 	if err != nil {
 		return Metrics{}, err
 	}
 	if !ok {
 		return Metrics{}, fmt.Errorf("metrics page has no %s", vllm.MetricNumRequestsWaiting)
 	}
-	running, ok, err := sumGauge(families[vllm.MetricNumRequestsRunning], engines)
+	running, ok, err := sumGauge(vllm.MetricNumRequestsRunning, p.series[famRunning], engines)
 	if err != nil {
 		return Metrics{}, err
 	}
@@ -68,41 +153,36 @@ func ParseMetrics(r io.Reader) (Metrics, error) {
 	}
 	m.Waiting, m.Running = int64(waiting), int64(running)
 
-	if fam := families[vllm.MetricKVCacheUsagePerc]; fam != nil {
-		var sum float64
-		var n int
-		for _, s := range fam.GetMetric() {
-			v, ok := sampleValue(s)
-			if !ok || math.IsNaN(v) {
-				continue
-			}
-			sum += clamp01(v)
-			n++
+	var sum float64
+	var n int
+	for _, s := range p.series[famKVUsage] {
+		if !s.isValue || math.IsNaN(s.value) {
+			continue
 		}
-		if n > 0 {
-			m.KVCacheUsage = sum / float64(n)
-		}
+		sum += clamp01(s.value)
+		n++
 	}
-	if fam := families[vllm.MetricCacheConfigInfo]; fam != nil {
-		for _, s := range fam.GetMetric() {
-			if bs := labelValue(s, vllm.CacheConfigLabelBlockSize); bs != "" {
-				n, err := strconv.Atoi(bs)
-				if err == nil && n > 0 && n > m.BlockSize {
-					m.BlockSize = n
-				}
+	if n > 0 {
+		m.KVCacheUsage = sum / float64(n)
+	}
+	for _, s := range p.series[famCacheConfig] {
+		if s.blockSize != "" {
+			n, err := strconv.Atoi(s.blockSize)
+			if err == nil && n > 0 && n > m.BlockSize {
+				m.BlockSize = n
 			}
-			// vLLM renders an unset value as "None": read as unknown.
-			if nb := labelValue(s, vllm.CacheConfigLabelNumGPUBlks); nb != "" {
-				n, err := strconv.Atoi(nb)
-				if err == nil && n > 0 && n > m.NumGPUBlocks {
-					m.NumGPUBlocks = n
-				}
+		}
+		// vLLM renders an unset value as "None": read as unknown.
+		if s.gpuBlocks != "" {
+			n, err := strconv.Atoi(s.gpuBlocks)
+			if err == nil && n > 0 && n > m.NumGPUBlocks {
+				m.NumGPUBlocks = n
 			}
 		}
 	}
-	if fam := families[vllm.MetricProcessStartTime]; fam != nil && len(fam.GetMetric()) > 0 {
-		if v, ok := sampleValue(fam.GetMetric()[0]); ok && v > 0 && !math.IsInf(v, 0) {
-			m.StartTime = v
+	if st := p.series[famStartTime]; len(st) > 0 {
+		if s := st[0]; s.isValue && s.value > 0 && !math.IsInf(s.value, 0) {
+			m.StartTime = s.value
 		}
 	}
 	m.Engines = len(engines)
@@ -111,24 +191,24 @@ func ParseMetrics(r io.Reader) (Metrics, error) {
 
 // sumGauge adds up every series of a family, recording engine labels seen.
 // ok is false when the family is absent or has no samples.
-func sumGauge(fam *dto.MetricFamily, engines map[string]struct{}) (float64, bool, error) {
-	if fam == nil || len(fam.GetMetric()) == 0 {
+func sumGauge(name string, series []sample, engines map[string]struct{}) (float64, bool, error) {
+	if len(series) == 0 {
 		return 0, false, nil
 	}
 	var sum float64
-	for _, s := range fam.GetMetric() {
-		v, ok := sampleValue(s)
-		if !ok {
+	for _, s := range series {
+		if !s.isValue {
 			continue
 		}
+		v := s.value
 		if math.IsNaN(v) || math.IsInf(v, 0) || v < 0 {
-			return 0, false, fmt.Errorf("%s: value %v out of range", fam.GetName(), v)
+			return 0, false, fmt.Errorf("%s: value %v out of range", name, v)
 		}
 		sum += v
-		engines[labelValue(s, vllm.LabelEngine)] = struct{}{}
+		engines[s.engine] = struct{}{}
 	}
 	if sum > math.MaxInt32 {
-		return 0, false, fmt.Errorf("%s: value %v out of range", fam.GetName(), sum)
+		return 0, false, fmt.Errorf("%s: value %v out of range", name, sum)
 	}
 	return sum, true, nil
 }
