@@ -5,6 +5,7 @@ import (
 	"errors"
 	"hash/fnv"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -248,16 +249,28 @@ func (t *Tracker) leaseRound(ctx context.Context, d *deps) {
 	t.jst.acquired()
 	if held := t.held(); held > fair && replicas > 1 {
 		t.mu.Lock()
-		var victim *run
+		victims := make([]*run, 0, len(t.runs))
 		for _, r := range t.runs {
-			if victim == nil || r.key > victim.key {
-				victim = r
-			}
+			victims = append(victims, r)
 		}
 		t.mu.Unlock()
-		t.log.Info().Str("worker", victim.key).Int("held", held).Int("fair_share", fair).Msg("shedding a worker to another replica")
-		t.stopRun(victim, d, true, "shed")
+		slices.SortFunc(victims, func(a, b *run) int { return strings.Compare(b.key, a.key) })
+		victims = victims[:shedCount(held, fair)]
+		t.log.Info().Int("workers", len(victims)).Str("first", victims[0].key).Int("held", held).Int("fair_share", fair).Msg("shedding workers to other replicas")
+		for _, v := range victims {
+			t.stopRun(v, d, true, "shed")
+		}
 	}
+}
+
+// shedCount is how many workers a replica holding held, above its fair
+// share, gives up in one lease round: the excess, but at most a quarter
+// of the share (and at least one). A replica joining a fleet of n workers
+// is at its share within about four rounds rather than n/2, and a replica
+// count that flickers (a heartbeat missed in a NATS blip) moves a quarter
+// of a share, not all of it.
+func shedCount(held, fair int) int {
+	return min(held-fair, max(1, fair/4))
 }
 
 func (t *Tracker) held() int {

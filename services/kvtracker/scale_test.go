@@ -70,3 +70,19 @@ func TestDoublingReplicas(t *testing.T) {
 		sendAndSee(t, l, w, fmt.Sprintf("w%d", w.ID), p)
 	}
 }
+
+// TestShedCount: above its share a replica gives up the excess, at most a
+// quarter of the share a round, and always at least one.
+func TestShedCount(t *testing.T) {
+	for _, c := range []struct{ held, fair, want int }{
+		{5, 4, 1},        // one over
+		{3, 2, 1},        // small shares shed one at a time
+		{90, 64, 16},     // the first of two replicas up, over 128 workers
+		{74, 64, 10},     // the rest of that excess
+		{1000, 500, 125}, // doubling 1,000 workers' replicas: four rounds
+	} {
+		if got := shedCount(c.held, c.fair); got != c.want {
+			t.Errorf("shedCount(%d, %d) = %d, want %d", c.held, c.fair, got, c.want)
+		}
+	}
+}
