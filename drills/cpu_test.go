@@ -59,7 +59,7 @@ func procCPU(pid int) (float64, bool) {
 	if len(f) < 13 {
 		return 0, false
 	}
-	u, _ := strconv.ParseFloat(f[11], 64) // utime, field 14
+	u, _ := strconv.ParseFloat(f[11], 64)  // utime, field 14
 	st, _ := strconv.ParseFloat(f[12], 64) // stime, field 15
 	return (u + st) / clockTick, true
 }
