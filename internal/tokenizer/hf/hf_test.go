@@ -72,7 +72,7 @@ type golden struct {
 // TestGolden compares with ids from Hugging Face's tokenizers
 // (testdata/gen/gen_tokens.js).
 func TestGolden(t *testing.T) {
-	for _, model := range []string{"qwen3", "llama3_1", "deepseek_v3", "gptoss", "gemma3", "llama2"} {
+	for _, model := range families {
 		t.Run(model, func(t *testing.T) {
 			tok := fixture(t, model)
 			data, err := os.ReadFile(filepath.Join("testdata", "golden", model+".json"))
