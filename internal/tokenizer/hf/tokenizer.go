@@ -248,7 +248,7 @@ func (t *Tokenizer) appendWords(w *work, dst []uint32, s string) ([]uint32, erro
 		case t.split.gpt2:
 			end, far = t.split.nextGPT2(s, i)
 		case t.split.o200k:
-			end, far = nextO200k(s, i)
+			end, far = t.split.cases.next(s, i)
 		default:
 			end, far = t.split.next(s, i)
 		}
