@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -94,5 +95,60 @@ func TestByteFallbackUnknown(t *testing.T) {
 	data, _ := json.Marshal(f)
 	if _, err := Load(data); err == nil {
 		t.Error("unk_token outside the vocabulary: loaded")
+	}
+}
+
+// TestSpaceKeepers: a vocabulary with too many strings that have "▁"
+// after other text still cuts segments, but not after the characters
+// before those marks (InternLM2: tab and newline), nor after a character
+// that is not a token of its own; the cuts change no ids.
+func TestSpaceKeepers(t *testing.T) {
+	keep, ok := spaceKeepers(map[string]uint32{"▁": 0, "\t▁▁": 1, "\n▁": 2, "a▁▁b▁": 3, "▁▁x": 4}, "▁")
+	if !ok || string(keep) != "\t\nab" {
+		t.Errorf("spaceKeepers = %q, %v; want tab, newline, a, b", string(keep), ok)
+	}
+	if _, ok := spaceKeepers(map[string]uint32{"\t▁": 1}, "▁"); ok {
+		t.Error("a mark that is not a token: cut anyway")
+	}
+	many := map[string]uint32{"▁": 100}
+	for i := range maxSpaceExceptions + 1 {
+		many[string(rune('a'+i))+"▁"] = uint32(i)
+	}
+	if _, ok := spaceKeepers(many, "▁"); ok {
+		t.Error("more keepers than the bound: cut anyway")
+	}
+
+	tok := fixture(t, "internlm2")
+	if tok.split.spaceMark != "▁" || string(tok.split.spaceKeep) != "\t\n" {
+		t.Fatalf("internlm2: mark %q, keep %q; want ▁ and tab, newline", tok.split.spaceMark, string(tok.split.spaceKeep))
+	}
+	for _, c := range []struct {
+		s    string
+		want int
+	}{
+		{"▁the▁cat", len("▁the")}, {"a\t▁▁b▁c", len("a\t▁▁b")}, {"x\n▁y", len("x\n▁y")},
+		{"\ue000▁x▁y", len("\ue000▁x")}, {"▁▁", len("▁▁")}, {"ab", 2},
+	} {
+		if got := tok.model.nextSpaceChunkKeep(c.s, "▁", tok.split.spaceKeep); got != c.want {
+			t.Errorf("nextSpaceChunkKeep(%q) = %d, want %d", c.s, got, c.want)
+		}
+	}
+	whole := *tok
+	whole.segments = nil
+	whole.split.spaceMark, whole.split.spaceKeep = "", nil
+	cut := *tok
+	cut.segments = nil
+	texts := []string{"def f():\n\treturn  1\n\n\t\t x = 2", "a\t b\n c \ue000 d \U0001F600 e", "  \t  \n  \t\t  ", "\n    \n        \n"}
+	for i := range 200 {
+		var b strings.Builder
+		for k := range 30 {
+			b.WriteString([]string{" ", "\t", "\n", "a", "the", "\ue000", "日本", "  ", "\t ", "\n ", "x\u0301", "😀"}[(i*7+k*k*3+k*i)%12])
+		}
+		texts = append(texts, b.String())
+	}
+	for _, s := range texts {
+		if got, want := cut.Encode(s), whole.Encode(s); !slices.Equal(got, want) {
+			t.Fatalf("Encode(%q) cut at marks = %v, whole %v", s, got, want)
+		}
 	}
 }

@@ -293,6 +293,8 @@ func (t *Tokenizer) loadModel(m *modelJSON) error {
 			}
 			if ok, except := spaceChunks(m.Vocab, st.new); ok {
 				t.split.spaceMark, t.split.spaceExcept = st.new, except
+			} else if keep, ok := spaceKeepers(m.Vocab, st.new); ok {
+				t.split.spaceMark, t.split.spaceKeep = st.new, keep
 			}
 		}
 	} else if err := loadByteModel(m, b); err != nil {

@@ -35,6 +35,10 @@ type splitter struct {
 	spaceMark   string
 	spaceExcept []string
 	maxDigits   int // cl100k family: digits per pre-token (1 or 3)
+	// spaceKeep, when spaceExcept would be too long, replaces it: a run
+	// of spaceMark is not cut from a character in it, nor from one that
+	// is not a token of its own (spaceKeepers).
+	spaceKeep []rune
 
 	cases caseSplit // o200k: which of the two patterns
 }

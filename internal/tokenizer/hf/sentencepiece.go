@@ -308,3 +308,76 @@ func nextSpaceChunk(s, mark string) int {
 	}
 	return len(s)
 }
+
+// spaceKeepers is spaceChunks's rule for a vocabulary with too many
+// strings that have mark after other text (InternLM2 has 80, "\t▁▁▁",
+// "\n▁▁▁▁\n", …) but few characters before those marks (InternLM2: tab and
+// newline). A merge across a cut before a run of mark joins the symbol
+// before the cut with one starting with mark, and its result is a
+// vocabulary string holding the last character of the left symbol's
+// string followed by mark. So a cut is exact after a character that no
+// vocabulary string has before mark, provided the character is a token of
+// its own (its symbol's string is then the character, or a merged token
+// ending in it; a byte-fallback or unknown token's string ends in '>'
+// instead, and a character without any token leaves an earlier one last).
+// It returns those characters, or false when there are more than
+// maxSpaceExceptions of them or mark is not a token.
+func spaceKeepers(vocab map[string]uint32, mark string) (keep []rune, ok bool) {
+	if _, known := vocab[mark]; mark == "" || !known {
+		return nil, false
+	}
+	keep = []rune{}
+	for v := range vocab {
+		for i := strings.Index(v, mark); i >= 0; {
+			if r, _ := utf8.DecodeLastRuneInString(v[:i]); i > 0 && !strings.HasSuffix(v[:i], mark) && !slices.Contains(keep, r) {
+				if len(keep) == maxSpaceExceptions {
+					return nil, false
+				}
+				keep = append(keep, r)
+			}
+			k := strings.Index(v[i+len(mark):], mark)
+			if k < 0 {
+				break
+			}
+			i += len(mark) + k
+		}
+	}
+	slices.Sort(keep)
+	return keep, true
+}
+
+// nextSpaceChunkKeep is nextSpaceChunk under spaceKeepers's rule: the
+// word starting at s[0] ends, after its leading marks, at the next run of
+// mark whose preceding character is a token of its own and not in keep.
+func (m *bpe) nextSpaceChunkKeep(s, mark string, keep []rune) int {
+	i := 0
+	for strings.HasPrefix(s[i:], mark) {
+		i += len(mark)
+	}
+	for {
+		k := strings.Index(s[i:], mark)
+		if k < 0 {
+			return len(s)
+		}
+		at := i + k
+		if r, n := utf8.DecodeLastRuneInString(s[:at]); !slices.Contains(keep, r) && m.isCharToken(s[at-n:at]) {
+			return at
+		}
+		for i = at; strings.HasPrefix(s[i:], mark); {
+			i += len(mark)
+		}
+	}
+}
+
+// isCharToken says whether the character c is a token of its own.
+func (m *bpe) isCharToken(c string) bool {
+	r, n := utf8.DecodeRuneInString(c)
+	switch {
+	case r == utf8.RuneError && n == 1:
+		return false
+	case r < 1<<16:
+		return m.charTokens[r] != 0
+	}
+	_, ok := m.vocab.get(c)
+	return ok
+}

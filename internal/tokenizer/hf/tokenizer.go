@@ -303,7 +303,10 @@ func (t *Tokenizer) appendLiteralWords(w *work, dst []uint32, s string, front *w
 				end = k + len(t.split.literal)
 			}
 		}
-		if cut {
+		switch {
+		case cut && t.split.spaceKeep != nil:
+			end = t.model.nextSpaceChunkKeep(s[:end], t.split.spaceMark, t.split.spaceKeep)
+		case cut:
 			end = nextSpaceChunk(s[:end], t.split.spaceMark)
 		}
 		w.steps += end
