@@ -1,8 +1,10 @@
 package hf
 
-// patternO200k is gpt-oss's (OpenAI o200k's) split: words keep their case
-// shape (an upper-case run followed by lower case, "HTTPServer" → "HTTP",
-// "Server"), contractions stay on the word, numbers go in groups of three.
+// patternO200k is gpt-oss's (OpenAI o200k's) split: a word ends where an
+// upper-case letter follows lower case (a run of capitals stays with the
+// lower case after it: "XMLHttpRequest" → "XMLHttp", "Request";
+// "HTTPServer" is one word), contractions stay on the word, numbers go in
+// groups of three.
 const patternO200k = `[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+`
 
 // patternTekken is Mistral's tekken split (Mistral Nemo's tokenizer.json):
