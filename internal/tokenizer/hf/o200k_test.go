@@ -156,3 +156,24 @@ func TestCaseSplitReference(t *testing.T) {
 		t.Errorf("tekken split = %q", got)
 	}
 }
+
+// TestMistralNemoPrompt: a rendered Mistral Nemo prompt's control tokens
+// are their ids, text between them goes through the tekken split, and
+// EncodeWithSpecialTokens adds <s> (ids from the reference).
+func TestMistralNemoPrompt(t *testing.T) {
+	tok := fixture(t, "mistral_nemo")
+	for _, c := range []struct {
+		text string
+		want []uint32
+	}{
+		{"<s>[INST]Hello, 2024![/INST]Hi</s>", []uint32{1, 3, 22177, 1044, 1032, 1050, 1048, 1050, 1052, 1033, 4, 37133, 2}},
+		{`[TOOL_CALLS][{"name": "f"}]</s>`, []uint32{9, 1091, 19227, 2391, 2811, 1429, 1102, 1034, 27028, 2}},
+	} {
+		if got := tok.Encode(c.text); !slices.Equal(got, c.want) {
+			t.Errorf("Encode(%q) = %v, want %v", c.text, got, c.want)
+		}
+		if got := tok.EncodeWithSpecialTokens(c.text); !slices.Equal(got, append([]uint32{1}, c.want...)) {
+			t.Errorf("EncodeWithSpecialTokens(%q) = %v, want <s> and %v", c.text, got, c.want)
+		}
+	}
+}
