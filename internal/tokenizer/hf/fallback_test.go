@@ -152,3 +152,20 @@ func TestSpaceKeepers(t *testing.T) {
 		}
 	}
 }
+
+// TestExceptionsExact: spaceChunks's exceptions are trusted only while a
+// merge across a cut would show in the text.
+func TestExceptionsExact(t *testing.T) {
+	unk := "<unk>"
+	m := &bpe{unk: 0}
+	if !m.exceptionsExact(nil, &unk) || !m.exceptionsExact([]string{">▁</"}, &unk) {
+		t.Error("plain exceptions refused")
+	}
+	if m.exceptionsExact([]string{"<0x0A>▁"}, &unk) || m.exceptionsExact([]string{"<unk>▁a"}, &unk) {
+		t.Error("an exception a byte-fallback or unknown token could make: trusted")
+	}
+	m.unk, m.fallback[9] = noToken, noToken
+	if m.exceptionsExact([]string{">▁</"}, nil) || !m.exceptionsExact(nil, nil) {
+		t.Error("with characters that vanish, exceptions trusted (or no exceptions refused)")
+	}
+}

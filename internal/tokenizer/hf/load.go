@@ -291,7 +291,7 @@ func (t *Tokenizer) loadModel(m *modelJSON) error {
 			if st.old != " " {
 				continue
 			}
-			if ok, except := spaceChunks(m.Vocab, st.new); ok {
+			if ok, except := spaceChunks(m.Vocab, st.new); ok && b.exceptionsExact(except, m.UnkToken) {
 				t.split.spaceMark, t.split.spaceExcept = st.new, except
 			} else if keep, ok := spaceKeepers(m.Vocab, st.new); ok {
 				t.split.spaceMark, t.split.spaceKeep = st.new, keep

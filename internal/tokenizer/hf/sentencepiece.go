@@ -309,6 +309,28 @@ func nextSpaceChunk(s, mark string) int {
 	return len(s)
 }
 
+// exceptionsExact says whether spaceChunks's exceptions are enough for
+// this model. They assume that a merged token is a substring of the text,
+// which holds while the symbols are the text's own characters: a
+// byte-fallback or unknown token is not, so an exception holding "<0x" or
+// the unknown token's string could join across a cut without appearing in
+// the text, and a character with neither (dropped) brings the characters
+// around it together. No exceptions, no such concern.
+func (m *bpe) exceptionsExact(except []string, unkToken *string) bool {
+	if len(except) == 0 {
+		return true
+	}
+	if m.unk == noToken && slices.Contains(m.fallback[:], noToken) {
+		return false
+	}
+	for _, e := range except {
+		if strings.Contains(e, "<0x") || unkToken != nil && *unkToken != "" && strings.Contains(e, *unkToken) {
+			return false
+		}
+	}
+	return true
+}
+
 // spaceKeepers is spaceChunks's rule for a vocabulary with too many
 // strings that have mark after other text (InternLM2 has 80, "\t▁▁▁",
 // "\n▁▁▁▁\n", …) but few characters before those marks (InternLM2: tab and
