@@ -3,7 +3,8 @@
 // of Hugging Face's Rust tokenizers library, for the BPE tokenizers that
 // current chat models use: byte-level (Qwen2/Qwen3, Llama 3, DeepSeek V3,
 // gpt-oss, Mistral Nemo, GPT-2 style) and SentencePiece-style over
-// characters with byte fallback (Gemma 1/2/3, Llama 2, Yi, InternLM2). Added and special tokens are matched before
+// characters with byte fallback (Gemma 1/2/3, Llama 2, Yi, InternLM2).
+// Added and special tokens are matched before
 // BPE, the declared normalizer is applied, and the pre-tokenizer split
 // regexes are matched by hand-written scanners. Whatever else a tokenizer.json may
 // declare is refused at load with an UnsupportedError naming it: a
