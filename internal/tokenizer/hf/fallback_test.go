@@ -3,6 +3,7 @@ package hf
 import (
 	"encoding/json"
 	"fmt"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -168,4 +169,36 @@ func TestExceptionsExact(t *testing.T) {
 	if m.exceptionsExact([]string{">▁</"}, nil) || !m.exceptionsExact(nil, nil) {
 		t.Error("with characters that vanish, exceptions trusted (or no exceptions refused)")
 	}
+}
+
+// FuzzSpaceCuts: cutting segments at "▁" (spaceChunks's exceptions,
+// spaceKeepers's characters) gives the ids of the uncut segment, for the
+// character-level fixtures that cut.
+func FuzzSpaceCuts(f *testing.F) {
+	for _, s := range []string{"a b", "x\t y", "\n  \n", "<b> </b>", "\ue000 x", "日本 語", "\t\t\t  a"} {
+		f.Add(s)
+	}
+	type pair struct{ cut, whole *Tokenizer }
+	var pairs []pair
+	for _, name := range []string{"internlm2", "gemma3", "gemma", "llama2"} {
+		dir := filepath.Join(cacheDir(), "tokenizers", name)
+		if !fileExists(filepath.Join(dir, "tokenizer.json")) {
+			continue
+		}
+		tok, err := LoadDir(dir)
+		if err != nil {
+			f.Fatal(err)
+		}
+		cut, whole := *tok, *tok
+		cut.segments, whole.segments = nil, nil
+		whole.split.spaceMark, whole.split.spaceExcept, whole.split.spaceKeep = "", nil, nil
+		pairs = append(pairs, pair{&cut, &whole})
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		for _, p := range pairs {
+			if got, want := p.cut.Encode(s), p.whole.Encode(s); !slices.Equal(got, want) {
+				t.Fatalf("Encode(%q) cut at marks = %v, whole %v", s, got, want)
+			}
+		}
+	})
 }
