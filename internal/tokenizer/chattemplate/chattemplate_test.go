@@ -30,7 +30,7 @@ func fixtureDir(tb testing.TB, name string) string {
 func loadChat(tb testing.TB, name string) *Chat {
 	tb.Helper()
 	switch name {
-	case "qwen3", "llama3_1", "deepseek_v3", "gemma3":
+	case "qwen3", "llama3_1", "deepseek_v3", "gemma3", "mistral_nemo", "internlm2":
 		c, err := LoadDir(fixtureDir(tb, name))
 		if err != nil {
 			tb.Fatal(err)

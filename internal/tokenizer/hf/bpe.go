@@ -78,7 +78,9 @@ type bpe struct {
 	sides        []uint8     // id → mergesLeft, mergesRight: whether the token is either side of any merge
 	ignoreMerges bool        // a pre-token found whole in the vocabulary is one token
 	charLevel    bool        // vocab of characters; byteID holds ASCII's tokens (sentencepiece.go)
-	fallback     [256]uint32 // charLevel: the <0xXX> tokens
+	fallback     [256]uint32 // charLevel: the <0xXX> tokens (noToken where missing)
+	unk          uint32      // charLevel: the unknown token, noToken if none
+	fuseUnk      bool        // charLevel: a run of unknown characters is one unknown token
 	charTokens   []uint32    // charLevel: 1 + the token of each character below U+10000, 0 if none
 	cache        *idCache    // recent pre-tokens; text repeats words heavily
 	fronts       sync.Pool   // *wordFront: the cache's lock-free front, one per encoding
@@ -99,7 +101,7 @@ const wordCacheBytes = 4 << 20
 // queue's operations when it merges.
 func (m *bpe) encodeWord(dst []uint32, w string, front *wordFront, ops *int) []uint32 {
 	*ops += len(w)
-	if len(w) == 1 {
+	if len(w) == 1 && m.byteID[w[0]] != noToken {
 		return append(dst, m.byteID[w[0]])
 	}
 	if m.ignoreMerges {
@@ -242,7 +244,9 @@ func (m *bpe) mergeWord(dst []uint32, w string, ops *int) []uint32 {
 	syms := work.syms[:n]
 	if m.charLevel {
 		syms = m.charSymbols(syms, w)
-		n = len(syms)
+		if n = len(syms); n == 0 {
+			return dst // unknown characters without an unknown token
+		}
 	} else {
 		for i := 0; i < n; i++ {
 			syms[i] = symbol{id: m.byteID[w[i]], prev: int32(i - 1), next: int32(i + 1)}

@@ -68,7 +68,7 @@ func FuzzEncodeLinear(f *testing.F) {
 
 // families are the fixture tokenizers, one per pre-tokenizer and model
 // kind this package implements.
-var families = []string{"qwen3", "llama3_1", "deepseek_v3", "gptoss", "gemma3", "llama2"}
+var families = []string{"qwen3", "llama3_1", "deepseek_v3", "gptoss", "gemma3", "llama2", "mistral_nemo", "gemma2", "gemma", "yi", "internlm2", "claude"}
 
 // TestFamiliesLinear holds every family to FuzzEncodeLinear's bound on
 // inputs that are expensive for some pre-tokenizer or model: long runs of
@@ -97,14 +97,17 @@ func TestFamiliesLinear(t *testing.T) {
 	}
 }
 
-// FuzzSplitters feeds the hand-written o200k and DeepSeek scanners
+// FuzzSplitters feeds the hand-written o200k, tekken and DeepSeek scanners
 // arbitrary text: each step must move forward and stay inside the text,
-// and the pieces must cover it.
+// and the pieces must cover it; the o200k and tekken pieces must be the
+// reference's (refCaseSplit: Go's regexp and the look-ahead's meaning).
 func FuzzSplitters(f *testing.F) {
 	for _, s := range []string{"HTTPServer's", "\u0301A", "a\u200db", "日本・ー123", " \n\t/", "\xff\xfe", "'S", "ǅx"} {
 		f.Add(s)
 	}
+	refs := caseRefs(f)
 	f.Fuzz(func(t *testing.T, s string) {
+		checkCaseSplit(t, refs, s)
 		var got strings.Builder
 		for i := 0; i < len(s); {
 			end, far := nextO200k(s, i)

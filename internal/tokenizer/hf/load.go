@@ -52,6 +52,7 @@ type modelJSON struct {
 	ContinuingSubwordPrefix *string           `json:"continuing_subword_prefix"`
 	EndOfWordSuffix         *string           `json:"end_of_word_suffix"`
 	ByteFallback            bool              `json:"byte_fallback"`
+	FuseUnk                 bool              `json:"fuse_unk"`
 	IgnoreMerges            bool              `json:"ignore_merges"`
 	Vocab                   map[string]uint32 `json:"vocab"`
 	Merges                  json.RawMessage   `json:"merges"`
@@ -74,8 +75,8 @@ type componentJSON struct {
 	Start   int     `json:"start"`
 	Stop    int     `json:"stop"`
 	// ByteLevel
-	AddPrefixSpace bool `json:"add_prefix_space"`
-	UseRegex       bool `json:"use_regex"`
+	AddPrefixSpace bool  `json:"add_prefix_space"`
+	UseRegex       *bool `json:"use_regex"` // absent: true, as Hugging Face's serde default
 	// TemplateProcessing
 	Single        []templatePieceJSON `json:"single"`
 	SpecialTokens map[string]struct {
@@ -217,9 +218,9 @@ func (t *Tokenizer) loadPreTokenizer(raw json.RawMessage) error {
 		return unsupported("pre_tokenizer ByteLevel add_prefix_space: true")
 	}
 	switch {
-	case len(steps) == 1 && last.UseRegex:
+	case len(steps) == 1 && last.useRegex():
 		t.split, _ = splitterFor(patternGPT2)
-	case len(steps) >= 2 && !last.UseRegex:
+	case len(steps) >= 2 && !last.useRegex():
 		patterns := make([]string, 0, len(steps)-1)
 		for k, sp := range steps[:len(steps)-1] {
 			if sp.Type != "Split" {
@@ -247,12 +248,16 @@ func (t *Tokenizer) loadPreTokenizer(raw json.RawMessage) error {
 	return nil
 }
 
+// useRegex is a ByteLevel step's use_regex, which defaults to true when
+// the field is absent (Hugging Face's ByteLevel: serde default_true).
+func (c *componentJSON) useRegex() bool { return c.UseRegex == nil || *c.UseRegex }
+
 func stepTypes(steps []componentJSON) string {
 	names := make([]string, len(steps))
 	for i, s := range steps {
 		names[i] = s.Type
 		if s.Type == "ByteLevel" {
-			names[i] += fmt.Sprintf("(use_regex=%v)", s.UseRegex)
+			names[i] += fmt.Sprintf("(use_regex=%v)", s.useRegex())
 		}
 	}
 	return "[" + strings.Join(names, ", ") + "]"
@@ -286,8 +291,10 @@ func (t *Tokenizer) loadModel(m *modelJSON) error {
 			if st.old != " " {
 				continue
 			}
-			if ok, except := spaceChunks(m.Vocab, st.new); ok {
+			if ok, except := spaceChunks(m.Vocab, st.new); ok && b.exceptionsExact(except, m.UnkToken) {
 				t.split.spaceMark, t.split.spaceExcept = st.new, except
+			} else if keep, ok := spaceKeepers(m.Vocab, st.new); ok {
+				t.split.spaceMark, t.split.spaceKeep = st.new, keep
 			}
 		}
 	} else if err := loadByteModel(m, b); err != nil {

@@ -24,7 +24,7 @@ const (
 // splitter cuts normalized text into pre-tokens.
 type splitter struct {
 	gpt2     bool   // patternGPT2; otherwise the cl100k family
-	o200k    bool   // patternO200k (o200k.go)
+	o200k    bool   // patternO200k or patternTekken (o200k.go), as cases says
 	deepseek bool   // DeepSeek V3's three steps (deepseek.go)
 	whole    bool   // no pre-tokenizer: a segment is one word
 	literal  string // words end after each occurrence of this string
@@ -35,6 +35,12 @@ type splitter struct {
 	spaceMark   string
 	spaceExcept []string
 	maxDigits   int // cl100k family: digits per pre-token (1 or 3)
+	// spaceKeep, when spaceExcept would be too long, replaces it: a run
+	// of spaceMark is not cut from a character in it, nor from one that
+	// is not a token of its own (spaceKeepers).
+	spaceKeep []rune
+
+	cases caseSplit // o200k: which of the two patterns
 }
 
 func splitterFor(pattern string) (splitter, bool) {
@@ -46,7 +52,9 @@ func splitterFor(pattern string) (splitter, bool) {
 	case patternGPT2:
 		return splitter{gpt2: true}, true
 	case patternO200k:
-		return splitter{o200k: true}, true
+		return splitter{o200k: true, cases: caseO200k}, true
+	case patternTekken:
+		return splitter{o200k: true, cases: caseTekken}, true
 	}
 	return splitter{}, false
 }

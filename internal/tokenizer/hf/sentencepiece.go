@@ -54,18 +54,22 @@ func (t *Tokenizer) normalize(w *work, s string) string {
 }
 
 // loadCharModel reads a vocabulary of characters with byte fallback.
-// Unknown characters without byte fallback (unk_token, fuse_unk) are not
-// implemented: every byte must have its <0xXX> token.
+// Unknown characters without byte fallback are not implemented.
 func (t *Tokenizer) loadCharModel(m *modelJSON, b *bpe) error {
 	if !m.ByteFallback {
 		return unsupported("model BPE without byte_fallback over a vocabulary of characters (unk_token)")
 	}
 	b.charLevel = true
 	b.vocab = newStringIndex(m.Vocab)
+	b.unk, b.fuseUnk = noToken, m.FuseUnk
+	missing := 0
 	for c := 0; c < 256; c++ {
 		id, ok := m.Vocab[fmt.Sprintf("<0x%02X>", c)]
 		if !ok {
-			return unsupported("model BPE byte_fallback without the token <0x%02X>", c)
+			// Gemma has no <0x09>: a character whose bytes are not all
+			// tokens is the unknown token (charSymbols).
+			id = noToken
+			missing++
 		}
 		b.fallback[c] = id
 		b.byteID[c] = id
@@ -75,23 +79,42 @@ func (t *Tokenizer) loadCharModel(m *modelJSON, b *bpe) error {
 			}
 		}
 	}
+	if m.UnkToken != nil {
+		id, ok := m.Vocab[*m.UnkToken]
+		if !ok && missing > 0 {
+			// Hugging Face fails the encoding that needs it.
+			return unsupported("model BPE unk_token %q outside the vocabulary", *m.UnkToken)
+		}
+		if ok {
+			b.unk = id
+		}
+	}
 	b.charTokens = make([]uint32, 1<<16)
 	for v, id := range m.Vocab {
-		// One character of two bytes or more (a shorter decode is an
-		// invalid byte) below U+10000.
-		if r, n := utf8.DecodeRuneInString(v); n == len(v) && n > 1 && r < 1<<16 {
+		// One character below U+10000 (a one-byte string beyond ASCII
+		// is an invalid byte, not a character).
+		if r, n := utf8.DecodeRuneInString(v); n == len(v) && (n > 1 || v[0] < utf8.RuneSelf) && r < 1<<16 {
 			b.charTokens[r] = id + 1
 		}
 	}
 	return nil
 }
 
+// noToken stands for no token: a byte without its <0xXX> token, no
+// unknown token.
+const noToken = ^uint32(0)
+
 // charSymbols sets up the initial symbols of w for a vocabulary of
-// characters: each character's token, or its bytes' fallback tokens. An
-// invalid UTF-8 byte (which a Rust string cannot hold) is its fallback
-// token. A character below U+10000 is looked up in bpe.charTokens, which
-// holds what the vocabulary does for it, rather than hashed and probed
-// for: that was half of Llama 2's time on Japanese, a string per
+// characters, as Hugging Face's BPE does (merge_word): each character's
+// token; else, when each of its bytes has a <0xXX> token, those; else the
+// unknown token (one for a run of them with fuse_unk), or nothing without
+// one. An unknown token waits until the next character found in the
+// vocabulary, or the end, to be added, so that it comes after the byte
+// tokens of characters between (Hugging Face's order). An invalid UTF-8
+// byte (which a Rust string cannot hold) is a character missing from the
+// vocabulary. A character below U+10000 is looked up in bpe.charTokens,
+// which holds what the vocabulary does for it, rather than hashed and
+// probed for: that was half of Llama 2's time on Japanese, a string per
 // character.
 func (m *bpe) charSymbols(syms []symbol, w string) []symbol {
 	syms = syms[:0]
@@ -99,13 +122,20 @@ func (m *bpe) charSymbols(syms []symbol, w string) []symbol {
 		n := int32(len(syms))
 		syms = append(syms, symbol{id: id, prev: n - 1, next: n + 1})
 	}
+	unk := noToken // the unknown token waiting to be added
 	for i := 0; i < len(w); {
-		if c := w[i]; c < utf8.RuneSelf {
-			add(m.byteID[c]) // ASCII's tokens, or their fallback
-			i++
-			continue
+		c := w[i]
+		if c < utf8.RuneSelf && unk == noToken {
+			if id := m.byteID[c]; id != noToken {
+				add(id) // ASCII's tokens, or their fallback
+				i++
+				continue
+			}
 		}
-		r, n := decodeRune(w, i)
+		r, n := rune(c), 1
+		if c >= utf8.RuneSelf {
+			r, n = decodeRune(w, i)
+		}
 		tok := uint32(0) // 1 + the token, as in charTokens
 		switch {
 		case r == utf8.RuneError && n == 1:
@@ -116,16 +146,39 @@ func (m *bpe) charSymbols(syms []symbol, w string) []symbol {
 				tok = id + 1
 			}
 		}
-		if tok != 0 {
+		switch {
+		case tok != 0:
+			if unk != noToken {
+				add(unk)
+				unk = noToken
+			}
 			add(tok - 1)
-		} else {
+		case m.hasFallback(w[i : i+n]):
 			for k := i; k < i+n; k++ {
 				add(m.fallback[w[k]])
 			}
+		case m.unk != noToken:
+			if unk != noToken && !m.fuseUnk {
+				add(unk)
+			}
+			unk = m.unk
 		}
 		i += n
 	}
+	if unk != noToken {
+		add(unk)
+	}
 	return syms
+}
+
+// hasFallback says whether every byte of s has its <0xXX> token.
+func (m *bpe) hasFallback(s string) bool {
+	for k := 0; k < len(s); k++ {
+		if m.fallback[s[k]] == noToken {
+			return false
+		}
+	}
+	return true
 }
 
 // loadCharDecoder checks the decoder of a character vocabulary — a
@@ -204,7 +257,9 @@ func (t *Tokenizer) loadCharDecoder(c componentJSON) error {
 // so a segment that holds none of them is cut all the same, and one that
 // does is merged whole. More than maxSpaceExceptions of them: no cuts.
 func spaceChunks(vocab map[string]uint32, mark string) (ok bool, except []string) {
-	if mark == "" {
+	// The mark must be a token, too: a pending unknown token (charSymbols)
+	// is added before it, so that none waits across a cut.
+	if _, known := vocab[mark]; mark == "" || !known {
 		return false, nil
 	}
 	for v := range vocab {
@@ -252,4 +307,99 @@ func nextSpaceChunk(s, mark string) int {
 		return i + k
 	}
 	return len(s)
+}
+
+// exceptionsExact says whether spaceChunks's exceptions are enough for
+// this model. They assume that a merged token is a substring of the text,
+// which holds while the symbols are the text's own characters: a
+// byte-fallback or unknown token is not, so an exception holding "<0x" or
+// the unknown token's string could join across a cut without appearing in
+// the text, and a character with neither (dropped) brings the characters
+// around it together. No exceptions, no such concern.
+func (m *bpe) exceptionsExact(except []string, unkToken *string) bool {
+	if len(except) == 0 {
+		return true
+	}
+	if m.unk == noToken && slices.Contains(m.fallback[:], noToken) {
+		return false
+	}
+	for _, e := range except {
+		if strings.Contains(e, "<0x") || unkToken != nil && *unkToken != "" && strings.Contains(e, *unkToken) {
+			return false
+		}
+	}
+	return true
+}
+
+// spaceKeepers is spaceChunks's rule for a vocabulary with too many
+// strings that have mark after other text (InternLM2 has 80, "\t▁▁▁",
+// "\n▁▁▁▁\n", …) but few characters before those marks (InternLM2: tab and
+// newline). A merge across a cut before a run of mark joins the symbol
+// before the cut with one starting with mark, and its result is a
+// vocabulary string holding the last character of the left symbol's
+// string followed by mark. So a cut is exact after a character that no
+// vocabulary string has before mark, provided the character is a token of
+// its own (its symbol's string is then the character, or a merged token
+// ending in it; a byte-fallback or unknown token's string ends in '>'
+// instead, and a character without any token leaves an earlier one last).
+// It returns those characters, or false when there are more than
+// maxSpaceExceptions of them or mark is not a token.
+func spaceKeepers(vocab map[string]uint32, mark string) (keep []rune, ok bool) {
+	if _, known := vocab[mark]; mark == "" || !known {
+		return nil, false
+	}
+	keep = []rune{}
+	for v := range vocab {
+		for i := strings.Index(v, mark); i >= 0; {
+			if r, _ := utf8.DecodeLastRuneInString(v[:i]); i > 0 && !strings.HasSuffix(v[:i], mark) && !slices.Contains(keep, r) {
+				if len(keep) == maxSpaceExceptions {
+					return nil, false
+				}
+				keep = append(keep, r)
+			}
+			k := strings.Index(v[i+len(mark):], mark)
+			if k < 0 {
+				break
+			}
+			i += len(mark) + k
+		}
+	}
+	slices.Sort(keep)
+	return keep, true
+}
+
+// nextSpaceChunkKeep is nextSpaceChunk under spaceKeepers's rule: the
+// word starting at s[0] ends, after its leading marks, at the next run of
+// mark whose preceding character is a token of its own and not in keep.
+func (m *bpe) nextSpaceChunkKeep(s, mark string, keep []rune) int {
+	i := 0
+	for strings.HasPrefix(s[i:], mark) {
+		i += len(mark)
+	}
+	for {
+		k := strings.Index(s[i:], mark)
+		if k < 0 {
+			return len(s)
+		}
+		at := i + k
+		if r, n := utf8.DecodeLastRuneInString(s[:at]); !slices.Contains(keep, r) && m.isCharToken(s[at-n:at]) {
+			return at
+		}
+		for i = at; strings.HasPrefix(s[i:], mark); {
+			i += len(mark)
+		}
+	}
+}
+
+// isCharToken says whether the character c is a token of its own.
+func (m *bpe) isCharToken(c string) bool {
+	r, n := utf8.DecodeRuneInString(c)
+	switch {
+	case r == utf8.RuneError && n == 1:
+		return false
+	case r < 1<<16:
+		return m.charTokens[r] != 0
+	}
+	_, ok := m.vocab.get(c)
+	return ok
 }

@@ -2,8 +2,9 @@
 // (tokenizer.json, tokenizer_config.json) and produces exactly the token ids
 // of Hugging Face's Rust tokenizers library, for the BPE tokenizers that
 // current chat models use: byte-level (Qwen2/Qwen3, Llama 3, DeepSeek V3,
-// gpt-oss, GPT-2 style) and SentencePiece-style over characters with byte
-// fallback (Gemma 3, Llama 2). Added and special tokens are matched before
+// gpt-oss, Mistral Nemo, GPT-2 style) and SentencePiece-style over
+// characters with byte fallback (Gemma 1/2/3, Llama 2, Yi, InternLM2).
+// Added and special tokens are matched before
 // BPE, the declared normalizer is applied, and the pre-tokenizer split
 // regexes are matched by hand-written scanners. Whatever else a tokenizer.json may
 // declare is refused at load with an UnsupportedError naming it: a
@@ -248,7 +249,7 @@ func (t *Tokenizer) appendWords(w *work, dst []uint32, s string) ([]uint32, erro
 		case t.split.gpt2:
 			end, far = t.split.nextGPT2(s, i)
 		case t.split.o200k:
-			end, far = nextO200k(s, i)
+			end, far = t.split.cases.next(s, i)
 		default:
 			end, far = t.split.next(s, i)
 		}
@@ -303,7 +304,10 @@ func (t *Tokenizer) appendLiteralWords(w *work, dst []uint32, s string, front *w
 				end = k + len(t.split.literal)
 			}
 		}
-		if cut {
+		switch {
+		case cut && t.split.spaceKeep != nil:
+			end = t.model.nextSpaceChunkKeep(s[:end], t.split.spaceMark, t.split.spaceKeep)
+		case cut:
 			end = nextSpaceChunk(s[:end], t.split.spaceMark)
 		}
 		w.steps += end

@@ -9,7 +9,7 @@ loopcontrols extension and a no-op {% generation %} tag, its tojson filter
 strftime_now (pinned to a fixed time here so goldens are stable), and the
 tokenizer's special tokens as variables.
 
-    scripts/testdata.sh          # fixture tokenizers (qwen3, llama3_1, deepseek_v3, gemma3, …)
+    scripts/testdata.sh          # fixture tokenizers (qwen3, llama3_1, deepseek_v3, gemma3, mistral_nemo, …)
     apt-get install python3-jinja2   # Debian's jinja2, run by /usr/bin/python3
     /usr/bin/python3 internal/tokenizer/chattemplate/testdata/gen/gen_renders.py
 
@@ -171,6 +171,36 @@ CONVERSATIONS = {
 }
 
 
+# Conversations only the later templates render (the earlier cases stay as
+# they were). Mistral's template wants tool-call ids of nine characters.
+EXTRA_CONVERSATIONS = {
+    "mistral_tool_calls": [
+        {"role": "system", "content": "Use tools when useful."},
+        {"role": "user", "content": "What's the weather in Tokyo and Paris?"},
+        {
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [
+                {"id": "call00001", "type": "function", "function": {"name": "get_weather", "arguments": {"city": "Tokyo", "unit": "celsius"}}},
+                {"id": "call00002", "type": "function", "function": {"name": "get_weather", "arguments": "{\"city\": \"Paris\"}"}},
+            ],
+        },
+        {"role": "tool", "tool_call_id": "call00001", "content": "{\"temp\": 21.5, \"sky\": \"clear\"}"},
+        {"role": "tool", "tool_call_id": "call00002", "content": "{\"temp\": 14, \"sky\": \"rain\"}"},
+        {"role": "assistant", "content": "Tokyo: 21.5°C and clear. Paris: 14°C with rain."},
+        {"role": "user", "content": "Thanks!"},
+    ],
+    "not_alternating": [
+        {"role": "user", "content": "One."},
+        {"role": "user", "content": "Two."},
+    ],
+}
+
+
+def conversation(name):
+    return CONVERSATIONS[name] if name in CONVERSATIONS else EXTRA_CONVERSATIONS[name]
+
+
 def cases():
     """(template name, conversation, tools, kwargs) combinations."""
     out = []
@@ -196,6 +226,16 @@ def cases():
     out.append(("llamaish_tools", "multi_turn", None, {}))
     out.append(("llamaish_tools", "tool_calls", [WEATHER_TOOL], {}))  # raises: two tool calls
     out.append(("llamaish_tools", "continue_after_tool", [WEATHER_TOOL], {}))
+    # Mistral Nemo: every conversation (those with tool calls raise: their
+    # ids are not nine characters), and tools.
+    for conv in CONVERSATIONS:
+        out.append(("mistral_nemo", conv, None, {}))
+    out.append(("mistral_nemo", "mistral_tool_calls", None, {}))
+    out.append(("mistral_nemo", "mistral_tool_calls", [WEATHER_TOOL, SEARCH_TOOL], {}))
+    out.append(("mistral_nemo", "system_user", [WEATHER_TOOL], {}))
+    out.append(("mistral_nemo", "not_alternating", None, {}))
+    for conv in ["single_user", "system_user", "multi_turn", "unicode_and_specials", "long_history"]:
+        out.append(("internlm2", conv, None, {}))
     return out
 
 
@@ -206,7 +246,7 @@ def load_templates():
         with open(os.path.join(TESTDATA, "templates", name + ".jinja"), encoding="utf-8") as f:
             src = f.read()
         templates[name] = (env.from_string(src), {"bos_token": "<|begin_of_text|>", "eos_token": "<|eot_id|>"})
-    for name in ["qwen3", "llama3_1", "deepseek_v3", "gemma3"]:
+    for name in ["qwen3", "llama3_1", "deepseek_v3", "gemma3", "mistral_nemo", "internlm2"]:
         path = os.path.join(CACHE, "tokenizers", name, "tokenizer_config.json")
         if not os.path.exists(path):
             sys.exit(f"missing {path}: run scripts/testdata.sh first")
@@ -222,7 +262,7 @@ def main():
     for tmpl, conv, tools, kwargs in cases():
         for add_gen in (False, True):
             template, special = templates[tmpl]
-            messages = json.loads(json.dumps(CONVERSATIONS[conv]))  # fresh copies
+            messages = json.loads(json.dumps(conversation(conv)))  # fresh copies
             case = {
                 "template": tmpl,
                 "conversation": conv,

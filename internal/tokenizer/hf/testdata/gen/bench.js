@@ -34,7 +34,7 @@ function chunks(text, n) {
 }
 
 async function main() {
-  for (const model of ["qwen3", "llama3_1", "deepseek_v3", "gptoss", "gemma3", "llama2"]) {
+  for (const model of ["qwen3", "llama3_1", "deepseek_v3", "gptoss", "gemma3", "llama2", "mistral_nemo", "gemma2", "gemma", "yi", "internlm2", "claude"]) {
     const tok = Tokenizer.fromFile(path.join(cache, "tokenizers", model, "tokenizer.json"));
     for (const variant of ["english", "japanese", "english/4k", "japanese/4k"]) {
       const [name, chunked] = variant.split("/");

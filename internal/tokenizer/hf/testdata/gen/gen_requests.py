@@ -19,7 +19,7 @@ vllm_inputs() below is that transformation written from vLLM's source; the
 render is jinja2 configured as transformers configures it (shared with
 chattemplate's generator).
 
-    scripts/testdata.sh                     # fixture tokenizers (qwen3, llama3_1)
+    scripts/testdata.sh                     # fixture tokenizers (qwen3, llama3_1, mistral_nemo)
     /usr/bin/python3 internal/tokenizer/hf/testdata/gen/gen_requests.py
 
 Writes testdata/golden/requests.json.
@@ -214,6 +214,17 @@ BODIES = {
             {"role": "tool", "tool_call_id": "c1", "content": "{\"temp\": -3}"},
         ],
     },
+    "mistral_tool": {
+        "tools": [WEATHER, BARE],
+        "messages": [
+            {"role": "system", "content": "Be exact."},
+            {"role": "user", "content": "Weather in Oslo?"},
+            {"role": "assistant", "content": None, "tool_calls": [{"id": "c00000001", "type": "function", "function": {"name": "get_weather", "arguments": "{\"city\": \"Oslo\"}"}}]},
+            {"role": "tool", "tool_call_id": "c00000001", "content": "{\"temp\": -3}"},
+            {"role": "assistant", "content": "It is -3."},
+            {"role": "user", "content": "And now?"},
+        ],
+    },
 }
 
 CASES = [
@@ -222,6 +233,8 @@ CASES = [
     ("llama3_1", "llama_tool"), ("llama3_1", "reasoning_and_parts"), ("llama3_1", "no_generation_prompt"),
     ("qwen3", "continue_final"), ("qwen3", "continue_trailing_space"), ("qwen3", "continue_leading_space"),
     ("llama3_1", "continue_final"), ("llama3_1", "continue_trailing_space"), ("llama3_1", "continue_leading_space"),
+    ("mistral_nemo", "mistral_tool"), ("mistral_nemo", "reasoning_and_parts"), ("mistral_nemo", "no_generation_prompt"),
+    ("mistral_nemo", "continue_final"), ("mistral_nemo", "continue_trailing_space"),
 ]
 
 

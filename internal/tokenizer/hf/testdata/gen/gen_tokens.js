@@ -22,7 +22,7 @@ const corpus = require("./corpus.js");
 async function main() {
   const outDir = path.resolve(__dirname, "../golden");
   fs.mkdirSync(outDir, { recursive: true });
-  for (const name of ["qwen3", "llama3_1", "deepseek_v3", "gptoss", "gemma3", "llama2"]) {
+  for (const name of ["qwen3", "llama3_1", "deepseek_v3", "gptoss", "gemma3", "llama2", "mistral_nemo", "gemma2", "gemma", "yi", "internlm2", "claude"]) {
     const tok = Tokenizer.fromFile(path.join(cache, "tokenizers", name, "tokenizer.json"));
     const cases = [];
     for (const c of corpus.cases()) {
@@ -30,8 +30,9 @@ async function main() {
       const special = await tok.encode(c.text, null, { addSpecialTokens: true });
       const cs = { name: c.name, text: c.text, ids: plain.getIds(), ids_special: special.getIds() };
       // SentencePiece-style decoders do not give the text back as it was
-      // (the normalizer's "▁", Llama 2's stripped space): keep theirs.
-      if (name === "gemma3" || name === "llama2") cs.decoded = await tok.decode(cs.ids, false);
+      // (the normalizer's "▁", Llama 2's stripped space), nor does NFKC
+      // (claude): keep theirs.
+      if (["gemma3", "llama2", "gemma2", "gemma", "yi", "internlm2", "claude"].includes(name)) cs.decoded = await tok.decode(cs.ids, false);
       cases.push(cs);
     }
     const file = path.join(outDir, name + ".json");
