@@ -245,6 +245,14 @@ function checkKeys(v, where) {
   }
 }
 
+// JSON.parse reads 5.0 and 5 as one number, Python as a float and an int,
+// which serde_json prints as 5.0 and 5; exponent forms likewise. A case
+// holding such a number would be rendered otherwise here than on the worker.
+function checkNumbers(raw) {
+  const m = raw.match(/(?<![\d.])-?\d+(?:\.0+(?!\d)|(?:\.\d+)?[eE][-+]?\d+)/);
+  if (m) throw new Error(`cases.json: the number ${m[0]} reads otherwise in JavaScript than in Python: write it another way`);
+}
+
 async function main() {
   const vocab = o200kBase();
   const srv = http.createServer((req, res) => {
@@ -258,7 +266,9 @@ async function main() {
   try {
     const harmony = await import(pathToFileURL(path.join(modules, "openai-harmony/dist/openai_harmony.js")).href);
     const enc = await harmony.load_harmony_encoding("HarmonyGptOss", `http://127.0.0.1:${srv.address().port}/`);
-    const cases = JSON.parse(fs.readFileSync(path.join(testdata, "cases.json"), "utf8"));
+    const raw = fs.readFileSync(path.join(testdata, "cases.json"), "utf8");
+    checkNumbers(raw.replace(/"(?:[^"\\]|\\.)*"/g, '""'));
+    const cases = JSON.parse(raw);
     const goldens = {};
     for (const c of cases) {
       checkKeys(c.body, c.name);
