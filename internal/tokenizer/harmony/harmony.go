@@ -42,6 +42,9 @@
 // build_harmony_preamble); older releases built other prompts (system
 // messages as they came, assistant turns without channels), which the
 // router's prompt-count check reports as mismatches.
+//
+// The tests hold the prompts, text and ids, to what openai/harmony itself
+// renders (testdata/goldens.json, written by testdata/gen/gen.sh).
 package harmony
 
 import (

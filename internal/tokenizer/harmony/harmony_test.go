@@ -1,27 +1,14 @@
 package harmony
 
-// The goldens below are not the output of this package: each expected
-// prompt is written from the sources it cites, which are what vLLM runs for
-// a gpt-oss chat request (no Python harmony library can be installed here to
-// generate them):
-//   - [format.md]: openai/harmony docs/format.md, whose rendered examples
-//     (system message, developer message with the functions namespace, tool
-//     results) harmony's renderer reproduces;
-//   - [encoding.rs]: openai/harmony src/encoding.rs — Render<Message> (the
-//     header: role or tool name, " to=" recipient, <|channel|> channel, " "
-//     content type; <|call|> after an assistant's message to a recipient),
-//     Render<SystemContent>, Render<DeveloperContent>,
-//     template_tools_section, json_schema_to_typescript;
-//   - [__init__.py]: openai/harmony python/openai_harmony/__init__.py —
-//     SystemContent's defaults (identity, knowledge cutoff 2024-06,
-//     reasoning medium, channels analysis, commentary, final),
-//     with_function_tools' "functions" namespace;
-//   - [vllm]: vllm-project/vllm vllm/renderers/online_renderer.py
-//     (_make_request_with_harmony: the leading system/developer message as
-//     developer instructions, build_harmony_preamble,
-//     render_for_completion) and vllm/entrypoints/openai/parser/
-//     harmony_utils.py (parse_chat_input_to_harmony_message,
-//     auto_drop_analysis_messages, get_system_or_developer_message).
+// The goldens are the real harmony renderer's output: testdata/gen/gen.sh
+// renders every case of testdata/cases.json (an OpenAI chat request, what
+// the router receives) with openai/harmony's Rust crate compiled to
+// WebAssembly (npm openai-harmony 0.4.0), after turning the request into
+// harmony messages as vLLM's gpt-oss path does (vllm/entrypoints/openai/
+// parser/harmony_utils.py, ported in testdata/gen/gen.js), and writes the
+// token ids and their decoded text to testdata/goldens.json. The renderer
+// here must produce that text, and the fixture tokenizer those ids.
+// Each case's "source" says what it pins down.
 
 import (
 	"context"
@@ -96,224 +83,52 @@ func system(date, effort string, functions bool) string {
 	return s + "<|end|>"
 }
 
-const weatherTools = `[
- {"type":"function","function":{"name":"get_location","description":"Gets the location of the user."}},
- {"type":"function","function":{"name":"get_current_weather","description":"Gets the current weather in the provided location.",
-  "parameters":{"type":"object","properties":{"location":{"type":"string","description":"The city and state, e.g. San Francisco, CA"},
-   "format":{"type":"string","enum":["celsius","fahrenheit"],"default":"celsius"}},"required":["location"]}}},
- {"type":"function","function":{"name":"get_multiple_weathers","description":"Gets the current weather in the provided list of locations.",
-  "parameters":{"type":"object","properties":{"locations":{"type":"array","items":{"type":"string"},"description":"List of city and state, e.g. [\"San Francisco, CA\", \"New York, NY\"]"},
-   "format":{"type":"string","enum":["celsius","fahrenheit"],"default":"celsius"}},"required":["locations"]}}}]`
-
-// formatMDDeveloper is format.md's developer message for weatherTools with
-// the instructions "Use a friendly tone.".
-const formatMDDeveloper = `<|start|>developer<|message|># Instructions
-
-Use a friendly tone.
-
-# Tools
-
-## functions
-
-namespace functions {
-
-// Gets the location of the user.
-type get_location = () => any;
-
-// Gets the current weather in the provided location.
-type get_current_weather = (_: {
-// The city and state, e.g. San Francisco, CA
-location: string,
-format?: "celsius" | "fahrenheit", // default: celsius
-}) => any;
-
-// Gets the current weather in the provided list of locations.
-type get_multiple_weathers = (_: {
-// List of city and state, e.g. ["San Francisco, CA", "New York, NY"]
-locations: string[],
-format?: "celsius" | "fahrenheit", // default: celsius
-}) => any;
-
-} // namespace functions<|end|>`
-
-var goldens = []struct {
-	name, source, date, body, want string
-}{
-	{
-		name:   "format_md_tools",
-		source: "[format.md] 'Defining available tools', the complete input example, byte for byte; [vllm] the system message's text as the developer instructions",
-		date:   "2025-06-28",
-		body: `{"model":"m","reasoning_effort":"high","tools":` + weatherTools + `,"messages":[
-			{"role":"system","content":"Use a friendly tone."},
-			{"role":"user","content":"What is the weather like in SF?"}]}`,
-		want: system("2025-06-28", "high", true) + formatMDDeveloper +
-			"<|start|>user<|message|>What is the weather like in SF?<|end|><|start|>assistant",
-	},
-	{
-		name: "format_md_tool_call_and_result",
-		source: "[format.md] 'Handling tool calls', the complete input, except the call's header, which [encoding.rs] Render<Message> writes as " +
-			"role, recipient, channel, content type (as in openai/harmony test-data/test_multi_turn_auto_drop_analysis.txt: " +
-			"<|start|>assistant to=functions.python<|channel|>commentary), and [vllm] gives the content type \"json\" (not " +
-			"<|constrain|>json); the reasoning of a message with tool calls comes before the calls [vllm]",
-		date: "2025-06-28",
-		body: `{"model":"m","reasoning_effort":"high","tools":` + weatherTools + `,"messages":[
-			{"role":"system","content":"Use a friendly tone."},
-			{"role":"user","content":"What is the weather like in SF?"},
-			{"role":"assistant","content":null,"reasoning":"Need to use function get_weather.","tool_calls":[
-				{"id":"c1","type":"function","function":{"name":"get_weather","arguments":"{\"location\":\"San Francisco\"}"}}]},
-			{"role":"tool","tool_call_id":"c1","content":"{\"sunny\": true, \"temperature\": 20}"}]}`,
-		want: system("2025-06-28", "high", true) + formatMDDeveloper +
-			"<|start|>user<|message|>What is the weather like in SF?<|end|>" +
-			"<|start|>assistant<|channel|>analysis<|message|>Need to use function get_weather.<|end|>" +
-			`<|start|>assistant to=functions.get_weather<|channel|>commentary json<|message|>{"location":"San Francisco"}<|call|>` +
-			`<|start|>functions.get_weather to=assistant<|channel|>commentary<|message|>{"sunny": true, "temperature": 20}<|end|>` +
-			"<|start|>assistant",
-	},
-	{
-		name: "format_md_multi_turn",
-		source: "[format.md] 'Handling reasoning output in subsequent sampling': the earlier turn's chain of thought dropped, its answer " +
-			"ending in <|end|> ('Implementation note'); [vllm] the system message always, no developer message without instructions or " +
-			"tools; [__init__.py] reasoning medium by default",
-		date: "2026-12-03",
-		body: `{"model":"m","messages":[
-			{"role":"user","content":"What is 2 + 2?"},
-			{"role":"assistant","reasoning":"User asks: \"What is 2 + 2?\" Simple arithmetic. Provide answer.","content":"2 + 2 = 4."},
-			{"role":"user","content":"What about 9 / 2?"}]}`,
-		want: system("2026-12-03", "medium", false) +
-			"<|start|>user<|message|>What is 2 + 2?<|end|><|start|>assistant<|channel|>final<|message|>2 + 2 = 4.<|end|>" +
-			"<|start|>user<|message|>What about 9 / 2?<|end|><|start|>assistant",
-	},
-	{
-		name: "reasoning_kept_after_last_answer",
-		source: "[vllm] auto_drop_analysis_messages drops analysis only before the last final message; reasoning_content is not read " +
-			"(only reasoning); an assistant message without text adds nothing; the generation prompt is written whatever " +
-			"add_generation_prompt says",
-		date: "2026-01-02",
-		body: `{"model":"m","reasoning_effort":"low","add_generation_prompt":false,"messages":[
-			{"role":"user","content":"a"},
-			{"role":"assistant","reasoning":"think 1","content":"A"},
-			{"role":"user","content":"b"},
-			{"role":"assistant","reasoning":"think 2","content":""},
-			{"role":"assistant","reasoning_content":"ignored","content":"B"},
-			{"role":"user","content":"c"},
-			{"role":"assistant","reasoning":"think 3","content":null}]}`,
-		want: system("2026-01-02", "low", false) +
-			"<|start|>user<|message|>a<|end|><|start|>assistant<|channel|>final<|message|>A<|end|>" +
-			"<|start|>user<|message|>b<|end|><|start|>assistant<|channel|>final<|message|>B<|end|>" +
-			"<|start|>user<|message|>c<|end|><|start|>assistant<|channel|>analysis<|message|>think 3<|end|><|start|>assistant",
-	},
-	{
-		name: "developer_roles_and_parts",
-		source: "[vllm] a leading developer message is the instructions, its parts' text joined without a separator " +
-			"(flatten_input_text_content); a later system message becomes a developer message of instructions " +
-			"(get_system_or_developer_message); a single part is a message's text, a refusal part is empty; " +
-			"[encoding.rs] Render<DeveloperContent>",
-		date: "2026-01-02",
-		body: `{"model":"m","messages":[
-			{"role":"developer","content":[{"type":"text","text":"Be "},{"type":"text","text":"brief."}]},
-			{"role":"user","content":[{"type":"text","text":"Hi"}]},
-			{"role":"system","content":"Now in French."},
-			{"role":"assistant","content":[{"type":"refusal","refusal":"no"}]},
-			{"role":"user","content":"Salut"}]}`,
-		want: system("2026-01-02", "medium", false) +
-			"<|start|>developer<|message|># Instructions\n\nBe brief.<|end|>" +
-			"<|start|>user<|message|>Hi<|end|>" +
-			"<|start|>developer<|message|># Instructions\n\nNow in French.<|end|>" +
-			"<|start|>user<|message|>Salut<|end|><|start|>assistant",
-	},
-	{
-		name: "preamble_tool_calls_and_empty_instructions",
-		source: "[vllm] an empty leading system message's instructions are kept beside tools (instructions is not None), an " +
-			"assistant's text beside tool calls goes to the commentary channel before its reasoning and the calls, a tool " +
-			"result names the function of the call it answers (functions. and nothing for an unknown id), missing arguments " +
-			"are empty; [encoding.rs] a tool without parameters is () => any, one with {} is (_: any) => any, no description " +
-			"no comment, multi-line descriptions one comment per line",
-		date: "2026-01-02",
-		body: `{"model":"m","tools":[{"type":"function","function":{"name":"a","description":"line 1\n\nline 3\n"}},
-			{"type":"function","function":{"name":"b","parameters":{}}}],"messages":[
-			{"role":"system","content":""},
-			{"role":"user","content":"go"},
-			{"role":"assistant","content":"Calling both.","tool_calls":[
-				{"id":"x","type":"function","function":{"name":"a","arguments":""}},
-				{"id":"y","type":"function","function":{"name":"b","arguments":"{}"}}]},
-			{"role":"tool","tool_call_id":"x","content":[{"type":"text","text":"r"},{"type":"text","text":"a"}]},
-			{"role":"tool","tool_call_id":"zz","content":null}]}`,
-		want: system("2026-01-02", "medium", true) +
-			"<|start|>developer<|message|># Instructions\n\n\n\n# Tools\n\n## functions\n\nnamespace functions {\n\n" +
-			"// line 1\n// \n// line 3\ntype a = () => any;\n\ntype b = (_: any) => any;\n\n} // namespace functions<|end|>" +
-			"<|start|>user<|message|>go<|end|>" +
-			"<|start|>assistant<|channel|>commentary<|message|>Calling both.<|end|>" +
-			"<|start|>assistant to=functions.a<|channel|>commentary json<|message|><|call|>" +
-			"<|start|>assistant to=functions.b<|channel|>commentary json<|message|>{}<|call|>" +
-			"<|start|>functions.a to=assistant<|channel|>commentary<|message|>ra<|end|>" +
-			"<|start|>functions. to=assistant<|channel|>commentary<|message|><|end|>" +
-			"<|start|>assistant",
-	},
-	{
-		name: "lenient_tool_calls",
-		source: "[vllm] parse_chat_input_to_harmony_message reads a tool call's function.get(\"name\", \"\") and " +
-			"function.get(\"arguments\", \"\") or \"\" without looking at its type (vLLM's own tests: " +
-			"tests/entrypoints/openai/parser/test_harmony_utils.py, test_tool_call_with_missing_function_fields, " +
-			"test_assistant_message_with_empty_tool_call_arguments); the tool result of a call without a name is " +
-			"functions.None (the id maps to None, which the f-string prints)",
-		date: "2026-01-02",
-		body: `{"model":"m","messages":[
-			{"role":"user","content":"go"},
-			{"role":"assistant","tool_calls":[{"id":"a","function":{}},{"id":"b","function":{"name":"g","arguments":null}}]},
-			{"role":"tool","tool_call_id":"a","content":"1"},
-			{"role":"tool","tool_call_id":"b","content":"2"}]}`,
-		want: system("2026-01-02", "medium", false) +
-			"<|start|>user<|message|>go<|end|>" +
-			"<|start|>assistant to=functions.<|channel|>commentary json<|message|><|call|>" +
-			"<|start|>assistant to=functions.g<|channel|>commentary json<|message|><|call|>" +
-			"<|start|>functions.None to=assistant<|channel|>commentary<|message|>1<|end|>" +
-			"<|start|>functions.g to=assistant<|channel|>commentary<|message|>2<|end|>" +
-			"<|start|>assistant",
-	},
-	{
-		name: "schema_features",
-		source: "[encoding.rs] json_schema_to_typescript: an object's description above it, titles with an empty comment line, " +
-			"examples, nested objects indented by four spaces (their closing brace too), type arrays, integer as number, " +
-			"arrays, Array<any>, nullable, defaults (quoted strings, serde_json for the rest), a property's oneOf on lines of " +
-			"its own (its description left out when the first variant's is the same), unknown types as any; keys in the request's order (serde_json preserve_order)",
-		date: "2026-01-02",
-		body: `{"model":"m","tools":[{"type":"function","function":{"name":"f","description":"F.","parameters":{
-			"type":"object","description":"Args.","required":["q","n"],"properties":{
-			"q":{"type":"string","title":"Query","description":"What to find.","examples":["cats","dogs"]},
-			"n":{"type":"integer","default":5},
-			"ratio":{"type":"number","default":0.5},
-			"flag":{"type":"boolean","default":false},
-			"tags":{"type":"array","items":{"type":"string","enum":["a","b"]}},
-			"any":{"type":"array"},
-			"either":{"type":["string","integer"]},
-			"maybe":{"type":"string","nullable":true,"default":"x"},
-			"opts":{"type":"object","properties":{"deep":{"type":"boolean"}},"required":["deep"]},
-			"choice":{"description":"One of.","oneOf":[{"type":"string","description":"One of."},{"type":"integer","description":"A number.","default":1}]},
-			"blob":{"default":{"k":[1,"two\n"]}}}}}}],
-			"messages":[{"role":"user","content":"x"}]}`,
-		want: system("2026-01-02", "medium", true) +
-			"<|start|>developer<|message|># Tools\n\n## functions\n\nnamespace functions {\n\n// F.\ntype f = (_: // Args.\n{\n" +
-			"// Query\n//\n// What to find.\n// Examples:\n// - \"cats\"\n// - \"dogs\"\nq: string,\n" +
-			"n: number, // default: 5\n" +
-			"ratio?: number, // default: 0.5\n" +
-			"flag?: boolean, // default: false\n" +
-			"tags?: \"a\" | \"b\"[],\n" +
-			"any?: Array<any>,\n" +
-			"either?: string | number,\n" +
-			"maybe?: string | null, // default: \"x\"\n" +
-			"opts?: {\n    deep: boolean,\n    },\n" +
-			"choice?:\n | string\n | number // A number. default: 1\n,\n" +
-			"blob?: any, // default: {\"k\":[1,\"two\\n\"]}\n" +
-			"}) => any;\n\n} // namespace functions<|end|>" +
-			"<|start|>user<|message|>x<|end|><|start|>assistant",
-	},
+type golden struct {
+	Name   string          `json:"name"`
+	Source string          `json:"source"`
+	Date   string          `json:"date"`
+	Body   json.RawMessage `json:"body"`
 }
 
+type rendered struct {
+	Text string   `json:"text"`
+	IDs  []uint32 `json:"ids"`
+}
+
+// cases is testdata/cases.json, each with its generated golden.
+func cases(tb testing.TB) ([]golden, map[string]rendered) {
+	tb.Helper()
+	var cs []golden
+	var want map[string]rendered
+	for file, v := range map[string]any{"cases.json": &cs, "goldens.json": &want} {
+		b, err := os.ReadFile(filepath.Join("testdata", file))
+		if err != nil {
+			tb.Fatal(err)
+		}
+		if err := json.Unmarshal(b, v); err != nil {
+			tb.Fatalf("%s: %v", file, err)
+		}
+	}
+	return cs, want
+}
+
+// TestGoldens: every case renders to the real renderer's text and
+// tokenizes to its ids.
 func TestGoldens(t *testing.T) {
-	for _, g := range goldens {
-		t.Run(g.name, func(t *testing.T) {
-			tok, _ := renderer(t, g.date)
-			req, apiErr := openaiapi.ParseChatCompletionRequest([]byte(g.body))
+	cs, want := cases(t)
+	seen := map[string]bool{}
+	for _, g := range cs {
+		t.Run(g.Name, func(t *testing.T) {
+			if seen[g.Name] {
+				t.Fatalf("case %s twice", g.Name)
+			}
+			seen[g.Name] = true
+			w, ok := want[g.Name]
+			if !ok {
+				t.Fatalf("no golden for %s: run internal/tokenizer/harmony/testdata/gen/gen.sh", g.Name)
+			}
+			tok, _ := renderer(t, g.Date)
+			req, apiErr := openaiapi.ParseChatCompletionRequest(g.Body)
 			if apiErr != nil {
 				t.Fatal(apiErr.Message)
 			}
@@ -321,10 +136,24 @@ func TestGoldens(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got != g.want {
-				t.Fatalf("source: %s\nrendered\n%q\nwant\n%q", g.source, got, g.want)
+			if got != w.Text {
+				t.Fatalf("source: %s\nrendered\n%q\nharmony renders\n%q", g.Source, got, w.Text)
+			}
+			ids, err := tokenizer.ChatPrompt(tok, req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(ids, w.IDs) {
+				i := 0
+				for i < len(ids) && i < len(w.IDs) && ids[i] == w.IDs[i] {
+					i++
+				}
+				t.Fatalf("source: %s\nids differ from harmony's at %d of %d/%d:\n%v\nharmony\n%v", g.Source, i, len(ids), len(w.IDs), ids, w.IDs)
 			}
 		})
+	}
+	if len(want) != len(cs) {
+		t.Errorf("%d goldens for %d cases: regenerate", len(want), len(cs))
 	}
 }
 
@@ -334,8 +163,9 @@ func TestGoldens(t *testing.T) {
 // encoding it whole must give the same ids as encoding piece by piece.
 func TestPiecesEncodeAlone(t *testing.T) {
 	tok, r := renderer(t, "2026-01-02")
-	for _, g := range goldens {
-		req, apiErr := openaiapi.ParseChatCompletionRequest([]byte(g.body))
+	cs, _ := cases(t)
+	for _, g := range cs {
+		req, apiErr := openaiapi.ParseChatCompletionRequest(g.Body)
 		if apiErr != nil {
 			t.Fatal(apiErr.Message)
 		}
@@ -452,8 +282,9 @@ func TestStartDate(t *testing.T) {
 // whole encoding is its pieces' — tools, tool calls and content are
 // arbitrary client JSON.
 func FuzzRender(f *testing.F) {
-	for _, g := range goldens {
-		f.Add([]byte(g.body))
+	cs, _ := cases(f)
+	for _, g := range cs {
+		f.Add([]byte(g.Body))
 	}
 	f.Add([]byte(`{"messages":[{"role":"tool","tool_call_id":"a","content":"x"},{"role":"assistant","content":"","tool_calls":[{"id":"a","type":"function","function":{"name":"n ","arguments":" {"}}]}]}`))
 	tok, r := renderer(f, "2026-01-02")
@@ -560,7 +391,12 @@ func BenchmarkRenderChat(b *testing.B) {
 		}
 		msgs = append(msgs, map[string]any{"role": role, "content": fmt.Sprintf("%d: %s", i, para)})
 	}
-	body, err := json.Marshal(map[string]any{"model": "m", "messages": msgs, "tools": json.RawMessage(weatherTools)})
+	cs, _ := cases(b)
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(cs[0].Body, &fields); err != nil || fields["tools"] == nil {
+		b.Fatalf("the first case has no tools (%v)", err)
+	}
+	body, err := json.Marshal(map[string]any{"model": "m", "messages": msgs, "tools": fields["tools"]})
 	if err != nil {
 		b.Fatal(err)
 	}
