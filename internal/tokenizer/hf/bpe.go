@@ -80,6 +80,7 @@ type bpe struct {
 	charLevel    bool        // vocab of characters; byteID holds ASCII's tokens (sentencepiece.go)
 	fallback     [256]uint32 // charLevel: the <0xXX> tokens
 	charTokens   []uint32    // charLevel: 1 + the token of each character below U+10000, 0 if none
+	uni          *unigram    // a Unigram model instead of merges (unigram.go)
 	cache        *idCache    // recent pre-tokens; text repeats words heavily
 	fronts       sync.Pool   // *wordFront: the cache's lock-free front, one per encoding
 	scratch      sync.Pool   // *bpeWork
@@ -234,6 +235,9 @@ func (m *bpe) mergeWord(dst []uint32, w string, ops *int) []uint32 {
 		work = &bpeWork{}
 	}
 	defer m.scratch.Put(work)
+	if m.uni != nil {
+		return m.uni.encode(dst, w, ops)
+	}
 
 	n := len(w)
 	if cap(work.syms) < n {

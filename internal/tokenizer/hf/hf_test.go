@@ -235,8 +235,11 @@ func TestUnsupported(t *testing.T) {
 		{"wordpiece", func(m map[string]any) { m["model"].(map[string]any)["type"] = "WordPiece" }, `model "WordPiece"`},
 		{"dropout", func(m map[string]any) { m["model"].(map[string]any)["dropout"] = 0.1 }, "dropout"},
 		{"suffix", func(m map[string]any) { m["model"].(map[string]any)["end_of_word_suffix"] = "</w>" }, "end_of_word_suffix"},
-		{"normalizer", func(m map[string]any) { m["normalizer"] = map[string]any{"type": "Lowercase"} }, `normalizer "Lowercase"`},
-		{"metaspace", func(m map[string]any) { m["pre_tokenizer"] = map[string]any{"type": "Metaspace"} }, `pre_tokenizer "Metaspace"`},
+		{"normalizer", func(m map[string]any) { m["normalizer"] = map[string]any{"type": "BertNormalizer"} }, `normalizer "BertNormalizer"`},
+		{"metaspace", func(m map[string]any) {
+			m["pre_tokenizer"] = map[string]any{"type": "Sequence", "pretokenizers": []any{
+				map[string]any{"type": "Metaspace", "replacement": "▁"}, map[string]any{"type": "ByteLevel"}}}
+		}, `pre_tokenizer "Metaspace"`},
 		{"regex", func(m map[string]any) {
 			m["pre_tokenizer"].(map[string]any)["pretokenizers"].([]any)[0].(map[string]any)["pattern"] = map[string]any{"Regex": `\w+`}
 		}, "pre_tokenizer Split regex"},

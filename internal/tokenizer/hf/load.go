@@ -55,6 +55,7 @@ type modelJSON struct {
 	IgnoreMerges            bool              `json:"ignore_merges"`
 	Vocab                   map[string]uint32 `json:"vocab"`
 	Merges                  json.RawMessage   `json:"merges"`
+	unigram                 *unigramJSON      // a Unigram model's fields (unigram.go)
 }
 
 type componentJSON struct {
@@ -150,6 +151,8 @@ func (t *Tokenizer) loadNormalizer(raw json.RawMessage) error {
 				return unsupported("normalizer Replace without a non-empty string pattern")
 			}
 			t.normSteps = append(t.normSteps, normStep{old: *c.Pattern.String, new: *c.Content})
+		case "Lowercase":
+			t.normSteps = append(t.normSteps, normStep{lower: true})
 		case "Prepend":
 			if c.Prepend == nil {
 				return errors.New("tokenizer.json: normalizer Prepend without prepend")
@@ -171,6 +174,14 @@ func (t *Tokenizer) loadPreTokenizer(raw json.RawMessage) error {
 	if isNull(raw) {
 		// SentencePiece-style: the whole normalized segment is one word.
 		t.split, t.charLevel = splitter{whole: true}, true
+		return nil
+	}
+	if ms, ok, err := metaspaceOf(raw); err != nil {
+		return err
+	} else if ok {
+		// Over a vocabulary of characters; each section is one word or,
+		// with split, cut before each "▁" (metaspace.go).
+		t.meta, t.split, t.charLevel = ms, splitter{whole: true}, true
 		return nil
 	}
 	var steps []componentJSON
@@ -259,8 +270,11 @@ func stepTypes(steps []componentJSON) string {
 }
 
 func (t *Tokenizer) loadModel(m *modelJSON) error {
+	if m.Type == "Unigram" {
+		return t.loadUnigram(m)
+	}
 	if m.Type != "" && m.Type != "BPE" {
-		return unsupported("model %q (only BPE is implemented)", m.Type)
+		return unsupported("model %q (only BPE and Unigram are implemented)", m.Type)
 	}
 	if m.Dropout != nil && *m.Dropout != 0 {
 		return unsupported("model BPE dropout %v", *m.Dropout)
@@ -288,6 +302,11 @@ func (t *Tokenizer) loadModel(m *modelJSON) error {
 			}
 			if ok, except := spaceChunks(m.Vocab, st.new); ok {
 				t.split.spaceMark, t.split.spaceExcept = st.new, except
+			}
+		}
+		if t.meta != nil && !t.meta.split {
+			if ok, except := spaceChunks(m.Vocab, t.meta.repl); ok {
+				t.split.spaceMark, t.split.spaceExcept = t.meta.repl, except
 			}
 		}
 	} else if err := loadByteModel(m, b); err != nil {
@@ -496,7 +515,7 @@ func (t *Tokenizer) loadDecoder(raw json.RawMessage) error {
 		return fmt.Errorf("parse decoder: %w", err)
 	}
 	if t.charLevel {
-		return t.loadCharDecoder(c)
+		return t.loadCharDecoder(c, raw)
 	}
 	if c.Type != "ByteLevel" {
 		return unsupported("decoder %q", c.Type)

@@ -37,6 +37,8 @@ type Tokenizer struct {
 	normSteps       []normStep  // the normalizer (sentencepiece.go)
 	charLevel       bool        // a vocabulary of characters, not bytes (sentencepiece.go)
 	stripStart      int         // leading spaces the decoder strips
+	meta            *metaspace  // the Metaspace pre-tokenizer (metaspace.go)
+	firstPieces     stringList  // id → decoded bytes as the first token, for a Metaspace decoder
 	split           splitter
 	model           *bpe
 	added           *matcher // added tokens matched on the raw text
@@ -167,6 +169,7 @@ func (t *Tokenizer) appendEncode(w *work, dst []uint32, text string) ([]uint32, 
 		}
 		dst = append(dst, tok.id)
 		text = text[at+len(tok.content):]
+		w.later = true
 	}
 	return dst, w.check(0)
 }
@@ -181,6 +184,7 @@ type work struct {
 	ctx   context.Context
 	done  int
 	steps int
+	later bool // past the input's first section (Metaspace's prepend_scheme "first")
 }
 
 func (w *work) check(n int) error {
@@ -194,7 +198,7 @@ func (w *work) check(n int) error {
 // appendSegment encodes text that holds no raw-matched added token, through
 // the segment cache for long segments.
 func (t *Tokenizer) appendSegment(w *work, dst []uint32, s string) ([]uint32, error) {
-	if len(s) < segCacheMin || t.segments == nil {
+	if len(s) < segCacheMin || t.segments == nil || !t.metaspaceCacheable(w) {
 		return t.encodeSegment(w, dst, s)
 	}
 	w.steps += len(s) // hashed, compared
@@ -229,6 +233,7 @@ func (t *Tokenizer) encodeSegment(w *work, dst []uint32, s string) ([]uint32, er
 		}
 		dst = append(dst, tok.id)
 		s = s[at+len(tok.content):]
+		w.later = true
 	}
 	return dst, nil
 }
@@ -236,6 +241,9 @@ func (t *Tokenizer) encodeSegment(w *work, dst []uint32, s string) ([]uint32, er
 func (t *Tokenizer) appendWords(w *work, dst []uint32, s string) ([]uint32, error) {
 	front := t.model.front()
 	defer t.model.release(front)
+	if t.meta != nil {
+		return t.appendMetaspaceWords(w, dst, s, front)
+	}
 	if t.split.deepseek {
 		return t.appendDeepSeek(w, dst, s, front)
 	}
@@ -339,8 +347,14 @@ func (t *Tokenizer) decode(ids []uint32, skipSpecial bool) string {
 	}
 	var b strings.Builder
 	b.Grow(n)
+	first := t.firstPieces.len() > 0 // the first token decodes otherwise (metaspace.go)
 	for _, id := range ids {
 		if int(id) >= len(t.known) || !t.known[id] || (skipSpecial && t.special[id]) {
+			continue
+		}
+		if first {
+			b.WriteString(t.firstPieces.at(int(id)))
+			first = false
 			continue
 		}
 		b.WriteString(t.pieces.at(int(id)))
