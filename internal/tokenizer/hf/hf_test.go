@@ -72,7 +72,8 @@ type golden struct {
 // TestGolden compares with ids from Hugging Face's tokenizers
 // (testdata/gen/gen_tokens.js).
 func TestGolden(t *testing.T) {
-	for _, model := range []string{"qwen3", "llama3_1", "deepseek_v3", "gptoss", "gemma3", "llama2"} {
+	for _, model := range []string{"qwen3", "llama3_1", "deepseek_v3", "gptoss", "gemma3", "llama2",
+		"llama2_metaspace", "llama2_metaspace_legacy", "llama2_unigram", "llama2_unigram_unk"} {
 		t.Run(model, func(t *testing.T) {
 			tok := fixture(t, model)
 			data, err := os.ReadFile(filepath.Join("testdata", "golden", model+".json"))

@@ -7,7 +7,10 @@
 //
 // For each fixture tokenizer it writes testdata/golden/<name>.json: every
 // corpus text with its ids without special tokens (how vLLM encodes a
-// rendered chat prompt) and with them (a completions prompt).
+// rendered chat prompt) and with them (a completions prompt). The llama2_*
+// fixtures are derived from Llama 2's (testdata/gen/derive, run by
+// scripts/testdata.sh). It also writes testdata/golden/lowercase.txt: the
+// Lowercase normalizer's output for every code point it changes.
 "use strict";
 
 const fs = require("fs");
@@ -22,7 +25,9 @@ const corpus = require("./corpus.js");
 async function main() {
   const outDir = path.resolve(__dirname, "../golden");
   fs.mkdirSync(outDir, { recursive: true });
-  for (const name of ["qwen3", "llama3_1", "deepseek_v3", "gptoss", "gemma3", "llama2"]) {
+  const names = ["qwen3", "llama3_1", "deepseek_v3", "gptoss", "gemma3", "llama2",
+    "llama2_metaspace", "llama2_metaspace_legacy", "llama2_unigram", "llama2_unigram_unk"];
+  for (const name of names) {
     const tok = Tokenizer.fromFile(path.join(cache, "tokenizers", name, "tokenizer.json"));
     const cases = [];
     for (const c of corpus.cases()) {
@@ -31,13 +36,34 @@ async function main() {
       const cs = { name: c.name, text: c.text, ids: plain.getIds(), ids_special: special.getIds() };
       // SentencePiece-style decoders do not give the text back as it was
       // (the normalizer's "▁", Llama 2's stripped space): keep theirs.
-      if (name === "gemma3" || name === "llama2") cs.decoded = await tok.decode(cs.ids, false);
+      if (name === "gemma3" || name.startsWith("llama2")) cs.decoded = await tok.decode(cs.ids, false);
       cases.push(cs);
     }
     const file = path.join(outDir, name + ".json");
     fs.writeFileSync(file, JSON.stringify({ reference: "@anush008/tokenizers 0.6.0 (tokenizers 0.22)", cases }) + "\n");
     console.log(`wrote ${file}: ${cases.length} cases`);
   }
+  writeLowercase(path.join(outDir, "lowercase.txt"));
+}
+
+// writeLowercase records what the reference's Lowercase normalizer makes of
+// each code point it changes: "CODEPOINT MAPPED[,MAPPED]" in hex.
+function writeLowercase(file) {
+  const tok = Tokenizer.fromString(JSON.stringify({
+    version: "1.0", truncation: null, padding: null, added_tokens: [],
+    normalizer: { type: "Lowercase" }, pre_tokenizer: null, post_processor: null, decoder: null,
+    model: { type: "Unigram", unk_id: 0, vocab: [["<unk>", 0]], byte_fallback: false },
+  }));
+  const norm = tok.getNormalizer();
+  const lines = [];
+  for (let cp = 0; cp <= 0x10ffff; cp++) {
+    if (cp >= 0xd800 && cp <= 0xdfff) continue;
+    const s = String.fromCodePoint(cp);
+    const l = norm.normalizeString(s);
+    if (l !== s) lines.push(cp.toString(16) + " " + [...l].map((c) => c.codePointAt(0).toString(16)).join(","));
+  }
+  fs.writeFileSync(file, lines.join("\n") + "\n");
+  console.log(`wrote ${file}: ${lines.length} code points`);
 }
 
 main().catch((e) => {
