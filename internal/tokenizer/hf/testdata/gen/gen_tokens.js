@@ -30,13 +30,20 @@ async function main() {
   for (const name of names) {
     const tok = Tokenizer.fromFile(path.join(cache, "tokenizers", name, "tokenizer.json"));
     const cases = [];
-    for (const c of corpus.cases()) {
+    const derived = name.startsWith("llama2_");
+    for (const c of derived ? corpus.cases().concat(extraCases()) : corpus.cases()) {
       const plain = await tok.encode(c.text, null, { addSpecialTokens: false });
       const special = await tok.encode(c.text, null, { addSpecialTokens: true });
       const cs = { name: c.name, text: c.text, ids: plain.getIds(), ids_special: special.getIds() };
       // SentencePiece-style decoders do not give the text back as it was
       // (the normalizer's "▁", Llama 2's stripped space): keep theirs.
       if (name === "gemma3" || name.startsWith("llama2")) cs.decoded = await tok.decode(cs.ids, false);
+      // The Metaspace decoder treats the first token apart: decode after
+      // the post-processor's <s> too, keeping and skipping it.
+      if (derived) {
+        cs.decoded_special = await tok.decode(cs.ids_special, false);
+        cs.decoded_skip = await tok.decode(cs.ids_special, true);
+      }
       cases.push(cs);
     }
     const file = path.join(outDir, name + ".json");
@@ -44,6 +51,20 @@ async function main() {
     console.log(`wrote ${file}: ${cases.length} cases`);
   }
   writeLowercase(path.join(outDir, "lowercase.txt"));
+}
+
+// extraCases are texts for the Unigram, Metaspace and Lowercase paths of
+// the derived fixtures: sections after added tokens, runs of "▁", literal
+// pieces, unknown characters, case mappings Go's Unicode tables lack.
+function extraCases() {
+  const texts = [
+    "<s>a", "a<s> b", "<s> <s>  x", "  two leading", "trailing  ", "▁▁x▁", "▁", " ", "  ", "x\u3000y",
+    "İSTANBUL ΟΔΟΣ Σ ΣΑΣ", "\u1C89\uA7CB\uA7CC\uA7DA\uA7DC \u{10D50}\u{10D65}\u{16EA0}\u{16EB8}",
+    "\u212A \u2126 \u1E9E \u01C5ungla \u0130i", "<0x41><0x0A> <0x", "a<unk>b", "<unk>", "</s>x<s>",
+    "日本😀\u0001x", "\u0001\u0002\u0003 \u{E0001}\u{10FFFD}", "x".repeat(3000), "ab ".repeat(500),
+    "\n\n\t", "The QUICK Brown Fox. ÀÉÎÕÜ ÆØÅ", "ﬃ ﬁ", "𝐀𝐁𝐂", "Ⅻ ⓐⒶ",
+  ];
+  return texts.map((text, i) => ({ name: `extra/${i}`, text }));
 }
 
 // writeLowercase records what the reference's Lowercase normalizer makes of
