@@ -428,3 +428,29 @@ func TestMetaspaceFirstCache(t *testing.T) {
 		t.Fatal("the same text encodes the same at the start and after <s>: the test tests nothing")
 	}
 }
+
+// TestUnigramLinear: the Viterbi search reads each position's pieces from
+// the trie, so its work is at most the longest piece per byte, however
+// long the word — here a vocabulary of runs of up to 32 "a"s and "ab"s,
+// words of 16 KiB to 1 MiB with no space to cut them.
+func TestUnigramLinear(t *testing.T) {
+	var pieces [][2]any
+	for k := 1; k <= 32; k++ {
+		pieces = append(pieces, [2]any{strings.Repeat("a", k), -float64(k) / 3}, [2]any{strings.Repeat("ab", k), -float64(k) / 2})
+	}
+	tok, err := Load(unigramFile(pieces, true, nil, metaspaceCfg("always", false), fuse))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cold := *tok
+	cold.segments = nil
+	for _, x := range []string{"a", "ab", "aab", "b", "日本", "a\xff"} {
+		small := repeatTo(x, 16<<10)
+		large := repeatTo(x, 1<<20)
+		p1 := float64(stepsOf(&cold, small)) / float64(len(small))
+		p64 := float64(stepsOf(&cold, large)) / float64(len(large))
+		if p64 > 1.25*p1+0.5 || p64 > 2*64+8 {
+			t.Errorf("%q: work per byte %.2f at %d bytes, %.2f at %d", x, p1, len(small), p64, len(large))
+		}
+	}
+}
