@@ -45,23 +45,25 @@ func lowercase(s string) string {
 			i++
 			continue
 		}
-		b.WriteString(lowerRune(r))
+		if r == 0x130 {
+			b.WriteString("i\u0307")
+		} else {
+			b.WriteRune(lowerRune(r))
+		}
 		i += n
 	}
 	return b.String()
 }
 
-// lowerRune is the lowercase of one non-ASCII character.
-func lowerRune(r rune) string {
-	switch {
-	case r == 0x130:
-		return "i\u0307"
-	case r == 0x1C89 || (r >= 0xA7CB && r <= 0xA7DC) || (r >= 0x10D50 && r <= 0x10D65) || (r >= 0x16EA0 && r <= 0x16EB8):
+// lowerRune is the lowercase of one non-ASCII character other than
+// U+0130.
+func lowerRune(r rune) rune {
+	if r == 0x1C89 || (r >= 0xA7CB && r <= 0xA7DC) || (r >= 0x10D50 && r <= 0x10D65) || (r >= 0x16EA0 && r <= 0x16EB8) {
 		if l, ok := lowerSince15[r]; ok {
-			return string(l)
+			return l
 		}
 	}
-	return string(unicode.ToLower(r))
+	return unicode.ToLower(r)
 }
 
 // lowerSince15 are the lowercase mappings Unicode added after 15.0 (Go's

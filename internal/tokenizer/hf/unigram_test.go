@@ -424,7 +424,7 @@ func TestMetaspaceFirstCache(t *testing.T) {
 			}
 		}
 	}
-	if a, b := cold.Encode(s), cold.Encode("<s>"+s)[1:]; slices.Equal(a, b) {
+	if a, b := cold.Encode(s), cold.Encode("<s>" + s)[1:]; slices.Equal(a, b) {
 		t.Fatal("the same text encodes the same at the start and after <s>: the test tests nothing")
 	}
 }
