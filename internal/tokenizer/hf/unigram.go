@@ -278,18 +278,24 @@ func (u *unigram) appendUnknown(dst []uint32, s string) []uint32 {
 
 // pieceTrie is a byte trie of the vocabulary's pieces, flattened into
 // arrays without pointers: a node's children are a run of edges sorted by
-// byte; the root's are a table.
+// byte, and for a node of many children (the one after "▁" has hundreds)
+// also a table by byte; the root's are a table.
 type pieceTrie struct {
 	root  [256]int32 // the root's child for each byte, -1 for none
 	nodes []pieceNode
 	edges []pieceEdge
+	dense []int32 // 256 children for each node with a table, -1 for none
 }
 
 type pieceNode struct {
 	first int32 // edges[first : first+n] are the children
 	n     int32
 	id    int32 // the piece ending here, -1 for none
+	dense int32 // dense[dense : dense+256] are the children, -1 for none
 }
+
+// denseChildren is the number of children above which a node has a table.
+const denseChildren = 8
 
 type pieceEdge struct {
 	b     byte
@@ -312,7 +318,7 @@ func newPieceTrie(ids map[string]uint32) pieceTrie {
 	var build func(lo, hi, depth int) int32
 	build = func(lo, hi, depth int) int32 {
 		k := int32(len(t.nodes))
-		t.nodes = append(t.nodes, pieceNode{id: -1})
+		t.nodes = append(t.nodes, pieceNode{id: -1, dense: -1})
 		if lo < hi && len(pieces[lo]) == depth {
 			t.nodes[k].id = int32(ids[pieces[lo]])
 			lo++
@@ -346,6 +352,19 @@ func newPieceTrie(ids map[string]uint32) pieceTrie {
 		return k
 	}
 	build(0, len(pieces), 0)
+	for k, nd := range t.nodes {
+		if nd.n <= denseChildren {
+			continue
+		}
+		at := int32(len(t.dense))
+		for range 256 {
+			t.dense = append(t.dense, -1)
+		}
+		for _, e := range t.edges[nd.first : nd.first+nd.n] {
+			t.dense[at+int32(e.b)] = e.child
+		}
+		t.nodes[k].dense = at
+	}
 	for b := range t.root {
 		t.root[b] = -1
 	}
@@ -360,29 +379,16 @@ func (t *pieceTrie) rootChild(b byte) int32 { return t.root[b] }
 
 // child is node's child by byte b, or -1.
 func (t *pieceTrie) child(node int32, b byte) int32 {
-	nd := t.nodes[node]
-	es := t.edges[nd.first : nd.first+nd.n]
-	if len(es) <= 8 {
-		for _, e := range es {
+	nd := &t.nodes[node]
+	if nd.dense >= 0 {
+		return t.dense[nd.dense+int32(b)]
+	}
+	for _, e := range t.edges[nd.first : nd.first+nd.n] {
+		if e.b >= b {
 			if e.b == b {
 				return e.child
 			}
-			if e.b > b {
-				return -1
-			}
-		}
-		return -1
-	}
-	lo, hi := 0, len(es)
-	for lo < hi {
-		m := (lo + hi) / 2
-		switch {
-		case es[m].b == b:
-			return es[m].child
-		case es[m].b < b:
-			lo = m + 1
-		default:
-			hi = m
+			return -1
 		}
 	}
 	return -1
