@@ -55,7 +55,7 @@ type modelJSON struct {
 	IgnoreMerges            bool              `json:"ignore_merges"`
 	Vocab                   map[string]uint32 `json:"vocab"`
 	Merges                  json.RawMessage   `json:"merges"`
-	unigram                 *unigramJSON      // a Unigram model's fields (unigram.go)
+	unigram                 *unigramJSON      // a Unigram model's fields (readUnigram)
 }
 
 type componentJSON struct {
@@ -99,7 +99,9 @@ func isNull(raw json.RawMessage) bool {
 func parse(data []byte) (*Tokenizer, error) {
 	var f fileJSON
 	if err := json.Unmarshal(data, &f); err != nil {
-		return nil, fmt.Errorf("parse tokenizer.json: %w", err)
+		if err = readUnigram(data, &f, err); err != nil {
+			return nil, fmt.Errorf("parse tokenizer.json: %w", err)
+		}
 	}
 	t := &Tokenizer{segments: newIDCache(segCacheBytes)}
 	if err := t.loadNormalizer(f.Normalizer); err != nil {

@@ -61,26 +61,22 @@ func trimJSON(data []byte) string {
 	return string(data)
 }
 
-// UnmarshalJSON reads a model of either kind: BPE's vocabulary is an
-// object of ids, Unigram's a list of [piece, score] pairs, which goes to
-// modelJSON.unigram.
-func (m *modelJSON) UnmarshalJSON(data []byte) error {
-	type plain modelJSON // without this method
-	var p plain
-	err := json.Unmarshal(data, &p)
+// readUnigram reads a Unigram model's fields when parsing tokenizer.json
+// failed (err) only for them: its vocab is a list of [piece, score] pairs,
+// which modelJSON's vocabulary of ids cannot hold. Only Unigram files are
+// parsed twice.
+func readUnigram(data []byte, f *fileJSON, err error) error {
 	var te *json.UnmarshalTypeError
-	if err != nil && !(p.Type == "Unigram" && errors.As(err, &te) && te.Field == "vocab") {
+	if f.Model.Type != "Unigram" || !errors.As(err, &te) || te.Field != "model.vocab" {
 		return err
 	}
-	*m = modelJSON(p)
-	if p.Type == "Unigram" {
-		var u unigramJSON
-		if err := json.Unmarshal(data, &u); err != nil {
-			return fmt.Errorf("model Unigram: %w", err)
-		}
-		m.Vocab = nil
-		m.unigram = &u
+	var u struct {
+		Model unigramJSON `json:"model"`
 	}
+	if err := json.Unmarshal(data, &u); err != nil {
+		return fmt.Errorf("model Unigram: %w", err)
+	}
+	f.Model.unigram = &u.Model
 	return nil
 }
 
