@@ -82,7 +82,7 @@ func readUnigram(data []byte, f *fileJSON, err error) error {
 
 // unigram is a loaded Unigram model.
 type unigram struct {
-	trie         pieceTrie
+	trie         pieceDA
 	scores       []float64 // id → score
 	unkID        uint32
 	unkScore     float64
@@ -140,7 +140,8 @@ func (t *Tokenizer) loadUnigram(m *modelJSON) error {
 		ids[p.piece] = uint32(id)
 	}
 	uni.unkScore = minScore - unkPenalty
-	uni.trie = newPieceTrie(ids)
+	tr := newPieceTrie(ids)
+	uni.trie = newPieceDA(&tr)
 	for c := 0; c < 256; c++ {
 		if id, ok := ids[fmt.Sprintf("<0x%02X>", c)]; ok {
 			uni.fallback[c], uni.hasByte[c] = id, true
@@ -194,10 +195,15 @@ func (u *unigram) encode(dst []uint32, w string, ops *int) []uint32 {
 			_, mblen = utf8.DecodeRuneInString(w[i:]) // an invalid byte is a character of its own
 		}
 		single := false
-		node := u.trie.rootChild(w[i])
-		for j := i; node >= 0; {
+		da := &u.trie
+		for j, node := i, int32(0); j < n; j++ {
+			next := da.base[node] + int32(w[j])
+			if int(next) >= len(da.check) || da.check[next] != node {
+				break
+			}
+			node = next
 			steps++
-			if id := u.trie.nodes[node].id; id >= 0 {
+			if id := da.id[node]; id >= 0 {
 				end := j + 1
 				cand := u.scores[id] + base
 				if from[end] < 0 || cand > score[end] {
@@ -207,10 +213,6 @@ func (u *unigram) encode(dst []uint32, w string, ops *int) []uint32 {
 					single = true
 				}
 			}
-			if j++; j == n {
-				break
-			}
-			node = u.trie.child(node, w[j])
 		}
 		if !single {
 			end := i + mblen
@@ -272,26 +274,99 @@ func (u *unigram) appendUnknown(dst []uint32, s string) []uint32 {
 	return append(dst, u.unkID)
 }
 
+// pieceDA is the pieces' trie as a double array: the child of slot s by
+// byte b is slot base[s]+b when check there is s. One look-up a byte,
+// without a search among a node's children, and half the memory of
+// pieceTrie, from which it is built.
+type pieceDA struct {
+	base  []int32 // slot → where its children start (0 for none)
+	check []int32 // slot → its parent slot; -1 free, -2 the root
+	id    []int32 // slot → the piece ending there, -1 for none
+}
+
+func newPieceDA(t *pieceTrie) pieceDA {
+	var d pieceDA
+	grow := func(size int32) {
+		for int32(len(d.check)) < size {
+			d.base, d.check, d.id = append(d.base, 0), append(d.check, -1), append(d.id, -1)
+		}
+	}
+	grow(257)
+	d.check[0], d.id[0] = -2, t.nodes[0].id
+	type item struct{ node, slot int32 }
+	queue := []item{{0, 0}}
+	nextFree := int32(1)
+	for head := 0; head < len(queue); head++ {
+		it := queue[head]
+		nd := t.nodes[it.node]
+		es := t.edges[nd.first : nd.first+nd.n]
+		if len(es) == 0 {
+			continue
+		}
+		for int(nextFree) < len(d.check) && d.check[nextFree] != -1 {
+			nextFree++
+		}
+		// The first base from the first free slot where the children fit;
+		// after a few tries, past the end, so that a node of many children
+		// does not scan a full region slot by slot (quadratic on a large
+		// vocabulary).
+		base := max(1, nextFree-int32(es[0].b))
+		for tries := 0; ; base++ {
+			if tries++; tries > 32 {
+				base = max(1, int32(len(d.check))-int32(es[0].b))
+			}
+			free := true
+			for _, e := range es {
+				p := base + int32(e.b)
+				grow(p + 1)
+				if d.check[p] != -1 {
+					free = false
+					break
+				}
+			}
+			if free {
+				break
+			}
+		}
+		d.base[it.slot] = base
+		for _, e := range es {
+			p := base + int32(e.b)
+			d.check[p], d.id[p] = it.slot, t.nodes[e.child].id
+			queue = append(queue, item{e.child, p})
+		}
+	}
+	return d
+}
+
+// get is the id of piece s.
+func (d *pieceDA) get(s string) (uint32, bool) {
+	node := int32(0)
+	for i := 0; i < len(s); i++ {
+		next := d.base[node] + int32(s[i])
+		if int(next) >= len(d.check) || d.check[next] != node {
+			return 0, false
+		}
+		node = next
+	}
+	if s == "" || d.id[node] < 0 {
+		return 0, false
+	}
+	return uint32(d.id[node]), true
+}
+
 // pieceTrie is a byte trie of the vocabulary's pieces, flattened into
 // arrays without pointers: a node's children are a run of edges sorted by
-// byte, and for a node of many children (the one after "▁" has hundreds)
-// also a table by byte; the root's are a table.
+// byte. It is pieceDA's blueprint.
 type pieceTrie struct {
-	root  [256]int32 // the root's child for each byte, -1 for none
 	nodes []pieceNode
 	edges []pieceEdge
-	dense []int32 // 256 children for each node with a table, -1 for none
 }
 
 type pieceNode struct {
 	first int32 // edges[first : first+n] are the children
 	n     int32
 	id    int32 // the piece ending here, -1 for none
-	dense int32 // dense[dense : dense+256] are the children, -1 for none
 }
-
-// denseChildren is the number of children above which a node has a table.
-const denseChildren = 8
 
 type pieceEdge struct {
 	b     byte
@@ -314,7 +389,7 @@ func newPieceTrie(ids map[string]uint32) pieceTrie {
 	var build func(lo, hi, depth int) int32
 	build = func(lo, hi, depth int) int32 {
 		k := int32(len(t.nodes))
-		t.nodes = append(t.nodes, pieceNode{id: -1, dense: -1})
+		t.nodes = append(t.nodes, pieceNode{id: -1})
 		if lo < hi && len(pieces[lo]) == depth {
 			t.nodes[k].id = int32(ids[pieces[lo]])
 			lo++
@@ -348,59 +423,5 @@ func newPieceTrie(ids map[string]uint32) pieceTrie {
 		return k
 	}
 	build(0, len(pieces), 0)
-	for k, nd := range t.nodes {
-		if nd.n <= denseChildren {
-			continue
-		}
-		at := int32(len(t.dense))
-		for range 256 {
-			t.dense = append(t.dense, -1)
-		}
-		for _, e := range t.edges[nd.first : nd.first+nd.n] {
-			t.dense[at+int32(e.b)] = e.child
-		}
-		t.nodes[k].dense = at
-	}
-	for b := range t.root {
-		t.root[b] = -1
-	}
-	r := t.nodes[0]
-	for _, e := range t.edges[r.first : r.first+r.n] {
-		t.root[e.b] = e.child
-	}
 	return t
-}
-
-func (t *pieceTrie) rootChild(b byte) int32 { return t.root[b] }
-
-// child is node's child by byte b, or -1.
-func (t *pieceTrie) child(node int32, b byte) int32 {
-	nd := &t.nodes[node]
-	if nd.dense >= 0 {
-		return t.dense[nd.dense+int32(b)]
-	}
-	for _, e := range t.edges[nd.first : nd.first+nd.n] {
-		if e.b >= b {
-			if e.b == b {
-				return e.child
-			}
-			return -1
-		}
-	}
-	return -1
-}
-
-// get is the id of piece s.
-func (t *pieceTrie) get(s string) (uint32, bool) {
-	if s == "" {
-		return 0, false
-	}
-	node := t.rootChild(s[0])
-	for i := 1; i < len(s) && node >= 0; i++ {
-		node = t.child(node, s[i])
-	}
-	if node < 0 || t.nodes[node].id < 0 {
-		return 0, false
-	}
-	return uint32(t.nodes[node].id), true
 }
