@@ -230,14 +230,14 @@ type bpeWork struct {
 // with the lowest rank, the leftmost first among equals — the order Hugging
 // Face's implementation uses, which decides the result when merges overlap.
 func (m *bpe) mergeWord(dst []uint32, w string, ops *int) []uint32 {
+	if m.uni != nil {
+		return m.uni.encode(dst, w, ops)
+	}
 	work, _ := m.scratch.Get().(*bpeWork)
 	if work == nil {
 		work = &bpeWork{}
 	}
 	defer m.scratch.Put(work)
-	if m.uni != nil {
-		return m.uni.encode(dst, w, ops)
-	}
 
 	n := len(w)
 	if cap(work.syms) < n {

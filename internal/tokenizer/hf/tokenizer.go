@@ -3,11 +3,12 @@
 // of Hugging Face's Rust tokenizers library, for the BPE tokenizers that
 // current chat models use: byte-level (Qwen2/Qwen3, Llama 3, DeepSeek V3,
 // gpt-oss, GPT-2 style) and SentencePiece-style over characters with byte
-// fallback (Gemma 3, Llama 2). Added and special tokens are matched before
-// BPE, the declared normalizer is applied, and the pre-tokenizer split
-// regexes are matched by hand-written scanners. Whatever else a tokenizer.json may
-// declare is refused at load with an UnsupportedError naming it: a
-// tokenizer that loads tokenizes exactly.
+// fallback (Gemma 3, Llama 2); and for SentencePiece Unigram models and the
+// Metaspace pre-tokenizer (unigram.go, metaspace.go). Added and special
+// tokens are matched before the model, the declared normalizer is applied,
+// and the pre-tokenizer split regexes are matched by hand-written scanners.
+// Whatever else a tokenizer.json may declare is refused at load with an
+// UnsupportedError naming it: a tokenizer that loads tokenizes exactly.
 //
 // Chat templates are rendered by the sibling package chattemplate; a
 // Tokenizer loaded with LoadDir carries the directory's template, which
