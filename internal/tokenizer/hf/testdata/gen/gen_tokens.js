@@ -64,6 +64,21 @@ function extraCases() {
     "日本😀\u0001x", "\u0001\u0002\u0003 \u{E0001}\u{10FFFD}", "x".repeat(3000), "ab ".repeat(500),
     "\n\n\t", "The QUICK Brown Fox. ÀÉÎÕÜ ÆØÅ", "ﬃ ﬁ", "𝐀𝐁𝐂", "Ⅻ ⓐⒶ",
   ];
+  // And random strings of the pieces these paths treat apart, from a
+  // fixed seed (a 32-bit LCG), so that the goldens are the same each run.
+  const atoms = ["a", "b", "the", "The", "THE", " ", "  ", "▁", "▁▁", "<s>", "</s>", "<unk>", "İ", "Σ", "ß",
+    "日本", "語", "😀", "\n", "\t", "\u3000", "x", "<0x41>", "<0x", "é", "E\u0301", "Ⅻ", "\u0001", "ǅ", "ﬁ",
+    "\uA7CB", "\u{10D50}", "ab", "ba", "aaaa", " the", "Hello", "world", ".", ",", "'s", "123"];
+  let seed = 12345;
+  const rand = (n) => {
+    seed = (Math.imul(seed, 1103515245) + 12345) >>> 0;
+    return (seed >>> 8) % n;
+  };
+  for (let i = 0; i < 300; i++) {
+    let text = "";
+    for (let k = 1 + rand(24); k > 0; k--) text += atoms[rand(atoms.length)];
+    texts.push(text);
+  }
   return texts.map((text, i) => ({ name: `extra/${i}`, text }));
 }
 
