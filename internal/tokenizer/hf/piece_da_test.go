@@ -25,11 +25,11 @@ func TestPieceDA(t *testing.T) {
 		}
 		start := time.Now()
 		tr := newPieceTrie(f.Model.Vocab)
-		da := newPieceDA(&tr)
+		da := newPieceDA(&tr, nil)
 		took := time.Since(start)
-		t.Logf("%s: %d pieces, %d trie nodes, %d slots, %v", m, len(f.Model.Vocab), len(tr.nodes), len(da.check), took)
-		if len(da.check) > 3*len(tr.nodes)+1024 {
-			t.Errorf("%s: %d slots for %d nodes", m, len(da.check), len(tr.nodes))
+		t.Logf("%s: %d pieces, %d trie nodes, %d slots, %v", m, len(f.Model.Vocab), len(tr.nodes), len(da.slots), took)
+		if len(da.slots) > 3*len(tr.nodes)+1024 {
+			t.Errorf("%s: %d slots for %d nodes", m, len(da.slots), len(tr.nodes))
 		}
 		for p, id := range f.Model.Vocab {
 			if got, ok := da.get(p); p != "" && (!ok || got != id) {

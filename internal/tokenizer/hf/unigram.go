@@ -141,7 +141,7 @@ func (t *Tokenizer) loadUnigram(m *modelJSON) error {
 	}
 	uni.unkScore = minScore - unkPenalty
 	tr := newPieceTrie(ids)
-	uni.trie = newPieceDA(&tr)
+	uni.trie = newPieceDA(&tr, uni.scores)
 	for c := 0; c < 256; c++ {
 		if id, ok := ids[fmt.Sprintf("<0x%02X>", c)]; ok {
 			uni.fallback[c], uni.hasByte[c] = id, true
@@ -195,17 +195,18 @@ func (u *unigram) encode(dst []uint32, w string, ops *int) []uint32 {
 			_, mblen = utf8.DecodeRuneInString(w[i:]) // an invalid byte is a character of its own
 		}
 		single := false
-		da := &u.trie
+		slots := u.trie.slots
 		for j, node := i, int32(0); j < n; j++ {
-			next := da.base[node] + int32(w[j])
-			if int(next) >= len(da.check) || da.check[next] != node {
+			next := slots[node].base + int32(w[j])
+			if int(next) >= len(slots) || slots[next].check != node {
 				break
 			}
 			node = next
 			steps++
-			if id := da.id[node]; id >= 0 {
+			if sl := &slots[node]; sl.id >= 0 {
+				id := sl.id
 				end := j + 1
-				cand := u.scores[id] + base
+				cand := sl.score + base
 				if from[end] < 0 || cand > score[end] {
 					score[end], from[end], ids[end] = cand, int32(i), id
 				}
@@ -279,20 +280,28 @@ func (u *unigram) appendUnknown(dst []uint32, s string) []uint32 {
 // without a search among a node's children, and half the memory of
 // pieceTrie, from which it is built.
 type pieceDA struct {
-	base  []int32 // slot → where its children start (0 for none)
-	check []int32 // slot → its parent slot; -1 free, -2 the root
-	id    []int32 // slot → the piece ending there, -1 for none
+	slots []daSlot
 }
 
-func newPieceDA(t *pieceTrie) pieceDA {
+// daSlot is one slot: what a step reads, in one cache line.
+type daSlot struct {
+	base  int32   // where its children start (0 for none)
+	check int32   // its parent slot; -1 free, -2 the root
+	id    int32   // the piece ending there, -1 for none
+	score float64 // the piece's score
+}
+
+// newPieceDA builds the double array of t, with the pieces' scores (by id;
+// nil for none).
+func newPieceDA(t *pieceTrie, scores []float64) pieceDA {
 	var d pieceDA
 	grow := func(size int32) {
-		for int32(len(d.check)) < size {
-			d.base, d.check, d.id = append(d.base, 0), append(d.check, -1), append(d.id, -1)
+		for int32(len(d.slots)) < size {
+			d.slots = append(d.slots, daSlot{check: -1, id: -1})
 		}
 	}
 	grow(257)
-	d.check[0], d.id[0] = -2, t.nodes[0].id
+	d.slots[0].check, d.slots[0].id = -2, -1
 	type item struct{ node, slot int32 }
 	queue := []item{{0, 0}}
 	nextFree := int32(1)
@@ -303,7 +312,7 @@ func newPieceDA(t *pieceTrie) pieceDA {
 		if len(es) == 0 {
 			continue
 		}
-		for int(nextFree) < len(d.check) && d.check[nextFree] != -1 {
+		for int(nextFree) < len(d.slots) && d.slots[nextFree].check != -1 {
 			nextFree++
 		}
 		// The first base from the first free slot where the children fit;
@@ -313,13 +322,13 @@ func newPieceDA(t *pieceTrie) pieceDA {
 		base := max(1, nextFree-int32(es[0].b))
 		for tries := 0; ; base++ {
 			if tries++; tries > 32 {
-				base = max(1, int32(len(d.check))-int32(es[0].b))
+				base = max(1, int32(len(d.slots))-int32(es[0].b))
 			}
 			free := true
 			for _, e := range es {
 				p := base + int32(e.b)
 				grow(p + 1)
-				if d.check[p] != -1 {
+				if d.slots[p].check != -1 {
 					free = false
 					break
 				}
@@ -328,10 +337,14 @@ func newPieceDA(t *pieceTrie) pieceDA {
 				break
 			}
 		}
-		d.base[it.slot] = base
+		d.slots[it.slot].base = base
 		for _, e := range es {
 			p := base + int32(e.b)
-			d.check[p], d.id[p] = it.slot, t.nodes[e.child].id
+			sl := &d.slots[p]
+			sl.check, sl.id = it.slot, t.nodes[e.child].id
+			if sl.id >= 0 && scores != nil {
+				sl.score = scores[sl.id]
+			}
 			queue = append(queue, item{e.child, p})
 		}
 	}
@@ -342,16 +355,16 @@ func newPieceDA(t *pieceTrie) pieceDA {
 func (d *pieceDA) get(s string) (uint32, bool) {
 	node := int32(0)
 	for i := 0; i < len(s); i++ {
-		next := d.base[node] + int32(s[i])
-		if int(next) >= len(d.check) || d.check[next] != node {
+		next := d.slots[node].base + int32(s[i])
+		if int(next) >= len(d.slots) || d.slots[next].check != node {
 			return 0, false
 		}
 		node = next
 	}
-	if s == "" || d.id[node] < 0 {
+	if s == "" || d.slots[node].id < 0 {
 		return 0, false
 	}
-	return uint32(d.id[node]), true
+	return uint32(d.slots[node].id), true
 }
 
 // pieceTrie is a byte trie of the vocabulary's pieces, flattened into
