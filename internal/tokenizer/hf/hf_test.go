@@ -66,6 +66,11 @@ type golden struct {
 		IDs        []uint32 `json:"ids"`
 		IDsSpecial []uint32 `json:"ids_special"`
 		Decoded    *string  `json:"decoded"` // the reference's decode, where it is not the text
+		// The reference's decode of IDsSpecial keeping and skipping the
+		// special tokens (the derived fixtures: Metaspace decodes the first
+		// token apart).
+		DecodedSpecial *string `json:"decoded_special"`
+		DecodedSkip    *string `json:"decoded_skip"`
 	} `json:"cases"`
 }
 
@@ -106,6 +111,19 @@ func TestGolden(t *testing.T) {
 				}
 				if got := tok.Decode(c.IDs); got != want {
 					t.Errorf("%s: Decode = %q, want %q", c.Name, trunc(got), trunc(want))
+				}
+				cut := func(s *string) bool {
+					return strings.ContainsRune(*s, utf8.RuneError) && !strings.ContainsRune(c.Text, utf8.RuneError)
+				}
+				if c.DecodedSpecial != nil && !cut(c.DecodedSpecial) {
+					if got := tok.Decode(c.IDsSpecial); got != *c.DecodedSpecial {
+						t.Errorf("%s: Decode(with special tokens) = %q, want %q", c.Name, trunc(got), trunc(*c.DecodedSpecial))
+					}
+				}
+				if c.DecodedSkip != nil && !cut(c.DecodedSkip) {
+					if got := tok.DecodeSkipSpecial(c.IDsSpecial); got != *c.DecodedSkip {
+						t.Errorf("%s: DecodeSkipSpecial = %q, want %q", c.Name, trunc(got), trunc(*c.DecodedSkip))
+					}
 				}
 			}
 		})
@@ -235,8 +253,11 @@ func TestUnsupported(t *testing.T) {
 		{"wordpiece", func(m map[string]any) { m["model"].(map[string]any)["type"] = "WordPiece" }, `model "WordPiece"`},
 		{"dropout", func(m map[string]any) { m["model"].(map[string]any)["dropout"] = 0.1 }, "dropout"},
 		{"suffix", func(m map[string]any) { m["model"].(map[string]any)["end_of_word_suffix"] = "</w>" }, "end_of_word_suffix"},
-		{"normalizer", func(m map[string]any) { m["normalizer"] = map[string]any{"type": "Lowercase"} }, `normalizer "Lowercase"`},
-		{"metaspace", func(m map[string]any) { m["pre_tokenizer"] = map[string]any{"type": "Metaspace"} }, `pre_tokenizer "Metaspace"`},
+		{"normalizer", func(m map[string]any) { m["normalizer"] = map[string]any{"type": "BertNormalizer"} }, `normalizer "BertNormalizer"`},
+		{"metaspace", func(m map[string]any) {
+			m["pre_tokenizer"] = map[string]any{"type": "Sequence", "pretokenizers": []any{
+				map[string]any{"type": "Metaspace", "replacement": "▁"}, map[string]any{"type": "ByteLevel"}}}
+		}, `pre_tokenizer "Metaspace"`},
 		{"regex", func(m map[string]any) {
 			m["pre_tokenizer"].(map[string]any)["pretokenizers"].([]any)[0].(map[string]any)["pattern"] = map[string]any{"Regex": `\w+`}
 		}, "pre_tokenizer Split regex"},

@@ -56,6 +56,7 @@ type modelJSON struct {
 	IgnoreMerges            bool              `json:"ignore_merges"`
 	Vocab                   map[string]uint32 `json:"vocab"`
 	Merges                  json.RawMessage   `json:"merges"`
+	unigram                 *unigramJSON      // a Unigram model's fields (readUnigram)
 }
 
 type componentJSON struct {
@@ -99,7 +100,9 @@ func isNull(raw json.RawMessage) bool {
 func parse(data []byte) (*Tokenizer, error) {
 	var f fileJSON
 	if err := json.Unmarshal(data, &f); err != nil {
-		return nil, fmt.Errorf("parse tokenizer.json: %w", err)
+		if err = readUnigram(data, &f, err); err != nil {
+			return nil, fmt.Errorf("parse tokenizer.json: %w", err)
+		}
 	}
 	t := &Tokenizer{segments: newIDCache(segCacheBytes)}
 	if err := t.loadNormalizer(f.Normalizer); err != nil {
@@ -151,6 +154,8 @@ func (t *Tokenizer) loadNormalizer(raw json.RawMessage) error {
 				return unsupported("normalizer Replace without a non-empty string pattern")
 			}
 			t.normSteps = append(t.normSteps, normStep{old: *c.Pattern.String, new: *c.Content})
+		case "Lowercase":
+			t.normSteps = append(t.normSteps, normStep{lower: true})
 		case "Prepend":
 			if c.Prepend == nil {
 				return errors.New("tokenizer.json: normalizer Prepend without prepend")
@@ -172,6 +177,14 @@ func (t *Tokenizer) loadPreTokenizer(raw json.RawMessage) error {
 	if isNull(raw) {
 		// SentencePiece-style: the whole normalized segment is one word.
 		t.split, t.charLevel = splitter{whole: true}, true
+		return nil
+	}
+	if ms, ok, err := metaspaceOf(raw); err != nil {
+		return err
+	} else if ok {
+		// Over a vocabulary of characters; each section is one word or,
+		// with split, cut before each "▁" (metaspace.go).
+		t.meta, t.split, t.charLevel = ms, splitter{whole: true}, true
 		return nil
 	}
 	var steps []componentJSON
@@ -264,8 +277,11 @@ func stepTypes(steps []componentJSON) string {
 }
 
 func (t *Tokenizer) loadModel(m *modelJSON) error {
+	if m.Type == "Unigram" {
+		return t.loadUnigram(m)
+	}
 	if m.Type != "" && m.Type != "BPE" {
-		return unsupported("model %q (only BPE is implemented)", m.Type)
+		return unsupported("model %q (only BPE and Unigram are implemented)", m.Type)
 	}
 	if m.Dropout != nil && *m.Dropout != 0 {
 		return unsupported("model BPE dropout %v", *m.Dropout)
@@ -295,6 +311,11 @@ func (t *Tokenizer) loadModel(m *modelJSON) error {
 				t.split.spaceMark, t.split.spaceExcept = st.new, except
 			} else if keep, ok := spaceKeepers(m.Vocab, st.new); ok {
 				t.split.spaceMark, t.split.spaceKeep = st.new, keep
+			}
+		}
+		if t.meta != nil && !t.meta.split {
+			if ok, except := spaceChunks(m.Vocab, t.meta.repl); ok {
+				t.split.spaceMark, t.split.spaceExcept = t.meta.repl, except
 			}
 		}
 	} else if err := loadByteModel(m, b); err != nil {
@@ -503,7 +524,7 @@ func (t *Tokenizer) loadDecoder(raw json.RawMessage) error {
 		return fmt.Errorf("parse decoder: %w", err)
 	}
 	if t.charLevel {
-		return t.loadCharDecoder(c)
+		return t.loadCharDecoder(c, raw)
 	}
 	if c.Type != "ByteLevel" {
 		return unsupported("decoder %q", c.Type)

@@ -1,6 +1,7 @@
 package hf
 
 import (
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -25,6 +26,7 @@ type normStep struct {
 	stable   *stableSet // form's stable characters (normform.go)
 	old, new string     // Replace with a string pattern
 	prepend  string     // Prepend, to a non-empty segment
+	lower    bool       // Lowercase (lowercase.go)
 }
 
 func (st normStep) apply(s string) string {
@@ -34,6 +36,8 @@ func (st normStep) apply(s string) string {
 			return s
 		}
 		return st.form.String(s)
+	case st.lower:
+		return lowercase(s)
 	case st.prepend != "":
 		if s == "" {
 			return s
@@ -182,13 +186,13 @@ func (m *bpe) hasFallback(s string) bool {
 }
 
 // loadCharDecoder checks the decoder of a character vocabulary — a
-// Sequence of Replace (one character by a string), ByteFallback, Fuse and
-// Strip (of leading spaces) — and turns every token into what it decodes
-// to. Fuse only joins the tokens, which Decode does anyway.
-func (t *Tokenizer) loadCharDecoder(c componentJSON) error {
-	steps := []componentJSON{c}
+// Sequence of Metaspace (first), Replace (one character by a string),
+// ByteFallback, Fuse and Strip (of leading spaces) — and turns every token
+// into what it decodes to. Fuse only joins the tokens, which Decode does anyway.
+func (t *Tokenizer) loadCharDecoder(c componentJSON, raw json.RawMessage) error {
+	steps, raws := []componentJSON{c}, []json.RawMessage{raw}
 	if c.Type == "Sequence" {
-		steps = nil
+		steps, raws = nil, c.Decoders
 		for _, raw := range c.Decoders {
 			var d componentJSON
 			if err := jsonUnmarshal(raw, &d); err != nil {
@@ -198,9 +202,20 @@ func (t *Tokenizer) loadCharDecoder(c componentJSON) error {
 		}
 	}
 	var replace []normStep
+	var meta *metaspace // a Metaspace step, first (metaspace.go)
 	byteFallback := false
 	for k, d := range steps {
 		switch d.Type {
+		case "Metaspace":
+			if k != 0 {
+				return unsupported("decoder.decoders[%d] Metaspace other than first", k)
+			}
+			ms, err := parseMetaspace(raws[k], "decoder")
+			if err != nil {
+				return err
+			}
+			meta = ms
+			replace = append(replace, normStep{old: ms.repl, new: " "})
 		case "Replace":
 			if d.Pattern == nil || d.Pattern.String == nil || utf8.RuneCountInString(*d.Pattern.String) != 1 || d.Content == nil {
 				return unsupported("decoder.decoders[%d] Replace of anything but one character", k)
@@ -220,6 +235,9 @@ func (t *Tokenizer) loadCharDecoder(c componentJSON) error {
 		default:
 			return unsupported("decoder %q", d.Type)
 		}
+	}
+	if meta != nil {
+		t.metaspaceFirstPieces(meta, replace[1:], byteFallback)
 	}
 	for id, tok := range t.buildPieces {
 		if !t.known[id] {

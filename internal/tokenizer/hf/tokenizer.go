@@ -3,12 +3,13 @@
 // of Hugging Face's Rust tokenizers library, for the BPE tokenizers that
 // current chat models use: byte-level (Qwen2/Qwen3, Llama 3, DeepSeek V3,
 // gpt-oss, Mistral Nemo, GPT-2 style) and SentencePiece-style over
-// characters with byte fallback (Gemma 1/2/3, Llama 2, Yi, InternLM2).
-// Added and special tokens are matched before
-// BPE, the declared normalizer is applied, and the pre-tokenizer split
-// regexes are matched by hand-written scanners. Whatever else a tokenizer.json may
-// declare is refused at load with an UnsupportedError naming it: a
-// tokenizer that loads tokenizes exactly.
+// characters with byte fallback (Gemma 1/2/3, Llama 2, Yi, InternLM2); and
+// for SentencePiece Unigram models and the Metaspace pre-tokenizer
+// (unigram.go, metaspace.go). Added and special tokens are matched before
+// the model, the declared normalizer is applied, and the pre-tokenizer
+// split regexes are matched by hand-written scanners. Whatever else a
+// tokenizer.json may declare is refused at load with an UnsupportedError
+// naming it: a tokenizer that loads tokenizes exactly.
 //
 // Chat templates are rendered by the sibling package chattemplate; a
 // Tokenizer loaded with LoadDir carries the directory's template, which
@@ -38,6 +39,8 @@ type Tokenizer struct {
 	normSteps       []normStep  // the normalizer (sentencepiece.go)
 	charLevel       bool        // a vocabulary of characters, not bytes (sentencepiece.go)
 	stripStart      int         // leading spaces the decoder strips
+	meta            *metaspace  // the Metaspace pre-tokenizer (metaspace.go)
+	firstPieces     stringList  // id → decoded bytes as the first token, for a Metaspace decoder
 	split           splitter
 	model           *bpe
 	added           *matcher // added tokens matched on the raw text
@@ -168,6 +171,7 @@ func (t *Tokenizer) appendEncode(w *work, dst []uint32, text string) ([]uint32, 
 		}
 		dst = append(dst, tok.id)
 		text = text[at+len(tok.content):]
+		w.later = true
 	}
 	return dst, w.check(0)
 }
@@ -182,6 +186,7 @@ type work struct {
 	ctx   context.Context
 	done  int
 	steps int
+	later bool // past the input's first section (Metaspace's prepend_scheme "first")
 }
 
 func (w *work) check(n int) error {
@@ -195,7 +200,7 @@ func (w *work) check(n int) error {
 // appendSegment encodes text that holds no raw-matched added token, through
 // the segment cache for long segments.
 func (t *Tokenizer) appendSegment(w *work, dst []uint32, s string) ([]uint32, error) {
-	if len(s) < segCacheMin || t.segments == nil {
+	if len(s) < segCacheMin || t.segments == nil || !t.metaspaceCacheable(w) {
 		return t.encodeSegment(w, dst, s)
 	}
 	w.steps += len(s) // hashed, compared
@@ -230,6 +235,7 @@ func (t *Tokenizer) encodeSegment(w *work, dst []uint32, s string) ([]uint32, er
 		}
 		dst = append(dst, tok.id)
 		s = s[at+len(tok.content):]
+		w.later = true
 	}
 	return dst, nil
 }
@@ -237,6 +243,9 @@ func (t *Tokenizer) encodeSegment(w *work, dst []uint32, s string) ([]uint32, er
 func (t *Tokenizer) appendWords(w *work, dst []uint32, s string) ([]uint32, error) {
 	front := t.model.front()
 	defer t.model.release(front)
+	if t.meta != nil {
+		return t.appendMetaspaceWords(w, dst, s, front)
+	}
 	if t.split.deepseek {
 		return t.appendDeepSeek(w, dst, s, front)
 	}
@@ -343,8 +352,14 @@ func (t *Tokenizer) decode(ids []uint32, skipSpecial bool) string {
 	}
 	var b strings.Builder
 	b.Grow(n)
+	first := t.firstPieces.len() > 0 // the first token decodes otherwise (metaspace.go)
 	for _, id := range ids {
 		if int(id) >= len(t.known) || !t.known[id] || (skipSpecial && t.special[id]) {
+			continue
+		}
+		if first {
+			b.WriteString(t.firstPieces.at(int(id)))
+			first = false
 			continue
 		}
 		b.WriteString(t.pieces.at(int(id)))

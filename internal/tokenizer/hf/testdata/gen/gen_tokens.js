@@ -7,7 +7,10 @@
 //
 // For each fixture tokenizer it writes testdata/golden/<name>.json: every
 // corpus text with its ids without special tokens (how vLLM encodes a
-// rendered chat prompt) and with them (a completions prompt).
+// rendered chat prompt) and with them (a completions prompt). The llama2_*
+// fixtures are derived from Llama 2's (testdata/gen/derive, run by
+// scripts/testdata.sh). It also writes testdata/golden/lowercase.txt: the
+// Lowercase normalizer's output for every code point it changes.
 "use strict";
 
 const fs = require("fs");
@@ -22,23 +25,83 @@ const corpus = require("./corpus.js");
 async function main() {
   const outDir = path.resolve(__dirname, "../golden");
   fs.mkdirSync(outDir, { recursive: true });
-  for (const name of ["qwen3", "llama3_1", "deepseek_v3", "gptoss", "gemma3", "llama2", "mistral_nemo", "gemma2", "gemma", "yi", "internlm2", "claude"]) {
+  const names = ["qwen3", "llama3_1", "deepseek_v3", "gptoss", "gemma3", "llama2",
+    "mistral_nemo", "gemma2", "gemma", "yi", "internlm2", "claude",
+    "llama2_metaspace", "llama2_metaspace_legacy", "llama2_unigram", "llama2_unigram_unk"];
+  for (const name of names) {
     const tok = Tokenizer.fromFile(path.join(cache, "tokenizers", name, "tokenizer.json"));
     const cases = [];
-    for (const c of corpus.cases()) {
+    const derived = name.startsWith("llama2_");
+    for (const c of derived ? corpus.cases().concat(extraCases()) : corpus.cases()) {
       const plain = await tok.encode(c.text, null, { addSpecialTokens: false });
       const special = await tok.encode(c.text, null, { addSpecialTokens: true });
       const cs = { name: c.name, text: c.text, ids: plain.getIds(), ids_special: special.getIds() };
       // SentencePiece-style decoders do not give the text back as it was
       // (the normalizer's "▁", Llama 2's stripped space), nor does NFKC
       // (claude): keep theirs.
-      if (["gemma3", "llama2", "gemma2", "gemma", "yi", "internlm2", "claude"].includes(name)) cs.decoded = await tok.decode(cs.ids, false);
+      if (["gemma3", "gemma2", "gemma", "yi", "internlm2", "claude"].includes(name) || name.startsWith("llama2")) cs.decoded = await tok.decode(cs.ids, false);
+      // The Metaspace decoder treats the first token apart: decode after
+      // the post-processor's <s> too, keeping and skipping it.
+      if (derived) {
+        cs.decoded_special = await tok.decode(cs.ids_special, false);
+        cs.decoded_skip = await tok.decode(cs.ids_special, true);
+      }
       cases.push(cs);
     }
     const file = path.join(outDir, name + ".json");
     fs.writeFileSync(file, JSON.stringify({ reference: "@anush008/tokenizers 0.6.0 (tokenizers 0.22)", cases }) + "\n");
     console.log(`wrote ${file}: ${cases.length} cases`);
   }
+  writeLowercase(path.join(outDir, "lowercase.txt"));
+}
+
+// extraCases are texts for the Unigram, Metaspace and Lowercase paths of
+// the derived fixtures: sections after added tokens, runs of "▁", literal
+// pieces, unknown characters, case mappings Go's Unicode tables lack.
+function extraCases() {
+  const texts = [
+    "<s>a", "a<s> b", "<s> <s>  x", "  two leading", "trailing  ", "▁▁x▁", "▁", " ", "  ", "x\u3000y",
+    "İSTANBUL ΟΔΟΣ Σ ΣΑΣ", "\u1C89\uA7CB\uA7CC\uA7DA\uA7DC \u{10D50}\u{10D65}\u{16EA0}\u{16EB8}",
+    "\u212A \u2126 \u1E9E \u01C5ungla \u0130i", "<0x41><0x0A> <0x", "a<unk>b", "<unk>", "</s>x<s>",
+    "日本😀\u0001x", "\u0001\u0002\u0003 \u{E0001}\u{10FFFD}", "x".repeat(3000), "ab ".repeat(500),
+    "\n\n\t", "The QUICK Brown Fox. ÀÉÎÕÜ ÆØÅ", "ﬃ ﬁ", "𝐀𝐁𝐂", "Ⅻ ⓐⒶ",
+  ];
+  // And random strings of the pieces these paths treat apart, from a
+  // fixed seed (a 32-bit LCG), so that the goldens are the same each run.
+  const atoms = ["a", "b", "the", "The", "THE", " ", "  ", "▁", "▁▁", "<s>", "</s>", "<unk>", "İ", "Σ", "ß",
+    "日本", "語", "😀", "\n", "\t", "\u3000", "x", "<0x41>", "<0x", "é", "E\u0301", "Ⅻ", "\u0001", "ǅ", "ﬁ",
+    "\uA7CB", "\u{10D50}", "ab", "ba", "aaaa", " the", "Hello", "world", ".", ",", "'s", "123"];
+  let seed = 12345;
+  const rand = (n) => {
+    seed = (Math.imul(seed, 1103515245) + 12345) >>> 0;
+    return (seed >>> 8) % n;
+  };
+  for (let i = 0; i < 300; i++) {
+    let text = "";
+    for (let k = 1 + rand(24); k > 0; k--) text += atoms[rand(atoms.length)];
+    texts.push(text);
+  }
+  return texts.map((text, i) => ({ name: `extra/${i}`, text }));
+}
+
+// writeLowercase records what the reference's Lowercase normalizer makes of
+// each code point it changes: "CODEPOINT MAPPED[,MAPPED]" in hex.
+function writeLowercase(file) {
+  const tok = Tokenizer.fromString(JSON.stringify({
+    version: "1.0", truncation: null, padding: null, added_tokens: [],
+    normalizer: { type: "Lowercase" }, pre_tokenizer: null, post_processor: null, decoder: null,
+    model: { type: "Unigram", unk_id: 0, vocab: [["<unk>", 0]], byte_fallback: false },
+  }));
+  const norm = tok.getNormalizer();
+  const lines = [];
+  for (let cp = 0; cp <= 0x10ffff; cp++) {
+    if (cp >= 0xd800 && cp <= 0xdfff) continue;
+    const s = String.fromCodePoint(cp);
+    const l = norm.normalizeString(s);
+    if (l !== s) lines.push(cp.toString(16) + " " + [...l].map((c) => c.codePointAt(0).toString(16)).join(","));
+  }
+  fs.writeFileSync(file, lines.join("\n") + "\n");
+  console.log(`wrote ${file}: ${lines.length} code points`);
 }
 
 main().catch((e) => {
