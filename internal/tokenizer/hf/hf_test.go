@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"unicode"
 	"unicode/utf8"
 
 	"golang.org/x/text/unicode/norm"
@@ -92,6 +93,12 @@ func TestGolden(t *testing.T) {
 				t.Fatalf("golden has %d cases", len(g.Cases))
 			}
 			for _, c := range g.Cases {
+				if !tok.charLevel && newerUnicode(c.Text) {
+					// The reference's character classes are Unicode 16's, Go's
+					// tables 15's: a split pattern or Digits step may differ
+					// on characters assigned since (a known limit).
+					continue
+				}
 				if got := tok.Encode(c.Text); !slices.Equal(got, c.IDs) && !(len(got) == 0 && len(c.IDs) == 0) {
 					t.Errorf("%s: Encode(%q)\n got %v\nwant %v", c.Name, trunc(c.Text), trunc(got), trunc(c.IDs))
 					continue
@@ -128,6 +135,17 @@ func TestGolden(t *testing.T) {
 			}
 		})
 	}
+}
+
+// newerUnicode says whether s holds a character Go's Unicode tables
+// (unicode.Version) do not assign.
+func newerUnicode(s string) bool {
+	for _, r := range s {
+		if r != utf8.RuneError && !unicode.In(r, unicode.L, unicode.M, unicode.N, unicode.P, unicode.S, unicode.Z, unicode.Cc, unicode.Cf, unicode.Co) {
+			return true
+		}
+	}
+	return false
 }
 
 func trunc[T any](v T) any {
@@ -274,6 +292,27 @@ func TestUnsupported(t *testing.T) {
 		{"split_string", func(m map[string]any) {
 			m["pre_tokenizer"] = map[string]any{"type": "Split", "pattern": map[string]any{"String": " "}, "behavior": "Removed"}
 		}, "Split string"},
+		{"digits_before_metaspace", func(m map[string]any) {
+			m["pre_tokenizer"] = map[string]any{"type": "Sequence", "pretokenizers": []any{
+				map[string]any{"type": "Digits", "individual_digits": true}, map[string]any{"type": "Metaspace", "replacement": "▁"}}}
+		}, "Digits is implemented before byte-level steps"},
+		{"digits_after_split", func(m map[string]any) {
+			p := m["pre_tokenizer"].(map[string]any)["pretokenizers"].([]any)
+			m["pre_tokenizer"].(map[string]any)["pretokenizers"] = []any{p[0], map[string]any{"type": "Digits", "individual_digits": false}, p[1]}
+		}, `pre_tokenizer "Digits"`},
+		{"digits_split_string", func(m map[string]any) {
+			m["pre_tokenizer"] = map[string]any{"type": "Sequence", "pretokenizers": []any{
+				map[string]any{"type": "Digits", "individual_digits": true},
+				map[string]any{"type": "Split", "pattern": map[string]any{"String": " "}, "behavior": "MergedWithPrevious"}}}
+		}, "[Digits, Split string"},
+		{"digits_bytelevel_no_regex", func(m map[string]any) {
+			m["pre_tokenizer"] = map[string]any{"type": "Sequence", "pretokenizers": []any{
+				map[string]any{"type": "Digits", "individual_digits": true},
+				map[string]any{"type": "ByteLevel", "use_regex": false}}}
+		}, "pre_tokenizer sequence"},
+		{"empty_sequence", func(m map[string]any) {
+			m["pre_tokenizer"] = map[string]any{"type": "Sequence", "pretokenizers": []any{}}
+		}, "empty Sequence"},
 		{"missing_byte", func(m map[string]any) { delete(m["model"].(map[string]any)["vocab"].(map[string]any), "Ā") }, "byte 0x00"},
 	}
 	for _, tc := range tests {

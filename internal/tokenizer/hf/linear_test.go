@@ -67,11 +67,13 @@ func FuzzEncodeLinear(f *testing.F) {
 }
 
 // families are the fixture tokenizers, one per pre-tokenizer and model
-// kind this package implements (the llama2_* ones derived from Llama 2's:
+// kind this package implements (the llama2_* and llama3_digits ones
+// derived from Llama 2's and Llama 3.1's:
 // testdata/gen/derive).
 var families = []string{"qwen3", "llama3_1", "deepseek_v3", "gptoss", "gemma3", "llama2",
 	"mistral_nemo", "gemma2", "gemma", "yi", "internlm2", "claude",
-	"llama2_metaspace", "llama2_metaspace_legacy", "llama2_unigram", "llama2_unigram_unk"}
+	"llama2_metaspace", "llama2_metaspace_legacy", "llama2_unigram", "llama2_unigram_unk",
+	"llama2_digits", "llama2_digits_only", "llama3_digits"}
 
 // TestFamiliesLinear holds every family to FuzzEncodeLinear's bound on
 // inputs that are expensive for some pre-tokenizer or model: long runs of
@@ -80,7 +82,8 @@ var families = []string{"qwen3", "llama3_1", "deepseek_v3", "gptoss", "gemma3", 
 func TestFamiliesLinear(t *testing.T) {
 	inputs := []string{"a", " ", "\n \n", "'s'", "日本語", "1234", "a\xff", "<|im_", "<bos", "▁",
 		"Ǆ", "AB", "Aʰ", "\u0301A", "ʰ\u0301", "A'S", "\u200d", "\u200da", "・ー", "/\n", " !", "\t\t a",
-		"x1y", "😀", "ab cd", "あいうえお", "▁▁", "Σ", "İ", "<0x41>", "\u0001", "<unk>"}
+		"x1y", "😀", "ab cd", "あいうえお", "▁▁", "Σ", "İ", "<0x41>", "\u0001", "<unk>",
+		"7", "٣", "a1", " 12", "½x"}
 	for _, model := range families {
 		t.Run(model, func(t *testing.T) {
 			cold := *fixture(t, model)

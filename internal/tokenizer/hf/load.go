@@ -78,6 +78,8 @@ type componentJSON struct {
 	// ByteLevel
 	AddPrefixSpace bool  `json:"add_prefix_space"`
 	UseRegex       *bool `json:"use_regex"` // absent: true, as Hugging Face's serde default
+	// Digits
+	IndividualDigits *bool `json:"individual_digits"`
 	// TemplateProcessing
 	Single        []templatePieceJSON `json:"single"`
 	SpecialTokens map[string]struct {
@@ -179,6 +181,13 @@ func (t *Tokenizer) loadPreTokenizer(raw json.RawMessage) error {
 		t.split, t.charLevel = splitter{whole: true}, true
 		return nil
 	}
+	if ms, d, ok, err := metaspaceDigitsOf(raw); err != nil {
+		return err
+	} else if ok {
+		// Metaspace, then Digits cutting each of its words.
+		t.meta, t.split, t.charLevel, t.digits = ms, splitter{whole: true}, true, d
+		return nil
+	}
 	if ms, ok, err := metaspaceOf(raw); err != nil {
 		return err
 	} else if ok {
@@ -208,12 +217,34 @@ func (t *Tokenizer) loadPreTokenizer(raw json.RawMessage) error {
 	if err := walk(raw); err != nil {
 		return err
 	}
+	if len(steps) == 0 {
+		return unsupported("pre_tokenizer empty Sequence")
+	}
+	if steps[0].Type == "Digits" {
+		d, err := digitsModeOf(steps[0])
+		if err != nil {
+			return err
+		}
+		if len(steps) == 1 {
+			// Digits alone, over a vocabulary of characters.
+			t.split, t.charLevel, t.digits = splitter{whole: true}, true, d
+			return nil
+		}
+		if steps[1].Type != "Split" && steps[1].Type != "ByteLevel" {
+			return unsupported("pre_tokenizer sequence %s (Digits is implemented before byte-level steps, or after Metaspace)", stepTypes(steps))
+		}
+		// Digits first: the byte-level steps run in each of its pieces.
+		t.digits, steps = d, steps[1:]
+	}
 	if len(steps) == 1 && steps[0].Type == "Split" && steps[0].Pattern != nil && steps[0].Pattern.String != nil {
 		// Gemma's Split(" ", MergedWithPrevious) over a vocabulary of
 		// characters: words end after each occurrence of the string.
 		sp := steps[0]
 		if sp.Behavior != "MergedWithPrevious" || sp.Invert || *sp.Pattern.String == "" {
 			return unsupported("pre_tokenizer Split string %q behavior %q invert %v", *sp.Pattern.String, sp.Behavior, sp.Invert)
+		}
+		if t.digits != digitsNone {
+			return unsupported("pre_tokenizer sequence [Digits, Split string %q]", *sp.Pattern.String)
 		}
 		t.split, t.charLevel = splitter{literal: *sp.Pattern.String}, true
 		return nil
@@ -259,6 +290,39 @@ func (t *Tokenizer) loadPreTokenizer(raw json.RawMessage) error {
 		return unsupported("pre_tokenizer sequence %s", stepTypes(steps))
 	}
 	return nil
+}
+
+// digitsModeOf reads a Digits step: individual_digits has no default
+// (Hugging Face requires it).
+func digitsModeOf(c componentJSON) (digitsMode, error) {
+	switch {
+	case c.IndividualDigits == nil:
+		return digitsNone, errors.New("tokenizer.json: pre_tokenizer Digits without individual_digits")
+	case *c.IndividualDigits:
+		return digitsEach, nil
+	}
+	return digitsRuns, nil
+}
+
+// metaspaceDigitsOf returns the pre-tokenizer raw declares when it is a
+// Sequence of Metaspace then Digits. ok is false for any other.
+func metaspaceDigitsOf(raw json.RawMessage) (m *metaspace, d digitsMode, ok bool, err error) {
+	var c componentJSON
+	if json.Unmarshal(raw, &c) != nil || c.Type != "Sequence" || len(c.Pretokenizers) != 2 {
+		return nil, digitsNone, false, nil
+	}
+	var dc componentJSON
+	if json.Unmarshal(c.Pretokenizers[1], &dc) != nil || dc.Type != "Digits" {
+		return nil, digitsNone, false, nil
+	}
+	m, ok, err = metaspaceOf(c.Pretokenizers[0])
+	if err != nil || !ok {
+		return nil, digitsNone, false, err
+	}
+	if d, err = digitsModeOf(dc); err != nil {
+		return nil, digitsNone, false, err
+	}
+	return m, d, true, nil
 }
 
 // useRegex is a ByteLevel step's use_regex, which defaults to true when

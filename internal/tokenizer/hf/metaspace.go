@@ -124,7 +124,7 @@ func (t *Tokenizer) appendMetaspaceWords(w *work, dst []uint32, s string, front 
 			end = nextSpaceChunk(s, ms.repl)
 		}
 		w.steps += end
-		dst = t.model.encodeWord(dst, s[:end], front, &w.steps)
+		dst = t.encodeWord(dst, s[:end], front, &w.steps)
 		if err := w.check(end); err != nil {
 			return dst, err
 		}

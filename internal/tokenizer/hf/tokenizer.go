@@ -54,6 +54,7 @@ type Tokenizer struct {
 	chat            *chattemplate.Chat
 	renderer        tokenizer.ChatRenderer // replaces chat when set
 	segments        *idCache               // see segcache.go
+	digits          digitsMode             // a Digits pre-tokenizer step (digits.go)
 }
 
 var _ tokenizer.Tokenizer = (*Tokenizer)(nil)
@@ -246,11 +247,29 @@ func (t *Tokenizer) appendWords(w *work, dst []uint32, s string) ([]uint32, erro
 	if t.meta != nil {
 		return t.appendMetaspaceWords(w, dst, s, front)
 	}
-	if t.split.deepseek {
-		return t.appendDeepSeek(w, dst, s, front)
-	}
 	if t.split.whole || t.split.literal != "" {
 		return t.appendLiteralWords(w, dst, s, front)
+	}
+	if t.digits == digitsNone {
+		return t.appendScanned(w, dst, s, front)
+	}
+	// Digits first: the split pattern runs in each of its pieces.
+	w.steps += len(s)
+	for i := 0; i < len(s); {
+		end := t.digits.next(s, i)
+		var err error
+		if dst, err = t.appendScanned(w, dst, s[i:end], front); err != nil {
+			return dst, err
+		}
+		i = end
+	}
+	return dst, nil
+}
+
+// appendScanned is appendWords for a byte-level split pattern.
+func (t *Tokenizer) appendScanned(w *work, dst []uint32, s string, front *wordFront) ([]uint32, error) {
+	if t.split.deepseek {
+		return t.appendDeepSeek(w, dst, s, front)
 	}
 	for i := 0; i < len(s); {
 		var end, far int
@@ -320,7 +339,7 @@ func (t *Tokenizer) appendLiteralWords(w *work, dst []uint32, s string, front *w
 			end = nextSpaceChunk(s[:end], t.split.spaceMark)
 		}
 		w.steps += end
-		dst = t.model.encodeWord(dst, s[:end], front, &w.steps)
+		dst = t.encodeWord(dst, s[:end], front, &w.steps)
 		if err := w.check(end); err != nil {
 			return dst, err
 		}

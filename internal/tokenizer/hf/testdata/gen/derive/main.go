@@ -14,6 +14,10 @@
 //	                         paths tie), byte_fallback; Lowercase; Metaspace ("always", no split)
 //	llama2_unigram_unk       the same vocabulary with scores -ln(id+1) to six decimals, no byte_fallback (unknown
 //	                         characters fused into <unk>); Metaspace ("never", split)
+//	llama2_digits            Llama 2's BPE; Metaspace ("first", split) then Digits (individual_digits false)
+//	llama2_digits_only       Llama 2 as it is but for a Digits pre-tokenizer (individual_digits true)
+//	llama3_digits            Llama 3.1's byte-level BPE; Digits (individual_digits true) then ByteLevel with its
+//	                         regex, as StarCoder's tokenizer
 package main
 
 import (
@@ -95,6 +99,35 @@ func main() {
 		return -math.Round(math.Log(float64(id)+1)*1e6) / 1e6
 	})
 	write(*cache, "llama2_unigram_unk", m, config)
+
+	digits := func(individual bool) map[string]any {
+		return map[string]any{"type": "Digits", "individual_digits": individual}
+	}
+	m = base()
+	m["normalizer"] = nil
+	m["pre_tokenizer"] = map[string]any{"type": "Sequence", "pretokenizers": []any{
+		meta("prepend_scheme", "first", "split", true), digits(false)}}
+	m["decoder"] = decoder(meta("prepend_scheme", "first", "split", true), true)
+	write(*cache, "llama2_digits", m, config)
+
+	m = base()
+	m["pre_tokenizer"] = digits(true)
+	write(*cache, "llama2_digits_only", m, config)
+
+	src3 := filepath.Join(*cache, "tokenizers", "llama3_1")
+	data3, err := os.ReadFile(filepath.Join(src3, "tokenizer.json"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	config3, err := os.ReadFile(filepath.Join(src3, "tokenizer_config.json"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	data = data3
+	m = base()
+	m["pre_tokenizer"] = map[string]any{"type": "Sequence", "pretokenizers": []any{digits(true),
+		map[string]any{"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": true, "use_regex": true}}}
+	write(*cache, "llama3_digits", m, config3)
 }
 
 // unigram is a Unigram model over a BPE model's vocabulary, in id order:
