@@ -74,15 +74,6 @@ func renderer(tb testing.TB, date string) (*hf.Tokenizer, *Renderer) {
 	return tok.WithChatRenderer(r), r
 }
 
-func system(date, effort string, functions bool) string {
-	s := "<|start|>system<|message|>You are ChatGPT, a large language model trained by OpenAI.\nKnowledge cutoff: 2024-06\nCurrent date: " + date +
-		"\n\nReasoning: " + effort + "\n\n# Valid channels: analysis, commentary, final. Channel must be included for every message."
-	if functions {
-		s += "\nCalls to these tools must go to the commentary channel: 'functions'."
-	}
-	return s + "<|end|>"
-}
-
 type golden struct {
 	Name   string          `json:"name"`
 	Source string          `json:"source"`
