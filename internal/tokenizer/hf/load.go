@@ -371,16 +371,10 @@ func (t *Tokenizer) loadModel(m *modelJSON) error {
 			if st.old != " " {
 				continue
 			}
-			if ok, except := spaceChunks(m.Vocab, st.new); ok && b.exceptionsExact(except, m.UnkToken) {
-				t.split.spaceMark, t.split.spaceExcept = st.new, except
-			} else if keep, ok := spaceKeepers(m.Vocab, st.new); ok {
-				t.split.spaceMark, t.split.spaceKeep = st.new, keep
-			}
+			t.split.useSpaceMark(b, m.Vocab, st.new, m.UnkToken)
 		}
 		if t.meta != nil && !t.meta.split {
-			if ok, except := spaceChunks(m.Vocab, t.meta.repl); ok {
-				t.split.spaceMark, t.split.spaceExcept = t.meta.repl, except
-			}
+			t.split.useSpaceMark(b, m.Vocab, t.meta.repl, m.UnkToken)
 		}
 	} else if err := loadByteModel(m, b); err != nil {
 		return err

@@ -121,7 +121,7 @@ func (t *Tokenizer) appendMetaspaceWords(w *work, dst []uint32, s string, front 
 				end = from + k
 			}
 		case cut:
-			end = nextSpaceChunk(s, ms.repl)
+			end = t.split.nextChunk(t.model, s)
 		}
 		w.steps += end
 		dst = t.encodeWord(dst, s[:end], front, &w.steps)

@@ -386,6 +386,26 @@ func spaceKeepers(vocab map[string]uint32, mark string) (keep []rune, ok bool) {
 	return keep, true
 }
 
+// useSpaceMark makes the splitter cut segments at runs of mark, a
+// normalizer's or Metaspace's replacement for the space, where that is
+// exact for the vocabulary: under spaceChunks's exceptions when they are
+// exact (exceptionsExact), else under spaceKeepers's rule, else not at all.
+func (sp *splitter) useSpaceMark(m *bpe, vocab map[string]uint32, mark string, unk *string) {
+	if ok, except := spaceChunks(vocab, mark); ok && m.exceptionsExact(except, unk) {
+		sp.spaceMark, sp.spaceExcept, sp.spaceKeep = mark, except, nil
+	} else if keep, ok := spaceKeepers(vocab, mark); ok {
+		sp.spaceMark, sp.spaceExcept, sp.spaceKeep = mark, nil, keep
+	}
+}
+
+// nextChunk is where the word starting at s[0] ends under spaceMark.
+func (sp *splitter) nextChunk(m *bpe, s string) int {
+	if sp.spaceKeep != nil {
+		return m.nextSpaceChunkKeep(s, sp.spaceMark, sp.spaceKeep)
+	}
+	return nextSpaceChunk(s, sp.spaceMark)
+}
+
 // nextSpaceChunkKeep is nextSpaceChunk under spaceKeepers's rule: the
 // word starting at s[0] ends, after its leading marks, at the next run of
 // mark whose preceding character is a token of its own and not in keep.

@@ -332,11 +332,8 @@ func (t *Tokenizer) appendLiteralWords(w *work, dst []uint32, s string, front *w
 				end = k + len(t.split.literal)
 			}
 		}
-		switch {
-		case cut && t.split.spaceKeep != nil:
-			end = t.model.nextSpaceChunkKeep(s[:end], t.split.spaceMark, t.split.spaceKeep)
-		case cut:
-			end = nextSpaceChunk(s[:end], t.split.spaceMark)
+		if cut {
+			end = t.split.nextChunk(t.model, s[:end])
 		}
 		w.steps += end
 		dst = t.encodeWord(dst, s[:end], front, &w.steps)
