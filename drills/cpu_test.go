@@ -1,7 +1,9 @@
 package drills
 
 import (
+	"cmp"
 	"fmt"
+	"maps"
 	"os"
 	"slices"
 	"strconv"
@@ -82,14 +84,8 @@ func cpuUse(a, b cpuSample, cores int) string {
 		kinds[kind] += d
 		fleet += d
 	}
-	names := slices.Sorted(func(yield func(string) bool) {
-		for k := range kinds {
-			if !yield(k) {
-				return
-			}
-		}
-	})
-	slices.SortStableFunc(names, func(x, y string) int { return int(1000 * (kinds[y] - kinds[x])) })
+	names := slices.Collect(maps.Keys(kinds))
+	slices.SortFunc(names, func(x, y string) int { return cmp.Or(cmp.Compare(kinds[y], kinds[x]), cmp.Compare(x, y)) })
 	var parts []string
 	for _, k := range names {
 		if c := kinds[k] / wall; c >= 0.005 {

@@ -48,10 +48,11 @@ type Metrics struct {
 // the full parser. Both feed the same aggregation, so they cannot disagree
 // on what a series means.
 func ParseMetrics(r io.Reader) (Metrics, error) {
-	buf := pagePool.Get().(*[]byte)
+	buf := pagePool.Get().(*bytes.Buffer)
 	defer pagePool.Put(buf)
-	b, err := readAll(r, (*buf)[:0])
-	*buf = b[:0]
+	buf.Reset()
+	_, err := buf.ReadFrom(r)
+	b := buf.Bytes()
 	if err != nil {
 		return Metrics{}, fmt.Errorf("parse metrics: %w", err)
 	}

@@ -2,7 +2,6 @@ package scrape
 
 import (
 	"bytes"
-	"io"
 	"strconv"
 	"strings"
 	"sync"
@@ -27,24 +26,7 @@ import (
 
 // pagePool holds page buffers: a scrape reads the whole page (bounded by
 // maxBody), so that a page scan cannot read exactly is parsed again.
-var pagePool = sync.Pool{New: func() any { b := make([]byte, 0, 32<<10); return &b }}
-
-// readAll reads r to its end into buf.
-func readAll(r io.Reader, buf []byte) ([]byte, error) {
-	for {
-		if len(buf) == cap(buf) {
-			buf = append(buf, 0)[:len(buf)]
-		}
-		n, err := r.Read(buf[len(buf):cap(buf)])
-		buf = buf[:len(buf)+n]
-		if err == io.EOF {
-			return buf, nil
-		}
-		if err != nil {
-			return buf, err
-		}
-	}
-}
+var pagePool = sync.Pool{New: func() any { return bytes.NewBuffer(make([]byte, 0, 32<<10)) }}
 
 // scanPage fills p from b and reports whether it read every wanted line
 // exactly; false means p is incomplete and b must be parsed in full.
