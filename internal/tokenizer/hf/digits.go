@@ -3,9 +3,10 @@ package hf
 import "unicode/utf8"
 
 // The Digits pre-tokenizer cuts text around its numeric characters —
-// Unicode's Nd, Nl and No, the same \p{N} the split patterns use — keeping
-// a run of them as one piece, or with individual_digits each alone. The
-// rest stays as it was, a run of other characters being one piece.
+// Unicode's Nd, Nl and No as Rust's char::is_numeric reads them (Unicode
+// 17, a version beyond the split patterns' \p{N}) — keeping a run of them
+// as one piece, or with individual_digits each alone. The rest stays as
+// it was, a run of other characters being one piece.
 type digitsMode uint8
 
 const (
@@ -19,7 +20,7 @@ func isNumberAt(s string, i int) (bool, int) {
 		return c >= '0' && c <= '9' || asciiClass[c] == clsNumber, 1
 	}
 	p, n := propsAt(s, i)
-	return p&propNumber != 0, n
+	return p&propNumeric != 0, n
 }
 
 // nextDigitsPiece returns the end of the piece starting at s[i].

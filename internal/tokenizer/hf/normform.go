@@ -1,6 +1,8 @@
 package hf
 
 import (
+	"strings"
+	"unicode"
 	"unicode/utf8"
 
 	"golang.org/x/text/unicode/norm"
@@ -55,4 +57,43 @@ func (set *stableSet) holds(s string) bool {
 		i += n
 	}
 	return true
+}
+
+// referenceForm is f as the reference applies it. Hugging Face's
+// normalizers run on a normalization crate whose tables are Unicode 9's,
+// Go's (x/text) are 15's: the reference leaves a character assigned since
+// 9.0 as it is — no decomposition (ꟲ, 🯰, ㋿), no combining class (so no
+// reordering around it), no composition with it (𑤸). Such a character
+// is a starter that combines with nothing in the reference, and
+// normalization does not reach across such a starter, so f applied to
+// the text between them, with them kept as they are, gives the
+// reference's result. A text f leaves as it is, the reference leaves too:
+// every change Unicode 9 makes, 15 makes (the newer characters only block
+// more).
+func referenceForm(f norm.Form, s string) string {
+	start := -1 // where the first newer character is
+	for i, r := range s {
+		if unicode.Is(ucd9Unassigned, r) {
+			start = i
+			break
+		}
+	}
+	if start < 0 {
+		return f.String(s)
+	}
+	var b strings.Builder
+	b.Grow(len(s))
+	seg := 0 // start of the text since the last newer character
+	for i, r := range s[start:] {
+		i += start
+		if !unicode.Is(ucd9Unassigned, r) {
+			continue // U+FFFD, which an invalid byte reads as, included
+		}
+		b.WriteString(f.String(s[seg:i]))
+		n := utf8.RuneLen(r)
+		b.WriteString(s[i : i+n])
+		seg = i + n
+	}
+	b.WriteString(f.String(s[seg:]))
+	return b.String()
 }

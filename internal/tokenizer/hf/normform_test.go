@@ -1,8 +1,12 @@
 package hf
 
 import (
+	"encoding/json"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"testing"
+	"unicode"
 
 	"golang.org/x/text/unicode/norm"
 )
@@ -55,6 +59,68 @@ func FuzzStableSet(f *testing.F) {
 		for i, form := range forms {
 			if sets[i].holds(s) && form.String(s) != s {
 				t.Fatalf("%v: %q holds, normalizes to %q", form, s, form.String(s))
+			}
+		}
+	})
+}
+
+// TestNormalizeReference: each form as a normalizer step applies it gives
+// the reference's result (testdata/golden/normalize.json: the texts where
+// the reference, on Unicode 9's tables, and a newer Unicode differ — every
+// decomposing character, its decomposition, marks around marks — and a
+// sample of the rest).
+func TestNormalizeReference(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("testdata", "golden", "normalize.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var g struct {
+		Cases []struct{ Text, NFC, NFKC, NFD, NFKD string }
+	}
+	if err := json.Unmarshal(data, &g); err != nil {
+		t.Fatal(err)
+	}
+	if len(g.Cases) < 1000 {
+		t.Fatalf("normalize.json has %d cases", len(g.Cases))
+	}
+	steps := map[string]normStep{}
+	for name, f := range map[string]norm.Form{"NFC": norm.NFC, "NFKC": norm.NFKC, "NFD": norm.NFD, "NFKD": norm.NFKD} {
+		steps[name] = normStep{form: &f, stable: newStableSet(f)}
+	}
+	bad := 0
+	for _, c := range g.Cases {
+		for name, want := range map[string]string{"NFC": c.NFC, "NFKC": c.NFKC, "NFD": c.NFD, "NFKD": c.NFKD} {
+			if got := steps[name].apply(c.Text); got != want {
+				if bad++; bad <= 10 {
+					t.Errorf("%s(%+q) = %+q, the reference gives %+q", name, c.Text, got, want)
+				}
+			}
+		}
+	}
+	if bad > 10 {
+		t.Errorf("%d mismatches in all", bad)
+	}
+}
+
+// FuzzReferenceForm: the reference's form is the form itself on text
+// without characters newer than Unicode 9, and leaves alone what the form
+// leaves alone.
+func FuzzReferenceForm(f *testing.F) {
+	for _, s := range []string{"e\u0301", "\uA7F2", "a\u0334\U00016FF0", "\U00011935\U00011930", "\u32FF\u0301", "ﬁ\U0001FBF0", "\xff\u0301"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		newer := false
+		for _, r := range s {
+			newer = newer || unicode.Is(ucd9Unassigned, r)
+		}
+		for _, form := range forms {
+			got := referenceForm(form, s)
+			if !newer && got != form.String(s) {
+				t.Fatalf("%v: %+q: %+q, the form gives %+q", form, s, got, form.String(s))
+			}
+			if form.IsNormalString(s) && got != s {
+				t.Fatalf("%v: %+q is normalized, the reference's form gives %+q", form, s, got)
 			}
 		}
 	})

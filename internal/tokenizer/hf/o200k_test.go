@@ -16,9 +16,10 @@ import (
 // to, written from the pattern rather than from the scanner: every
 // alternative before the look-ahead is matched by Go's regexp, which picks
 // the match a backtracking engine would (leftmost-first, greedy and lazy
-// as written), with \s spelled out as Unicode White_Space (Go's \s is
-// ASCII only); the last two, `\s+(?!\S)|\s+`, which Go's regexp cannot
-// express, are resolved from what the look-ahead means.
+// as written), with \s and the \p{…} classes spelled out as Unicode 16's
+// (spellClasses: Go's \s is ASCII only, its \p tables Unicode 15's); the
+// last two, `\s+(?!\S)|\s+`, which Go's regexp cannot express, are
+// resolved from what the look-ahead means.
 type refCaseSplit struct{ head *regexp.Regexp }
 
 func newRefCaseSplit(tb testing.TB, pattern string) refCaseSplit {
@@ -27,20 +28,76 @@ func newRefCaseSplit(tb testing.TB, pattern string) refCaseSplit {
 	if !ok || strings.Contains(head, "(?!") || strings.Contains(head, "(?=") {
 		tb.Fatalf("pattern %q does not end in the look-ahead alternatives", pattern)
 	}
-	var ws strings.Builder
-	for _, r := range unicode.White_Space.R16 {
-		for c := int(r.Lo); c <= int(r.Hi); c += int(r.Stride) {
-			fmt.Fprintf(&ws, `\x{%x}`, c)
+	return refCaseSplit{head: regexp.MustCompile(`\A(?:` + spellClasses(tb, head) + `)`)}
+}
+
+// spellClasses rewrites a pattern's \s and \p{…} as the code points of
+// the reference's Unicode 16 classes (ucd_tables.go), inside a bracket
+// expression as its items, outside as one.
+func spellClasses(tb testing.TB, pattern string) string {
+	tb.Helper()
+	items := func(tabs ...*unicode.RangeTable) string {
+		var b strings.Builder
+		for _, t := range tabs {
+			for _, r := range t.R16 {
+				for c := int(r.Lo); c <= int(r.Hi); c += int(r.Stride) {
+					fmt.Fprintf(&b, `\x{%x}`, c)
+				}
+			}
+			for _, r := range t.R32 {
+				for c := int(r.Lo); c <= int(r.Hi); c += int(r.Stride) {
+					fmt.Fprintf(&b, `\x{%x}`, c)
+				}
+			}
+		}
+		return b.String()
+	}
+	classes := map[string]string{
+		`\s`: items(ucd16WhiteSpace), `\p{L}`: items(ucd16Lu, ucd16Ll, ucd16Lt, ucd16Lm, ucd16Lo),
+		`\p{Lu}`: items(ucd16Lu), `\p{Ll}`: items(ucd16Ll), `\p{Lt}`: items(ucd16Lt), `\p{Lm}`: items(ucd16Lm),
+		`\p{Lo}`: items(ucd16Lo), `\p{M}`: items(ucd16M), `\p{N}`: items(ucd16N), `\p{P}`: items(ucd16P),
+		`\p{S}`: items(ucd16S),
+	}
+	var b strings.Builder
+	inBracket := false
+	for i := 0; i < len(pattern); {
+		switch c := pattern[i]; {
+		case c == '\\' && i+1 < len(pattern):
+			n := 2
+			if pattern[i+1] == 'p' {
+				n = strings.IndexByte(pattern[i:], '}') + 1
+			}
+			esc := pattern[i : i+n]
+			if cls, ok := classes[esc]; ok {
+				if inBracket {
+					b.WriteString(cls)
+				} else {
+					b.WriteString("[" + cls + "]")
+				}
+			} else if esc[1] == 'p' || esc[1] == 'P' || esc[1] == 'S' || esc[1] == 'd' || esc[1] == 'w' {
+				tb.Fatalf("spellClasses: %s in %q is not spelled out", esc, pattern)
+			} else {
+				b.WriteString(esc)
+			}
+			i += n
+		case c == '[' && !inBracket:
+			inBracket = true
+			b.WriteByte(c)
+			if i+1 < len(pattern) && pattern[i+1] == '^' {
+				b.WriteByte('^')
+				i++
+			}
+			i++
+		case c == ']' && inBracket:
+			inBracket = false
+			b.WriteByte(c)
+			i++
+		default:
+			b.WriteByte(c)
+			i++
 		}
 	}
-	for _, r := range unicode.White_Space.R32 {
-		for c := int(r.Lo); c <= int(r.Hi); c += int(r.Stride) {
-			fmt.Fprintf(&ws, `\x{%x}`, c)
-		}
-	}
-	head = strings.ReplaceAll(head, `[^\s`, `[^`+ws.String())
-	head = strings.ReplaceAll(head, `\s`, `[`+ws.String()+`]`)
-	return refCaseSplit{head: regexp.MustCompile(`\A(?:` + head + `)`)}
+	return b.String()
 }
 
 // next is the end of the match at s[i:], or -1 when there is none.
@@ -57,7 +114,7 @@ func (r refCaseSplit) next(s string, i int) int {
 		if s[j] < 0x80 {
 			r, n = rune(s[j]), 1
 		}
-		if !unicode.Is(unicode.White_Space, r) {
+		if !unicode.Is(ucd16WhiteSpace, r) {
 			break
 		}
 		starts = append(starts, j)

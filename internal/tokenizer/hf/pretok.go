@@ -91,9 +91,9 @@ var asciiClass = func() (t [utf8.RuneSelf]uint8) {
 			t[c] = clsNewline
 		case isSpace(r):
 			t[c] = clsSpace
-		case unicode.IsLetter(r):
+		case unicode.Is(ucd16Lu, r) || unicode.Is(ucd16Ll, r):
 			t[c] = clsLetter
-		case unicode.IsNumber(r):
+		case unicode.Is(ucd16N, r):
 			t[c] = clsNumber
 		default:
 			t[c] = clsOther
@@ -102,8 +102,9 @@ var asciiClass = func() (t [utf8.RuneSelf]uint8) {
 	return t
 }()
 
-// isSpace is the regex \s: Unicode White_Space, which unicode.IsSpace is.
-func isSpace(r rune) bool { return unicode.IsSpace(r) }
+// isSpace is the regex \s: Unicode White_Space (Unicode 16's, as the
+// other classes; unchanged since Unicode 6.3).
+func isSpace(r rune) bool { return unicode.Is(ucd16WhiteSpace, r) }
 
 // classAt returns the class and byte width of the character at s[i].
 func classAt(s string, i int) (uint8, int) {

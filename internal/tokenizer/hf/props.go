@@ -9,6 +9,13 @@ import (
 // patterns, as bits: those patterns tell upper from lower case letters,
 // marks, punctuation and symbols, which the cl100k family's classes
 // (classAt) do not. Invalid UTF-8 bytes have no property, as in classAt.
+//
+// The properties are Unicode 16's (ucd_tables.go), not those of Go's
+// unicode package (15): the reference runs its patterns in Oniguruma,
+// whose tables are 16's, so a character assigned in 16 (U+A7CB, the Garay
+// and Kirat Rai digits) would otherwise be split where the worker does
+// not split it. propNumeric is apart: the Digits pre-tokenizer asks Rust's
+// char::is_numeric, which is Unicode 17's.
 const (
 	propUpper   = 1 << iota // [\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]
 	propLower               // [\p{Ll}\p{Lm}\p{Lo}\p{M}]
@@ -19,6 +26,7 @@ const (
 	propNewline             // \r or \n
 	propPunct               // [\p{P}\p{S}]
 	propCJK                 // [\x{4e00}-\x{9fa5}\x{3040}-\x{309f}\x{30a0}-\x{30ff}]
+	propNumeric             // Rust's char::is_numeric (Digits)
 )
 
 // runeProps computes a character's properties from the Unicode tables.
@@ -27,23 +35,26 @@ const (
 func runeProps(r rune) uint16 {
 	var p uint16
 	switch {
-	case unicode.In(r, unicode.Lu, unicode.Lt):
+	case unicode.In(r, ucd16Lu, ucd16Lt):
 		p |= propUpper | propLetter
-	case unicode.Is(unicode.Ll, r):
+	case unicode.Is(ucd16Ll, r):
 		p |= propLower | propLetter
-	case unicode.In(r, unicode.Lm, unicode.Lo):
+	case unicode.In(r, ucd16Lm, ucd16Lo):
 		p |= propUpper | propLower | propLetter
-	case unicode.Is(unicode.M, r):
+	case unicode.Is(ucd16M, r):
 		p |= propUpper | propLower | propMark
-	case unicode.Is(unicode.N, r):
+	case unicode.Is(ucd16N, r):
 		p |= propNumber
 	case isSpace(r):
 		p |= propSpace
 		if r == '\r' || r == '\n' {
 			p |= propNewline
 		}
-	case unicode.In(r, unicode.P, unicode.S):
+	case unicode.In(r, ucd16P, ucd16S):
 		p |= propPunct
+	}
+	if unicode.Is(ucd17Numeric, r) {
+		p |= propNumeric
 	}
 	if (r >= 0x4e00 && r <= 0x9fa5) || (r >= 0x3040 && r <= 0x30ff) {
 		p |= propCJK
@@ -58,7 +69,8 @@ func runeProps(r rune) uint16 {
 // not character by character (that would take milliseconds at every
 // start): the general categories are disjoint and White_Space holds none
 // of their characters, so runeProps's first matching case is the only one
-// that matches, and each table's properties can be set on their own.
+// that matches, and each table's properties can be set on their own
+// (propNumeric, the one set apart, has a table of its own too).
 // TestBMPProps holds every entry to runeProps.
 var bmpProps = func() *[1 << 16]uint16 {
 	t := new([1 << 16]uint16)
@@ -66,16 +78,17 @@ var bmpProps = func() *[1 << 16]uint16 {
 		tab   *unicode.RangeTable
 		props uint16
 	}{
-		{unicode.Lu, propUpper | propLetter},
-		{unicode.Lt, propUpper | propLetter},
-		{unicode.Ll, propLower | propLetter},
-		{unicode.Lm, propUpper | propLower | propLetter},
-		{unicode.Lo, propUpper | propLower | propLetter},
-		{unicode.M, propUpper | propLower | propMark},
-		{unicode.N, propNumber},
-		{unicode.White_Space, propSpace},
-		{unicode.P, propPunct},
-		{unicode.S, propPunct},
+		{ucd16Lu, propUpper | propLetter},
+		{ucd16Lt, propUpper | propLetter},
+		{ucd16Ll, propLower | propLetter},
+		{ucd16Lm, propUpper | propLower | propLetter},
+		{ucd16Lo, propUpper | propLower | propLetter},
+		{ucd16M, propUpper | propLower | propMark},
+		{ucd16N, propNumber},
+		{ucd16WhiteSpace, propSpace},
+		{ucd16P, propPunct},
+		{ucd16S, propPunct},
+		{ucd17Numeric, propNumeric},
 	} {
 		for _, r := range c.tab.R16 {
 			for x := int(r.Lo); x <= int(r.Hi); x += int(r.Stride) {

@@ -1,14 +1,18 @@
 package hf
 
 import (
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
 	"unicode"
 	"unicode/utf8"
 )
 
 // TestBMPProps: the looked-up properties and classes of every character
-// are the ones the Unicode tables give (runeProps; unicode.IsLetter,
-// IsNumber and isSpace for the cl100k classes), in and beyond the table.
+// are the ones the Unicode tables give (runeProps; \p{L}, \p{N} and \s
+// for the cl100k classes), in and beyond the table.
 func TestBMPProps(t *testing.T) {
 	for r := rune(0); r <= unicode.MaxRune; r++ {
 		if r >= 0xd800 && r <= 0xdfff {
@@ -23,9 +27,9 @@ func TestBMPProps(t *testing.T) {
 		switch {
 		case r == '\r' || r == '\n':
 			want = clsNewline
-		case unicode.IsLetter(r):
+		case unicode.In(r, ucd16Lu, ucd16Ll, ucd16Lt, ucd16Lm, ucd16Lo):
 			want = clsLetter
-		case unicode.IsNumber(r):
+		case unicode.Is(ucd16N, r):
 			want = clsNumber
 		case isSpace(r):
 			want = clsSpace
@@ -56,5 +60,82 @@ func TestDecodeRune(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestReferenceClasses holds every code point's properties to the classes
+// the reference gives it (testdata/golden/classes.txt, written by
+// testdata/gen/gen_tokens.js): its regex engine's \p{Lu} … \p{S} and \s,
+// and its Digits step's numeric characters.
+func TestReferenceClasses(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("testdata", "golden", "classes.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := map[string][]bool{}
+	for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+		name, ranges, _ := strings.Cut(line, " ")
+		set := make([]bool, unicode.MaxRune+1)
+		for _, r := range strings.Split(ranges, ",") {
+			lo, hi, _ := strings.Cut(r, "-")
+			a, err1 := strconv.ParseUint(lo, 16, 32)
+			b, err2 := strconv.ParseUint(hi, 16, 32)
+			if err1 != nil || err2 != nil || a > b || b > unicode.MaxRune {
+				t.Fatalf("classes.txt: %s: bad range %q", name, r)
+			}
+			for x := a; x <= b; x++ {
+				set[x] = true
+			}
+		}
+		in[name] = set
+	}
+	for _, name := range []string{"Lu", "Ll", "Lt", "Lm", "Lo", "M", "N", "P", "S", "s", "numeric"} {
+		if in[name] == nil {
+			t.Fatalf("classes.txt has no %s", name)
+		}
+	}
+	bad := 0
+	for r := rune(0); r <= unicode.MaxRune; r++ {
+		if r >= 0xd800 && r <= 0xdfff {
+			continue
+		}
+		var want uint16
+		switch {
+		case in["Lu"][r] || in["Lt"][r]:
+			want = propUpper | propLetter
+		case in["Ll"][r]:
+			want = propLower | propLetter
+		case in["Lm"][r] || in["Lo"][r]:
+			want = propUpper | propLower | propLetter
+		case in["M"][r]:
+			want = propUpper | propLower | propMark
+		case in["N"][r]:
+			want = propNumber
+		case in["s"][r]:
+			want = propSpace
+		case in["P"][r] || in["S"][r]:
+			want = propPunct
+		}
+		if r == '\r' || r == '\n' {
+			want |= propNewline
+		}
+		if in["numeric"][r] {
+			want |= propNumeric
+		}
+		s := string(r)
+		got, _ := propsAt(s, 0)
+		if got&^propCJK != want {
+			if bad++; bad <= 10 {
+				t.Errorf("propsAt(%U) = %#x, the reference's classes give %#x", r, got&^propCJK, want)
+			}
+		}
+		if num, _ := isNumberAt(s, 0); num != in["numeric"][r] {
+			if bad++; bad <= 10 {
+				t.Errorf("isNumberAt(%U) = %v, the reference's Digits says %v", r, num, in["numeric"][r])
+			}
+		}
+	}
+	if bad > 10 {
+		t.Errorf("%d code points in all", bad)
 	}
 }

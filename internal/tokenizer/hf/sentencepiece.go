@@ -35,7 +35,7 @@ func (st normStep) apply(s string) string {
 		if isASCII(s) || st.stable.holds(s) || st.form.IsNormalString(s) {
 			return s
 		}
-		return st.form.String(s)
+		return referenceForm(*st.form, s)
 	case st.lower:
 		return lowercase(s)
 	case st.prepend != "":

@@ -93,6 +93,26 @@ function cases() {
     for (let k = 0; k < n; k++) s += extra[Math.floor(next2() * extra.length)];
     add(`random2_${i}`, s);
   }
+
+  // Characters whose classes the reference takes from newer Unicode than
+  // Go's tables (15): Unicode 16's letters, marks, digits, punctuation and
+  // symbols (its regex engine), 17's numbers (Digits), and characters
+  // assigned after Unicode 9, which its normalizers leave as they are.
+  add("unicode16", "\uA7CB\uA7CC\uA7CDa \u1C89\u1C8A x\u0897y \u{10D50}\u{10D65}\u{10D69}\u{10D6E} \u{10D40}\u{10D49}7 " +
+    "\u{16D70}\u{16D79} \u{116D0}\u{116E3} \u1B4E\u1B7F \u2427\u2FFC \u{1CC00}\u{1CCF0}\u{1CCF9} \u{11380}\u{113C5}\u{113D4} " +
+    "\u{16EA0}\u{16EB8}\u{16EBB}");
+  add("unicode17", "\u{11DE0}\u{11DE9}x \u{16FF4}\u{16FF6} 1\u{11DE3}2 \u0295");
+  add("normalization_newer", "\uA7F2\uA7F3 \u{1FBF0}\u{1FBF9} \u32FF \uAB69 \u{10781} \u{11935}\u{11930} a\u0334\u{16FF0} " +
+    "a\u{16FF0}\u0301 e\u1DFA\u0301 \u{105C9}\u{105D2}\u0307 \u{11383} \u{11382}\u{113C9} \u{1E030}\u{1E06D}");
+  const newer = ["\uA7CB", "\u{10D40}", "\u{10D69}", "\u{11DE3}", "\u{16FF4}", "\uA7F2", "\u{1FBF5}", "\u32FF",
+    "\u{16FF0}", "\u1DFA", "\u{11935}\u{11930}", "\u0301", "a", "A", "1", " ", "日本", ".", "e\u0301", "\u0334"];
+  const next3 = rng(20261204);
+  for (let i = 0; i < 60; i++) {
+    let s = "";
+    const n = 1 + Math.floor(next3() * 24);
+    for (let k = 0; k < n; k++) s += newer[Math.floor(next3() * newer.length)];
+    add(`newer_${i}`, s);
+  }
   return out;
 }
 

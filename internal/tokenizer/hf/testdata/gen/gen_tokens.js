@@ -10,7 +10,10 @@
 // rendered chat prompt) and with them (a completions prompt). The llama2_*
 // fixtures are derived from Llama 2's (testdata/gen/derive, run by
 // scripts/testdata.sh). It also writes testdata/golden/lowercase.txt: the
-// Lowercase normalizer's output for every code point it changes.
+// Lowercase normalizer's output for every code point it changes;
+// classes.txt: the character classes of the reference's split patterns and
+// Digits step, for every code point; and normalize.json: its Unicode
+// normalization forms of the texts where they differ from Node's own.
 "use strict";
 
 const fs = require("fs");
@@ -19,7 +22,7 @@ const { createRequire } = require("module");
 
 const repo = path.resolve(__dirname, "../../../../..");
 const cache = process.env.TESTDATA_CACHE || path.join(repo, "testdata-cache");
-const { Tokenizer } = createRequire(path.join(cache, "node", "package.json"))("@anush008/tokenizers");
+const { Tokenizer, digitsPreTokenizer, nfcNormalizer, nfkcNormalizer, nfdNormalizer, nfkdNormalizer } = createRequire(path.join(cache, "node", "package.json"))("@anush008/tokenizers");
 const corpus = require("./corpus.js");
 
 async function main() {
@@ -34,12 +37,8 @@ async function main() {
     const tok = Tokenizer.fromFile(path.join(cache, "tokenizers", name, "tokenizer.json"));
     const cases = [];
     const derived = name.startsWith("llama2_") || name === "llama3_digits";
-    // A byte-level split pattern classes characters by Unicode 16, Go's
-    // tables by 15 (TestGolden skips texts with newer characters): random
-    // texts for the byte-level fixture leave those atoms out.
-    const keep = name === "llama3_digits" ? (a) => !/[\uA7CB\u{10D50}\u{1CCF0}\u{10D40}]/u.test(a) : () => true;
-    let texts = derived ? corpus.cases().concat(extraCases(keep)) : corpus.cases();
-    if (name.includes("digits")) texts = texts.concat(digitCases(keep));
+    let texts = derived ? corpus.cases().concat(extraCases()) : corpus.cases();
+    if (name.includes("digits")) texts = texts.concat(digitCases());
     for (const c of texts) {
       const plain = await tok.encode(c.text, null, { addSpecialTokens: false });
       const special = await tok.encode(c.text, null, { addSpecialTokens: true });
@@ -60,13 +59,17 @@ async function main() {
     fs.writeFileSync(file, JSON.stringify({ reference: "@anush008/tokenizers 0.6.0 (tokenizers 0.22)", cases }) + "\n");
     console.log(`wrote ${file}: ${cases.length} cases`);
   }
-  if (!only.length) writeLowercase(path.join(outDir, "lowercase.txt"));
+  if (!only.length) {
+    writeLowercase(path.join(outDir, "lowercase.txt"));
+    writeClasses(path.join(outDir, "classes.txt"));
+    writeNormalize(path.join(outDir, "normalize.json"));
+  }
 }
 
 // extraCases are texts for the Unigram, Metaspace and Lowercase paths of
 // the derived fixtures: sections after added tokens, runs of "▁", literal
 // pieces, unknown characters, case mappings Go's Unicode tables lack.
-function extraCases(keep = () => true) {
+function extraCases() {
   const texts = [
     "<s>a", "a<s> b", "<s> <s>  x", "  two leading", "trailing  ", "▁▁x▁", "▁", " ", "  ", "x\u3000y",
     "İSTANBUL ΟΔΟΣ Σ ΣΑΣ", "\u1C89\uA7CB\uA7CC\uA7DA\uA7DC \u{10D50}\u{10D65}\u{16EA0}\u{16EB8}",
@@ -78,7 +81,7 @@ function extraCases(keep = () => true) {
   // fixed seed (a 32-bit LCG), so that the goldens are the same each run.
   const atoms = ["a", "b", "the", "The", "THE", " ", "  ", "▁", "▁▁", "<s>", "</s>", "<unk>", "İ", "Σ", "ß",
     "日本", "語", "😀", "\n", "\t", "\u3000", "x", "<0x41>", "<0x", "é", "E\u0301", "Ⅻ", "\u0001", "ǅ", "ﬁ",
-    "\uA7CB", "\u{10D50}", "ab", "ba", "aaaa", " the", "Hello", "world", ".", ",", "'s", "123"].filter(keep);
+    "\uA7CB", "\u{10D50}", "ab", "ba", "aaaa", " the", "Hello", "world", ".", ",", "'s", "123"];
   let seed = 12345;
   const rand = (n) => {
     seed = (Math.imul(seed, 1103515245) + 12345) >>> 0;
@@ -95,15 +98,16 @@ function extraCases(keep = () => true) {
 // digitCases are texts for the Digits pre-tokenizer: the numeric
 // characters (Nd, Nl, No) of several scripts and Unicode versions, runs,
 // digits next to spaces, "▁" and added tokens; and random strings of them.
-function digitCases(keep = () => true) {
+function digitCases() {
   const texts = [
     "1234567890", "a1b22c333", " 42 ", "3.14159 x2", "٠١٢٣ ۴۵ ०१२ ๑๒", "¹²³ ½¾ ⅓ ① ⑳ ⅰⅱⅲ Ⅻ 〇〡",
     "𝟎𝟏𝟐 𐒠𐒡 \u{1D7CE}\u{1D7FF}", "\u{10D40}\u{10D41} \u{16D70} \u{11BF0} \u{1CCF0} \u{16130}",
     "7".repeat(3000), "12 ".repeat(500), "x1".repeat(700), "▁1▁▁2", "<s>1", "1<s>2", "1 2  3\n4",
     "a\u00B2b\u2155c\u3007d", "\u0660x\u06F0\u07C0\u0966\u09E6\uFF10\uFF19",
+    "\u{11DE0}\u{11DE9} \u{16FF4}\u{16FF6}x\u{10D40}", // Unicode 17's digits and numbers, 16's
   ];
   const atoms = ["0", "1", "42", "999", "٣", "½", "²", "Ⅻ", "①", "a", "ab", " ", "  ", "▁", "<s>", ".", ",",
-    "\n", "日本", "😀", "x", "The", " the", "'s", "é", "\u{1CCF0}", "\u{10D40}"].filter(keep);
+    "\n", "日本", "😀", "x", "The", " the", "'s", "é", "\u{1CCF0}", "\u{10D40}", "\u{11DE3}", "\u{16FF4}"];
   let seed = 777;
   const rand = (n) => {
     seed = (Math.imul(seed, 1103515245) + 12345) >>> 0;
@@ -135,6 +139,84 @@ function writeLowercase(file) {
   }
   fs.writeFileSync(file, lines.join("\n") + "\n");
   console.log(`wrote ${file}: ${lines.length} code points`);
+}
+
+// writeClasses records, for every code point, the classes the reference
+// gives it: \p{Lu}, \p{Ll}, \p{Lt}, \p{Lm}, \p{Lo}, \p{M}, \p{N}, \p{P},
+// \p{S} and \s in its regex engine (a Split step isolating the class), and
+// numeric in its Digits step. One line per class: its name and the ranges
+// of code points in it, "lo-hi" in hex, comma-separated.
+function writeClasses(file) {
+  const split = (re) => Tokenizer.fromString(JSON.stringify({
+    version: "1.0", truncation: null, padding: null, added_tokens: [], normalizer: null,
+    pre_tokenizer: { type: "Split", pattern: { Regex: re }, behavior: "Isolated", invert: false },
+    post_processor: null, decoder: null,
+    model: { type: "WordLevel", vocab: { "[UNK]": 0 }, unk_token: "[UNK]" },
+  })).getPreTokenizer();
+  const classes = [["Lu", split("\\p{Lu}")], ["Ll", split("\\p{Ll}")], ["Lt", split("\\p{Lt}")],
+    ["Lm", split("\\p{Lm}")], ["Lo", split("\\p{Lo}")], ["M", split("\\p{M}")], ["N", split("\\p{N}")],
+    ["P", split("\\p{P}")], ["S", split("\\p{S}")], ["s", split("\\s")], ["numeric", digitsPreTokenizer(true)]];
+  const lines = [];
+  for (const [name, pre] of classes) {
+    // Code points in chunks, each between two U+0001 (in no class): a
+    // piece without one is a match.
+    const members = [];
+    for (let lo = 0; lo <= 0x10ffff; lo += 0x4000) {
+      const cps = [];
+      for (let cp = lo; cp < lo + 0x4000; cp++) if (cp > 1 && !(cp >= 0xd800 && cp <= 0xdfff)) cps.push(cp);
+      const text = "\u0001" + cps.map((cp) => String.fromCodePoint(cp)).join("\u0001") + "\u0001";
+      for (const [piece] of pre.preTokenizeString(text)) {
+        if (!piece.includes("\u0001")) members.push(piece.codePointAt(0));
+      }
+    }
+    const ranges = [];
+    for (const cp of members) {
+      const last = ranges[ranges.length - 1];
+      if (last && last[1] === cp - 1) last[1] = cp;
+      else ranges.push([cp, cp]);
+    }
+    lines.push(name + " " + ranges.map(([a, b]) => a.toString(16) + "-" + b.toString(16)).join(","));
+  }
+  fs.writeFileSync(file, lines.join("\n") + "\n");
+  console.log(`wrote ${file}: ${lines.length} classes`);
+}
+
+// writeNormalize records the reference's NFC, NFKC, NFD and NFKD of the
+// texts where one of them differs from Node's String.prototype.normalize
+// (ICU: a newer Unicode than the reference's), and of every 40th of the
+// rest. The texts: every code point that either decomposes, each such
+// code point's decomposition spelled out (to compose), and every mark
+// after a base, before and after marks of the combining classes 1, 202,
+// 220 and 230 (to reorder).
+function writeNormalize(file) {
+  const forms = { nfc: nfcNormalizer(), nfkc: nfkcNormalizer(), nfd: nfdNormalizer(), nfkd: nfkdNormalizer() };
+  const texts = [];
+  for (let cp = 0; cp <= 0x10ffff; cp++) {
+    if (cp >= 0xd800 && cp <= 0xdfff) continue;
+    const c = String.fromCodePoint(cp);
+    if (/\p{M}/u.test(c)) {
+      for (const m of ["\u0334", "\u0327", "\u0316", "\u0301"]) texts.push("a" + c + m, "a" + m + c);
+      continue;
+    }
+    if (c.normalize("NFKD") !== c || forms.nfkd.normalizeString(c) !== c) {
+      texts.push(c);
+      const d = c.normalize("NFD");
+      if (d !== c) texts.push(d);
+    }
+  }
+  const cases = [];
+  let n = 0;
+  for (const text of texts) {
+    const c = { text };
+    let differs = false;
+    for (const [name, f] of Object.entries(forms)) {
+      c[name] = f.normalizeString(text);
+      if (c[name] !== text.normalize(name.toUpperCase())) differs = true;
+    }
+    if (differs || n++ % 40 === 0) cases.push(c);
+  }
+  fs.writeFileSync(file, JSON.stringify({ reference: "@anush008/tokenizers 0.6.0 (tokenizers 0.22)", cases }) + "\n");
+  console.log(`wrote ${file}: ${cases.length} of ${texts.length} texts`);
 }
 
 main().catch((e) => {
