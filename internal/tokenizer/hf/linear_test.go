@@ -73,7 +73,7 @@ func FuzzEncodeLinear(f *testing.F) {
 var families = []string{"qwen3", "llama3_1", "deepseek_v3", "gptoss", "gemma3", "llama2",
 	"mistral_nemo", "gemma2", "gemma", "yi", "internlm2", "claude",
 	"llama2_metaspace", "llama2_metaspace_legacy", "llama2_unigram", "llama2_unigram_unk",
-	"llama2_digits", "llama2_digits_only", "llama3_digits"}
+	"llama2_digits", "llama2_digits_only", "llama3_digits", "bert_base_uncased", "bert_options", "bert_raw"}
 
 // TestFamiliesLinear holds every family to FuzzEncodeLinear's bound on
 // inputs that are expensive for some pre-tokenizer or model: long runs of

@@ -55,6 +55,7 @@ type Tokenizer struct {
 	renderer        tokenizer.ChatRenderer // replaces chat when set
 	segments        *idCache               // see segcache.go
 	digits          digitsMode             // a Digits pre-tokenizer step (digits.go)
+	bertPre         bool                   // BertPreTokenizer (bert.go)
 }
 
 var _ tokenizer.Tokenizer = (*Tokenizer)(nil)
@@ -244,6 +245,9 @@ func (t *Tokenizer) encodeSegment(w *work, dst []uint32, s string) ([]uint32, er
 func (t *Tokenizer) appendWords(w *work, dst []uint32, s string) ([]uint32, error) {
 	front := t.model.front()
 	defer t.model.release(front)
+	if t.bertPre {
+		return t.appendBertWords(w, dst, s, front)
+	}
 	if t.meta != nil {
 		return t.appendMetaspaceWords(w, dst, s, front)
 	}
