@@ -220,8 +220,20 @@ func (n *bertNormalizer) applyASCII(s string) string {
 	return string(b)
 }
 
+// bertKeepWhole is the one character Go's NFD decomposes and the
+// reference's does not (its decomposition came with Unicode 13): U+11938
+// DIVES AKURU VOWEL SIGN O, a starter either way.
+const bertKeepWhole = "\U00011938"
+
 // bertStripAccents is NFD without the nonspacing marks.
 func bertStripAccents(s string) string {
+	if strings.Contains(s, bertKeepWhole) {
+		parts := strings.Split(s, bertKeepWhole)
+		for i, p := range parts {
+			parts[i] = bertStripAccents(p)
+		}
+		return strings.Join(parts, bertKeepWhole)
+	}
 	d := norm.NFD.String(s)
 	var b strings.Builder
 	b.Grow(len(d))
