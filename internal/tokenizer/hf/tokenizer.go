@@ -5,7 +5,8 @@
 // gpt-oss, Mistral Nemo, GPT-2 style) and SentencePiece-style over
 // characters with byte fallback (Gemma 1/2/3, Llama 2, Yi, InternLM2); and
 // for SentencePiece Unigram models and the Metaspace pre-tokenizer
-// (unigram.go, metaspace.go). Added and special tokens are matched before
+// (unigram.go, metaspace.go); and for BERT's WordPiece pipeline (bert.go,
+// wordpiece.go). Added and special tokens are matched before
 // the model, the declared normalizer is applied, and the pre-tokenizer
 // split regexes are matched by hand-written scanners. Whatever else a
 // tokenizer.json may declare is refused at load with an UnsupportedError
