@@ -105,11 +105,12 @@ fuzz: ## Run every fuzz target for FUZZTIME each (default 20s); see scripts/fuzz
 	FUZZTIME=$(FUZZTIME) scripts/fuzz.sh
 
 .PHONY: generate
-generate: ## Regenerate protobuf/gRPC/grpc-gateway code from proto/, the CRDs from api/ and the tokenizer's Unicode tables (scripts/ucd.sh, from npm).
+generate: ## Regenerate protobuf/gRPC/grpc-gateway code from proto/, the CRDs from api/ and the tokenizer's character tables (scripts/ucd.sh from npm; BERT's from its golden).
 	$(TOOL) buf lint
 	$(TOOL) buf generate
 	$(GO) generate ./api/...
 	scripts/ucd.sh
+	$(GO) run ./internal/tokenizer/hf/testdata/gen/berttables
 
 .PHONY: lint
 lint: ## go vet + staticcheck (pinned) + buf lint + gofmt check.
@@ -121,8 +122,8 @@ lint: ## go vet + staticcheck (pinned) + buf lint + gofmt check.
 
 .PHONY: verify
 verify: generate ## Regenerate code and fail if anything differs from what is committed.
-	@test -z "$$(git status --porcelain -- proto api deploy/kustomize/base/crds internal/tokenizer/hf/ucd_tables.go)" || \
-	  (git status --porcelain -- proto api deploy/kustomize/base/crds internal/tokenizer/hf/ucd_tables.go; echo "generated code is stale: run 'make generate' and commit"; exit 1)
+	@test -z "$$(git status --porcelain -- proto api deploy/kustomize/base/crds internal/tokenizer/hf/ucd_tables.go internal/tokenizer/hf/bert_tables.go)" || \
+	  (git status --porcelain -- proto api deploy/kustomize/base/crds internal/tokenizer/hf/ucd_tables.go internal/tokenizer/hf/bert_tables.go; echo "generated code is stale: run 'make generate' and commit"; exit 1)
 	$(GO) mod tidy -diff
 	cd loadtest && $(GO) mod tidy -diff
 	cd tools/kube && GOWORK=off $(GO) mod tidy -diff

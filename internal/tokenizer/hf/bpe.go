@@ -83,6 +83,7 @@ type bpe struct {
 	fuseUnk      bool        // charLevel: a run of unknown characters is one unknown token
 	charTokens   []uint32    // charLevel: 1 + the token of each character below U+10000, 0 if none
 	uni          *unigram    // a Unigram model instead of merges (unigram.go)
+	wp           *wordPiece  // a WordPiece model instead of merges (wordpiece.go)
 	cache        *idCache    // recent pre-tokens; text repeats words heavily
 	fronts       sync.Pool   // *wordFront: the cache's lock-free front, one per encoding
 	scratch      sync.Pool   // *bpeWork
@@ -234,6 +235,9 @@ type bpeWork struct {
 func (m *bpe) mergeWord(dst []uint32, w string, ops *int) []uint32 {
 	if m.uni != nil {
 		return m.uni.encode(dst, w, ops)
+	}
+	if m.wp != nil {
+		return m.wp.encode(dst, w, ops)
 	}
 	work, _ := m.scratch.Get().(*bpeWork)
 	if work == nil {

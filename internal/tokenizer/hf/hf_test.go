@@ -250,10 +250,17 @@ func TestUnsupported(t *testing.T) {
 		mutate  func(m map[string]any)
 		feature string
 	}{
-		{"wordpiece", func(m map[string]any) { m["model"].(map[string]any)["type"] = "WordPiece" }, `model "WordPiece"`},
+		{"wordpiece", func(m map[string]any) { m["model"].(map[string]any)["type"] = "WordPiece" }, "model WordPiece without BertPreTokenizer"},
+		{"wordlevel", func(m map[string]any) { m["model"].(map[string]any)["type"] = "WordLevel" }, `model "WordLevel"`},
+		{"bert_pre_bpe", func(m map[string]any) { m["pre_tokenizer"] = map[string]any{"type": "BertPreTokenizer"} }, "BertPreTokenizer with model"},
+		{"bert_norm_sequence", func(m map[string]any) {
+			m["normalizer"] = map[string]any{"type": "Sequence", "normalizers": []any{
+				map[string]any{"type": "NFC"}, map[string]any{"type": "BertNormalizer"}}}
+		}, "BertNormalizer in a Sequence"},
 		{"dropout", func(m map[string]any) { m["model"].(map[string]any)["dropout"] = 0.1 }, "dropout"},
 		{"suffix", func(m map[string]any) { m["model"].(map[string]any)["end_of_word_suffix"] = "</w>" }, "end_of_word_suffix"},
-		{"normalizer", func(m map[string]any) { m["normalizer"] = map[string]any{"type": "BertNormalizer"} }, `normalizer "BertNormalizer"`},
+		{"normalizer", func(m map[string]any) { m["normalizer"] = map[string]any{"type": "BertNormalizer"} }, "BertNormalizer with model"},
+		{"precompiled", func(m map[string]any) { m["normalizer"] = map[string]any{"type": "Precompiled"} }, `normalizer "Precompiled"`},
 		{"metaspace", func(m map[string]any) {
 			m["pre_tokenizer"] = map[string]any{"type": "Sequence", "pretokenizers": []any{
 				map[string]any{"type": "Metaspace", "replacement": "▁"}, map[string]any{"type": "ByteLevel"}}}
@@ -265,7 +272,7 @@ func TestUnsupported(t *testing.T) {
 			m["pre_tokenizer"].(map[string]any)["pretokenizers"].([]any)[1].(map[string]any)["add_prefix_space"] = true
 		}, "add_prefix_space"},
 		{"decoder", func(m map[string]any) { m["decoder"] = map[string]any{"type": "Metaspace"} }, `decoder "Metaspace"`},
-		{"post_processor", func(m map[string]any) { m["post_processor"] = map[string]any{"type": "BertProcessing"} }, `post_processor "BertProcessing"`},
+		{"post_processor", func(m map[string]any) { m["post_processor"] = map[string]any{"type": "RobertaProcessing"} }, `post_processor "RobertaProcessing"`},
 		{"lstrip", func(m map[string]any) { m["added_tokens"].([]any)[0].(map[string]any)["lstrip"] = true }, "lstrip"},
 		{"no_byte_fallback", func(m map[string]any) { m["pre_tokenizer"] = nil }, "without byte_fallback"},
 		{"regex_replace", func(m map[string]any) {

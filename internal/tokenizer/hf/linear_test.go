@@ -73,7 +73,7 @@ func FuzzEncodeLinear(f *testing.F) {
 var families = []string{"qwen3", "llama3_1", "deepseek_v3", "gptoss", "gemma3", "llama2",
 	"mistral_nemo", "gemma2", "gemma", "yi", "internlm2", "claude",
 	"llama2_metaspace", "llama2_metaspace_legacy", "llama2_unigram", "llama2_unigram_unk",
-	"llama2_digits", "llama2_digits_only", "llama3_digits"}
+	"llama2_digits", "llama2_digits_only", "llama3_digits", "bert_base_uncased", "bert_options", "bert_raw"}
 
 // TestFamiliesLinear holds every family to FuzzEncodeLinear's bound on
 // inputs that are expensive for some pre-tokenizer or model: long runs of
@@ -149,4 +149,31 @@ func FuzzSplitters(f *testing.F) {
 			t.Fatalf("o200k pieces %q do not cover %q", got.String(), s)
 		}
 	})
+}
+
+// TestWordPieceHostile holds the BERT pipeline to linear work on the
+// inputs that are long for it: a 1 MiB word (far over
+// max_input_chars_per_word), runs of punctuation (each a word), long CJK
+// runs (each ideograph spaced apart), accents to strip, and words just
+// under the character limit that WordPiece cuts into many pieces.
+func TestWordPieceHostile(t *testing.T) {
+	inputs := []string{"x", "!", "!?.,", "北", "北京大学", "日本語テキスト", "é", "e\u0301\u0300", "\u0000\u00ad",
+		strings.Repeat("qz", 49) + " ", strings.Repeat("ab", 5) + "!", "\u3000", "😀"}
+	for _, model := range []string{"bert_base_uncased", "bert_options", "bert_raw"} {
+		t.Run(model, func(t *testing.T) {
+			cold := *fixture(t, model)
+			cold.segments = nil
+			tok := &cold
+			for _, x := range inputs {
+				small := repeatTo(x, 256<<10)
+				large := strings.Repeat(small, 4) // 1 MiB
+				tok.Encode(large)
+				p1 := float64(stepsOf(tok, small)) / float64(len(small))
+				p4 := float64(stepsOf(tok, large)) / float64(len(large))
+				if p4 > 1.25*p1+0.5 {
+					t.Errorf("%q: work per byte grows with the input: %.2f at %d bytes, %.2f at %d", x, p1, len(small), p4, len(large))
+				}
+			}
+		})
+	}
 }

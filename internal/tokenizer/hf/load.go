@@ -54,6 +54,7 @@ type modelJSON struct {
 	ByteFallback            bool              `json:"byte_fallback"`
 	FuseUnk                 bool              `json:"fuse_unk"`
 	IgnoreMerges            bool              `json:"ignore_merges"`
+	MaxInputCharsPerWord    *int              `json:"max_input_chars_per_word"` // WordPiece
 	Vocab                   map[string]uint32 `json:"vocab"`
 	Merges                  json.RawMessage   `json:"merges"`
 	unigram                 *unigramJSON      // a Unigram model's fields (readUnigram)
@@ -80,6 +81,9 @@ type componentJSON struct {
 	UseRegex       *bool `json:"use_regex"` // absent: true, as Hugging Face's serde default
 	// Digits
 	IndividualDigits *bool `json:"individual_digits"`
+	// BertProcessing
+	Sep json.RawMessage `json:"sep"`
+	Cls json.RawMessage `json:"cls"`
 	// TemplateProcessing
 	Single        []templatePieceJSON `json:"single"`
 	SpecialTokens map[string]struct {
@@ -158,6 +162,12 @@ func (t *Tokenizer) loadNormalizer(raw json.RawMessage) error {
 			t.normSteps = append(t.normSteps, normStep{old: *c.Pattern.String, new: *c.Content})
 		case "Lowercase":
 			t.normSteps = append(t.normSteps, normStep{lower: true})
+		case "BertNormalizer":
+			n, err := parseBertNormalizer(raw)
+			if err != nil {
+				return err
+			}
+			t.normSteps = append(t.normSteps, normStep{bert: n})
 		case "Prepend":
 			if c.Prepend == nil {
 				return errors.New("tokenizer.json: normalizer Prepend without prepend")
@@ -171,6 +181,11 @@ func (t *Tokenizer) loadNormalizer(raw json.RawMessage) error {
 	if err := walk(raw); err != nil {
 		return err
 	}
+	for _, st := range t.normSteps {
+		if st.bert != nil && len(t.normSteps) > 1 {
+			return unsupported("normalizer BertNormalizer in a Sequence with other normalizers")
+		}
+	}
 	t.normForms = forms
 	return nil
 }
@@ -179,6 +194,12 @@ func (t *Tokenizer) loadPreTokenizer(raw json.RawMessage) error {
 	if isNull(raw) {
 		// SentencePiece-style: the whole normalized segment is one word.
 		t.split, t.charLevel = splitter{whole: true}, true
+		return nil
+	}
+	if bertPreTokenizerOf(raw) {
+		// Whitespace and punctuation, for WordPiece (bert.go).
+		bertTables()
+		t.bertPre = true
 		return nil
 	}
 	if ms, d, ok, err := metaspaceDigitsOf(raw); err != nil {
@@ -341,11 +362,25 @@ func stepTypes(steps []componentJSON) string {
 }
 
 func (t *Tokenizer) loadModel(m *modelJSON) error {
+	bertNorm := len(t.normSteps) == 1 && t.normSteps[0].bert != nil
+	switch {
+	case m.Type == "WordPiece" && !t.bertPre:
+		return unsupported("model WordPiece without BertPreTokenizer")
+	case m.Type == "WordPiece":
+		if len(t.normSteps) > 0 && !bertNorm {
+			return unsupported("model WordPiece with a normalizer other than BertNormalizer")
+		}
+		return t.loadWordPiece(m)
+	case t.bertPre:
+		return unsupported("pre_tokenizer BertPreTokenizer with model %q (only WordPiece is implemented with it)", m.Type)
+	case bertNorm:
+		return unsupported("normalizer BertNormalizer with model %q (only WordPiece is implemented with it)", m.Type)
+	}
 	if m.Type == "Unigram" {
 		return t.loadUnigram(m)
 	}
 	if m.Type != "" && m.Type != "BPE" {
-		return unsupported("model %q (only BPE and Unigram are implemented)", m.Type)
+		return unsupported("model %q (only BPE, Unigram and WordPiece are implemented)", m.Type)
 	}
 	if m.Dropout != nil && *m.Dropout != 0 {
 		return unsupported("model BPE dropout %v", *m.Dropout)
@@ -538,6 +573,8 @@ func (t *Tokenizer) loadPostProcessor(raw json.RawMessage) error {
 			}
 		case "ByteLevel":
 			// Only adjusts offsets; ids are unchanged.
+		case "BertProcessing":
+			return t.loadBertProcessing(c)
 		case "TemplateProcessing":
 			if t.prefix != nil || t.suffix != nil {
 				return unsupported("post_processor with two TemplateProcessing steps")
@@ -574,6 +611,9 @@ func (t *Tokenizer) loadPostProcessor(raw json.RawMessage) error {
 }
 
 func (t *Tokenizer) loadDecoder(raw json.RawMessage) error {
+	if t.model.wp != nil {
+		return t.loadWordPieceDecoder(raw)
+	}
 	if isNull(raw) {
 		return unsupported("decoder null (only ByteLevel is implemented)")
 	}

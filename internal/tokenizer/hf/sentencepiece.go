@@ -22,15 +22,18 @@ import (
 // normStep is one normalizer of the declared sequence, applied in order to
 // each segment between added tokens.
 type normStep struct {
-	form     *norm.Form // NFC, NFD, NFKC, NFKD
-	stable   *stableSet // form's stable characters (normform.go)
-	old, new string     // Replace with a string pattern
-	prepend  string     // Prepend, to a non-empty segment
-	lower    bool       // Lowercase (lowercase.go)
+	form     *norm.Form      // NFC, NFD, NFKC, NFKD
+	stable   *stableSet      // form's stable characters (normform.go)
+	old, new string          // Replace with a string pattern
+	prepend  string          // Prepend, to a non-empty segment
+	lower    bool            // Lowercase (lowercase.go)
+	bert     *bertNormalizer // BertNormalizer (bert.go)
 }
 
 func (st normStep) apply(s string) string {
 	switch {
+	case st.bert != nil:
+		return st.bert.apply(s)
 	case st.form != nil:
 		if isASCII(s) || st.stable.holds(s) || st.form.IsNormalString(s) {
 			return s

@@ -5,7 +5,8 @@
 // gpt-oss, Mistral Nemo, GPT-2 style) and SentencePiece-style over
 // characters with byte fallback (Gemma 1/2/3, Llama 2, Yi, InternLM2); and
 // for SentencePiece Unigram models and the Metaspace pre-tokenizer
-// (unigram.go, metaspace.go). Added and special tokens are matched before
+// (unigram.go, metaspace.go); and for BERT's WordPiece pipeline (bert.go,
+// wordpiece.go). Added and special tokens are matched before
 // the model, the declared normalizer is applied, and the pre-tokenizer
 // split regexes are matched by hand-written scanners. Whatever else a
 // tokenizer.json may declare is refused at load with an UnsupportedError
@@ -55,6 +56,7 @@ type Tokenizer struct {
 	renderer        tokenizer.ChatRenderer // replaces chat when set
 	segments        *idCache               // see segcache.go
 	digits          digitsMode             // a Digits pre-tokenizer step (digits.go)
+	bertPre         bool                   // BertPreTokenizer (bert.go)
 }
 
 var _ tokenizer.Tokenizer = (*Tokenizer)(nil)
@@ -244,6 +246,9 @@ func (t *Tokenizer) encodeSegment(w *work, dst []uint32, s string) ([]uint32, er
 func (t *Tokenizer) appendWords(w *work, dst []uint32, s string) ([]uint32, error) {
 	front := t.model.front()
 	defer t.model.release(front)
+	if t.bertPre {
+		return t.appendBertWords(w, dst, s, front)
+	}
 	if t.meta != nil {
 		return t.appendMetaspaceWords(w, dst, s, front)
 	}

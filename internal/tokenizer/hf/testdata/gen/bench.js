@@ -36,7 +36,8 @@ function chunks(text, n) {
 async function main() {
   for (const model of ["qwen3", "llama3_1", "deepseek_v3", "gptoss", "gemma3", "llama2",
     "mistral_nemo", "gemma2", "gemma", "yi", "internlm2", "claude",
-    "llama2_metaspace", "llama2_metaspace_legacy", "llama2_unigram", "llama2_unigram_unk"]) {
+    "llama2_metaspace", "llama2_metaspace_legacy", "llama2_unigram", "llama2_unigram_unk",
+    "bert_base_uncased", "bert_options", "bert_raw"]) {
     // BENCH_MODELS=a,b runs only those (to pair with go test -bench 'BenchmarkEncode/(a|b)/').
     if (process.env.BENCH_MODELS && !process.env.BENCH_MODELS.split(",").includes(model)) continue;
     const tok = Tokenizer.fromFile(path.join(cache, "tokenizers", model, "tokenizer.json"));

