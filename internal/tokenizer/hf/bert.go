@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"unicode"
 	"unicode/utf8"
 
 	"golang.org/x/text/unicode/norm"
@@ -156,6 +157,9 @@ func (n *bertNormalizer) apply(s string) string {
 	if isASCII(s) {
 		return n.applyASCII(s)
 	}
+	if out, ok := n.applyFolded(s); ok {
+		return out
+	}
 	var b strings.Builder
 	b.Grow(len(s) + len(s)/4)
 	for _, r := range s { // an invalid byte reads as U+FFFD
@@ -184,6 +188,135 @@ func (n *bertNormalizer) apply(s string) string {
 		out = lowercase(out)
 	}
 	return out
+}
+
+// applyFolded is apply in one pass over s, each character mapped through
+// strip_accents and lowercase on its own (bertFold), when every character
+// allows it; false when one does not. A character allows it when each
+// character of its NFD is either a starter or a mark strip_accents drops:
+// then NFD's reordering (which moves only non-starters) has nothing left
+// to reorder once the marks are gone, and lowercase maps a character at a
+// time, so the text's result is its characters' results put together.
+// Japanese, with kana whose voicing marks strip_accents drops, spent more
+// than half its time in the two whole-text passes this replaces.
+func (n *bertNormalizer) applyFolded(s string) (string, bool) {
+	fold := bertFoldFor(n.strip, n.lower)
+	var b strings.Builder
+	b.Grow(len(s) + len(s)/4)
+	for i := 0; i < len(s); {
+		r, size := rune(s[i]), 1
+		if r >= utf8.RuneSelf {
+			r, size = utf8.DecodeRuneInString(s[i:])
+		}
+		i += size
+		c := bertClass(r)
+		if n.clean {
+			if c&bertRemove != 0 || r == 0 || r == utf8.RuneError {
+				continue
+			}
+			if c&bertSpace != 0 {
+				b.WriteByte(' ')
+				continue
+			}
+		}
+		out, same, ok := fold.of(r)
+		if !ok {
+			return "", false
+		}
+		spaced := n.chinese && c&bertChinese != 0
+		if spaced {
+			b.WriteByte(' ')
+		}
+		if same {
+			b.WriteRune(r)
+		} else {
+			b.WriteString(out)
+		}
+		if spaced {
+			b.WriteByte(' ')
+		}
+	}
+	return b.String(), true
+}
+
+// bertFold maps a character through strip_accents and lowercase (either
+// may be off) on its own: bmp[r] is 0 when r does not allow it
+// (applyFolded), 1 when it maps to itself, else 2 + its result's index in
+// results. Built once per combination of the two options, at first use:
+// some 65,000 characters through NFD and lowercase, a few milliseconds.
+type bertFold struct {
+	strip, lower bool
+	bmp          *[0x10000]uint16
+	results      []string
+}
+
+var (
+	bertFoldOnce [4]sync.Once
+	bertFolds    [4]*bertFold
+)
+
+func bertFoldFor(strip, lower bool) *bertFold {
+	k := 0
+	if strip {
+		k |= 1
+	}
+	if lower {
+		k |= 2
+	}
+	bertFoldOnce[k].Do(func() {
+		f := &bertFold{strip: strip, lower: lower, bmp: new([0x10000]uint16)}
+		for r := rune(0); r < 0x10000; r++ {
+			if r >= 0xd800 && r <= 0xdfff {
+				continue
+			}
+			out, ok := f.compute(r)
+			switch {
+			case !ok:
+			case out == string(r):
+				f.bmp[r] = 1
+			default:
+				f.bmp[r] = uint16(2 + len(f.results))
+				f.results = append(f.results, out)
+			}
+		}
+		bertFolds[k] = f
+	})
+	return bertFolds[k]
+}
+
+// of is r's result (same: r itself), ok false when r does not allow
+// folding.
+func (f *bertFold) of(r rune) (out string, same, ok bool) {
+	if r >= 0x10000 {
+		out, ok = f.compute(r)
+		return out, false, ok
+	}
+	switch v := f.bmp[r]; v {
+	case 0:
+		return "", false, false
+	case 1:
+		return "", true, true
+	default:
+		return f.results[v-2], false, true
+	}
+}
+
+// compute is of from the normalizers themselves.
+func (f *bertFold) compute(r rune) (string, bool) {
+	s := string(r)
+	if f.strip {
+		d := referenceForm(norm.NFD, s)
+		for _, x := range d {
+			if bertClass(x)&bertMark == 0 && norm.NFD.PropertiesString(string(x)).CCC() != 0 && !unicode.Is(ucd9Unassigned, x) {
+				return "", false // a non-starter that stays
+			}
+		}
+		s = bertStripAccents(s)
+	}
+	if f.lower {
+		s = lowercase(s)
+	}
+	return s, true
 }
 
 // applyASCII is apply for ASCII text: no ideographs, decompositions or
