@@ -220,6 +220,10 @@ type lookup struct {
 	aids   []string
 	aidx   []int
 	out    []int
+	// coldKey stands for the prompt's opening when no candidate caches
+	// any of it, 0 otherwise: Pick starts its near-tie scan there
+	// (coldKeyFor says why).
+	coldKey uint64
 }
 
 type chain struct {
@@ -238,6 +242,7 @@ func (l *lookup) reset() {
 	}
 	l.chains = l.chains[:0]
 	l.text = l.text[:0]
+	l.coldKey = 0
 }
 
 // cachedOn is the table's view of the lookup; cands are in id order.
@@ -377,6 +382,7 @@ func (s *service) lookupCached(l *lookup, now time.Time) {
 	case prompt.Text:
 		s.lookupText(l, now)
 	}
+	l.coldKey = coldKeyFor(l)
 }
 
 // blockSize is the block size a worker caches with.
@@ -436,6 +442,38 @@ func (s *service) lookupTokens(l *lookup, now time.Time) {
 	}
 }
 
+// coldKeyTokens is how far into a cold prompt its key reaches, in
+// tokens: past a chat template's opening and into a system prompt.
+const coldKeyTokens = 1024
+
+// coldKeyFor is the key of a prompt whose opening no candidate caches:
+// the hash of its block at about coldKeyTokens (its last full block when
+// shorter), which stands for every token before it. Near-ties among idle
+// workers are broken by the rotation, which differs from replica to
+// replica, so a new system prompt that reaches several replicas at once
+// was computed on as many workers (four replicas spread a group over
+// 2.7–2.9 workers, one kept it on 1.0–1.1). Started from the prompt's key
+// instead, every replica that sees the same new prefix and the same idle
+// workers picks the same one, while different prefixes start at
+// different workers; a replica's own picks still spread, as its next
+// request already sees the worker it just loaded. A chat template's
+// opening, which every prompt shares, may be cached anywhere: only a
+// cached key block makes the prompt warm. 0 (the rotation) for a warm
+// prompt or one without a full block.
+func coldKeyFor(l *lookup) uint64 {
+	if len(l.chains) == 0 || len(l.chains[0].hashes) == 0 {
+		return 0
+	}
+	ch := &l.chains[0]
+	k := min(len(ch.hashes), max(1, coldKeyTokens/ch.blockSize)) - 1
+	for _, c := range l.cached {
+		if c >= int64((k+1)*ch.blockSize) {
+			return 0
+		}
+	}
+	return uint64(ch.hashes[k]) | 1
+}
+
 // sparse sets dst to every approxStride-th hash of a chain: the ones that
 // end a run of approxStride blocks.
 func sparse(dst, hashes []kvblock.Hash) []kvblock.Hash {
@@ -493,7 +531,7 @@ func (s *service) tableRequest(d *decision) load.Request {
 // the scored rows (under its lock, so that concurrent decisions see each
 // other): the rows as the program sees them, with the providers' prices,
 // evaluated. Default routing takes the lowest score; the rotation spreads
-// near-ties.
+// near-ties, or for a cold prompt its key (coldKeyFor) places them.
 func (d *decision) Pick(rows []load.Backend, rotation uint64) int {
 	if err := d.ctx.Err(); err != nil {
 		d.ctxErr = err
@@ -508,6 +546,9 @@ func (d *decision) Pick(rows []load.Backend, rotation uint64) int {
 			}
 		}
 		d.bs = append(d.bs, b)
+	}
+	if d.coldKey != 0 {
+		rotation = d.coldKey
 	}
 	d.preq.Rotation = rotation
 	d.st.prog.Evaluate(&d.preq, d.bs, &d.pd)

@@ -577,3 +577,34 @@ func TestKeepsRoutingWithoutNATS(t *testing.T) {
 		tr.stop(t)
 	})
 }
+
+// TestReplicasAgreeOnColdPrefix: two replicas that have not heard of each
+// other (no NATS between them) and see the same idle fleet send the same
+// new prompt to the same worker, prompt after prompt, whatever their
+// near-tie rotations: a cold prompt's key places its near-ties. Without
+// it, each of eight pairs agrees by chance one time in four.
+func TestReplicasAgreeOnColdPrefix(t *testing.T) {
+	workers := []*fakeWorker{newFakeWorker(t, "m"), newFakeWorker(t, "m"), newFakeWorker(t, "m"), newFakeWorker(t, "m")}
+	r1 := startRouter(t, func(c *router.Config) { slowScrapes(c); c.RouterID = "r1" }, workers...)
+	r2 := startRouter(t, func(c *router.Config) { slowScrapes(c); c.RouterID = "r2" }, workers...)
+	route := func(r *testRouter, id, topic string) string {
+		resp, err := r.client.Route(context.Background(), &routerv1.RouteRequest{RequestId: id, Tenant: "t", Model: "m",
+			Api: routerv1.ApiKind_API_KIND_CHAT_COMPLETIONS, Body: chatBodyFor("m", doc(topic), "Summarise.")})
+		if err != nil || resp.GetTarget() == nil {
+			t.Fatalf("route %s: %v %v", id, resp, err)
+		}
+		return resp.GetTarget().GetId()
+	}
+	used := map[string]bool{}
+	for i := range 8 {
+		topic := "topic-" + strconv.Itoa(i)
+		a, b := route(r1, "a-"+topic, topic), route(r2, "b-"+topic, topic)
+		if a != b {
+			t.Fatalf("%s: replica 1 chose %s, replica 2 %s", topic, a, b)
+		}
+		used[a] = true
+	}
+	if len(used) < 4 {
+		t.Errorf("eight new prompts on four idle workers went to %d of them", len(used))
+	}
+}
