@@ -107,6 +107,7 @@ type decision struct {
 	// ctxErr then says why.
 	ctx    context.Context
 	ctxErr error
+	svc    *service
 }
 
 func (s *service) getDecision() *decision {
@@ -123,7 +124,7 @@ func (s *service) putDecision(d *decision) {
 	d.creq.Reset()
 	d.served = ""
 	d.held = -1
-	d.ctx, d.ctxErr = nil, nil
+	d.ctx, d.ctxErr, d.svc = nil, nil, nil
 	s.scratch.Put(d)
 }
 
@@ -136,7 +137,7 @@ func (s *service) putDecision(d *decision) {
 // never send its completion, so an in-flight entry would count against the
 // worker (on every replica) until --inflight-ttl.
 func (s *service) decide(ctx context.Context, d *decision, req *routerv1.RouteRequest, now time.Time, trace bool) error {
-	d.req, d.st, d.ctx = req, s.pol.Load(), ctx
+	d.req, d.st, d.ctx, d.svc = req, s.pol.Load(), ctx, s
 
 	// The prompt, read and tokenized exactly as the worker will: the
 	// classifiers and the cache lookup read it.
@@ -175,16 +176,14 @@ func (s *service) decide(ctx context.Context, d *decision, req *routerv1.RouteRe
 		return nil
 	}
 
-	// The records the pick leaves: the prompt's blocks assumed cached on a
-	// worker, the decision for the other replicas. A caller that gave up
-	// since the pick gets its in-flight entry taken back instead.
+	// The record the pick leaves for the other replicas (the prompt's
+	// blocks were assumed cached on the worker as it was committed:
+	// Committed). A caller that gave up since the pick gets its in-flight
+	// entry taken back instead; the assumed blocks expire.
 	row := &d.rows[d.chosen]
 	if err := ctx.Err(); err != nil {
 		s.table.Complete(load.Completion{RequestID: req.GetRequestId(), EndpointID: row.EndpointID, At: now})
 		return err
-	}
-	if row.Kind != endpoints.KindProvider {
-		s.speculate(&d.lookup, row, now)
 	}
 	s.pub.Publish(replica.Decision{
 		RequestID:    req.GetRequestId(),
@@ -224,6 +223,10 @@ type lookup struct {
 	// any of it, 0 otherwise: Pick starts its near-tie scan there
 	// (coldKeyFor says why).
 	coldKey uint64
+	// gen is the service's speculation count when the lookup was made, at
+	// its time (decision.cachedOn).
+	gen uint64
+	at  time.Time
 }
 
 type chain struct {
@@ -243,6 +246,7 @@ func (l *lookup) reset() {
 	l.chains = l.chains[:0]
 	l.text = l.text[:0]
 	l.coldKey = 0
+	l.gen, l.at = 0, time.Time{}
 }
 
 // cachedOn is the table's view of the lookup; cands are in id order.
@@ -372,6 +376,7 @@ const (
 
 // lookupCached fills l.cached for l.cands from the indexes.
 func (s *service) lookupCached(l *lookup, now time.Time) {
+	l.gen, l.at = s.specGen.Load(), now
 	l.cached, l.held = l.cached[:0], l.held[:0]
 	for range l.cands {
 		l.cached, l.held = append(l.cached, 0), append(l.held, 0)
@@ -403,18 +408,15 @@ func (s *service) lookupTokens(l *lookup, now time.Time) {
 		l.bs, l.events = append(l.bs, bs), append(l.events, ev)
 	}
 	// One chain per distinct block size; usually all candidates share one.
-	for {
-		bs := 0
-		for _, b := range l.bs {
-			if l.chainFor(b) == nil {
-				bs = b
-				break
-			}
+	// A chain made by an earlier lookup of this request is reused.
+	for k, bs := range l.bs {
+		if slices.Index(l.bs, bs) != k {
+			continue // looked up with its first candidate
 		}
-		if bs == 0 {
-			return
+		ch := l.chainFor(bs)
+		if ch == nil {
+			ch = s.addChain(l, bs, l.prompt.Tokens)
 		}
-		ch := s.addChain(l, bs, l.prompt.Tokens)
 		hashes := ch.hashes[:ch.usable]
 		l.ids, l.idx = l.ids[:0], l.idx[:0]
 		l.aids, l.aidx = l.aids[:0], l.aidx[:0]
@@ -524,6 +526,30 @@ func (s *service) tableRequest(d *decision) load.Request {
 		PromptExact:  d.prompt.Kind == prompt.Tokens && (d.prompt.Chat != nil || d.prompt.Completion != nil && len(d.prompt.Completion.Prompt.Texts) == 1),
 		OutputTokens: max(0, d.req.GetMaxOutputTokens()),
 		Cached:       d.cachedOn,
+	}
+}
+
+// cachedOn is the table's view of the lookup, asked under the table's
+// lock. The lookup was made before the lock, and a decision committed in
+// between (a burst's requests are decided a fraction of a millisecond
+// apart) may have sent this very prefix somewhere: its speculation is
+// written under the lock too (Committed), so a count that moved since the
+// lookup means the lookup is made again, here. Without it, the followers
+// of a new system prompt decided in the leader's shadow saw it cached
+// nowhere, and one was sent to compute it again elsewhere.
+func (d *decision) cachedOn(id string) int64 {
+	if d.svc != nil && d.svc.specGen.Load() != d.lookup.gen {
+		d.svc.lookupCached(&d.lookup, d.lookup.at)
+	}
+	return d.lookup.cachedOn(id)
+}
+
+// Committed is the table's word, under its lock, that the request now
+// holds row: its prompt's blocks are assumed cached there from now on, so
+// that the next decision's lookup finds them (cachedOn).
+func (d *decision) Committed(row *load.Backend, now time.Time) {
+	if row.Kind != endpoints.KindProvider {
+		d.svc.speculate(&d.lookup, row, now)
 	}
 }
 
@@ -685,6 +711,7 @@ func (s *service) speculate(l *lookup, c *load.Backend, now time.Time) {
 	case prompt.Text:
 		s.approx.Speculate(c.EndpointID, l.text, 0, now.Add(s.approxTTL))
 	}
+	s.specGen.Add(1)
 }
 
 // count records a decision Route made in the metrics.

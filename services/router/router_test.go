@@ -3,10 +3,12 @@ package router_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -606,5 +608,41 @@ func TestReplicasAgreeOnColdPrefix(t *testing.T) {
 	}
 	if len(used) < 4 {
 		t.Errorf("eight new prompts on four idle workers went to %d of them", len(used))
+	}
+}
+
+// TestBurstOfNewPrefixStaysTogether: requests under one new system prompt
+// that arrive together are decided a moment apart, each looking up the
+// cache before taking the table's lock; the ones decided after the first
+// must still see where the first sent the prefix (its speculation is
+// written under the lock, and a stale lookup is made again there), and
+// join it rather than compute the prefix again on an idle worker.
+func TestBurstOfNewPrefixStaysTogether(t *testing.T) {
+	workers := []*fakeWorker{newFakeWorker(t, "m"), newFakeWorker(t, "m"), newFakeWorker(t, "m"), newFakeWorker(t, "m")}
+	tr := startRouter(t, slowScrapes, workers...)
+	for round := range 5 {
+		system := doc("burst-" + strconv.Itoa(round))
+		targets := make([]string, 8)
+		var wg sync.WaitGroup
+		for i := range targets {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				resp, err := tr.client.Route(context.Background(), &routerv1.RouteRequest{
+					RequestId: fmt.Sprintf("burst-%d-%d", round, i), Tenant: "t", Model: "m",
+					Api: routerv1.ApiKind_API_KIND_CHAT_COMPLETIONS, Body: chatBodyFor("m", system, "Question "+strconv.Itoa(i)+"?")})
+				if err != nil || resp.GetTarget() == nil {
+					t.Errorf("route: %v %v", resp, err)
+					return
+				}
+				targets[i] = resp.GetTarget().GetId()
+			}()
+		}
+		wg.Wait()
+		for i, x := range targets {
+			if x != targets[0] {
+				t.Fatalf("round %d: request %d went to %s, the burst's first to %s: %v", round, i, x, targets[0], targets)
+			}
+		}
 	}
 }

@@ -137,7 +137,10 @@ func (noBlockSizes) BlockSize(string) int { return 0 }
 //     kvtracker, or a vLLM started without --kv-events-config).
 type service struct {
 	routerv1.UnimplementedRouterServer
-	table       *load.Table
+	table *load.Table
+	// specGen counts the speculations written (decision.Committed), so a
+	// decision can tell whether its lookup is still current.
+	specGen     atomic.Uint64
 	pub         publisher
 	metrics     *metrics
 	kv          *kvblock.Index

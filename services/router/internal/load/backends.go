@@ -104,6 +104,13 @@ type Picker interface {
 	Pick(rows []Backend, rotation uint64) int
 }
 
+// A Committer is a Picker told, still under the table's lock, which row
+// a committed decision took: what it records then (the router's
+// speculative cache entries) is seen by every decision after it.
+type Committer interface {
+	Committed(row *Backend, now time.Time)
+}
+
 // Decide scores the request on one Backend per endpoint serving each of
 // models (in models order, then id order; req.Model is not used: each
 // row is estimated for its own model, and the recompute charge is against
@@ -182,6 +189,9 @@ func (t *Table) Decide(req Request, models []string, now time.Time, dst []Backen
 		}
 		if ep.spec.Kind == endpoints.KindProvider {
 			ep.brk.picked(now, ep.brkCfg)
+		}
+		if c, ok := p.(Committer); ok {
+			c.Committed(b, now)
 		}
 	}
 	return dst, i
