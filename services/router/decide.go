@@ -213,6 +213,7 @@ type lookup struct {
 	// Per-candidate block size and whether it comes from KV events, and
 	// lookup scratch.
 	bs     []int
+	sizes  []int // the distinct bs, in the order looked up
 	events []bool
 	ids    []string
 	idx    []int
@@ -409,10 +410,12 @@ func (s *service) lookupTokens(l *lookup, now time.Time) {
 	}
 	// One chain per distinct block size; usually all candidates share one.
 	// A chain made by an earlier lookup of this request is reused.
-	for k, bs := range l.bs {
-		if slices.Index(l.bs, bs) != k {
-			continue // looked up with its first candidate
+	l.sizes = l.sizes[:0]
+	for _, bs := range l.bs {
+		if slices.Contains(l.sizes, bs) {
+			continue // looked up with the first candidate of its size
 		}
+		l.sizes = append(l.sizes, bs)
 		ch := l.chainFor(bs)
 		if ch == nil {
 			ch = s.addChain(l, bs, l.prompt.Tokens)

@@ -305,13 +305,18 @@ func (f *bertFold) of(r rune) (out string, same, ok bool) {
 func (f *bertFold) compute(r rune) (string, bool) {
 	s := string(r)
 	if f.strip {
-		d := referenceForm(norm.NFD, s)
-		for _, x := range d {
-			if bertClass(x)&bertMark == 0 && norm.NFD.PropertiesString(string(x)).CCC() != 0 && !unicode.Is(ucd9Unassigned, x) {
+		// bertStripAccents of s, checking each character it keeps.
+		var kept []rune
+		for _, x := range referenceForm(norm.NFD, s) {
+			if bertClass(x)&bertMark != 0 {
+				continue
+			}
+			if norm.NFD.PropertiesString(string(x)).CCC() != 0 && !unicode.Is(ucd9Unassigned, x) {
 				return "", false // a non-starter that stays
 			}
+			kept = append(kept, x)
 		}
-		s = bertStripAccents(s)
+		s = string(kept)
 	}
 	if f.lower {
 		s = lowercase(s)
