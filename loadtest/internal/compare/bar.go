@@ -303,9 +303,10 @@ const (
 // TTFT p90 against random's and approximate's, its output tokens/s against
 // approximate's, and its TTFT p90's gap to the oracle's, each when the
 // other strategy ran. llm-d measured it in an open loop, so unlike the
-// other references these apply to every load (at the headline: the top
-// rate, or the headline concurrency). TTFT figures are on projected's
-// basis when it is set.
+// other references these apply to every load, at the headline: in the open
+// loop the rate at which random's TTFT p90 is closest to llm-d's random 93 s
+// (OpenHeadline), or the headline concurrency. TTFT figures are on
+// projected's basis when it is set.
 func PrefixPressureChecks(f *results.File, projected bool) []results.Check {
 	byStrategy := f.Workloads[string(workload.PrefixPressure)]
 	sy := byStrategy[results.Switchyard]

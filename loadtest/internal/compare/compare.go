@@ -723,25 +723,24 @@ func Run(ctx context.Context, cfg Config, out Output, log zerolog.Logger) (*resu
 			byLevel[strat] = points
 		}
 		byStrategy := map[string]*results.Summary{}
+		var randomSweep []results.Point
+		for _, p := range byLevel[results.Random] {
+			randomSweep = append(randomSweep, p.Point())
+		}
 		if open {
-			// The headline is the highest rate: the nearest to saturation,
-			// where an open loop's queues build and strategies part.
-			top := loads[len(loads)-1].Rate
+			var rates []float64
 			for _, l := range loads {
-				top = max(top, l.Rate)
+				rates = append(rates, l.Rate)
 			}
-			f.Params.Headline[string(kind)] = results.Headline{Rate: top, Rule: "top-rate"}
+			hl := OpenHeadline(kind, rates, randomSweep)
+			f.Params.Headline[string(kind)] = hl
 			for strat, points := range byLevel {
-				byStrategy[strat] = headline(points, func(p *results.Summary) bool { return p.Rate == top })
+				byStrategy[strat] = headline(points, func(p *results.Summary) bool { return p.Rate == hl.Rate })
 			}
 			f.Workloads[string(kind)] = byStrategy
 			Relate(byStrategy)
 			Goodput(byStrategy, cfg.SLOAttainment)
 			continue
-		}
-		var randomSweep []results.Point
-		for _, p := range byLevel[results.Random] {
-			randomSweep = append(randomSweep, p.Point())
 		}
 		hl := Headline(kind, cfg.Concurrency, levels, randomSweep)
 		f.Params.Headline[string(kind)] = hl

@@ -360,6 +360,36 @@ func TestHeadline(t *testing.T) {
 	}
 }
 
+func TestOpenHeadline(t *testing.T) {
+	rp := func(rate, p90 float64) results.Point { return results.Point{Rate: rate, TTFTP90: results.Num(p90)} }
+	random := []results.Point{rp(0.5, 2.8), rp(0.65, 12.6), rp(0.8, 36.5), rp(1.0, 310)}
+	rates := []float64{0.5, 0.65, 0.8, 1.0}
+	tests := []struct {
+		name   string
+		kind   workload.Kind
+		random []results.Point
+		want   results.Headline
+	}{
+		// ln(93/36.5) = 0.94 < ln(310/93) = 1.20: 0.8/s, though 310 s is
+		// nearer in seconds.
+		{"closest in ratio to llm-d's random", workload.PrefixPressure, random,
+			results.Headline{Rate: 0.8, Rule: "reference-p90", RandomTTFTP90: 36.5, ReferenceTTFTP90: 93}},
+		{"tie goes to the lower rate", workload.PrefixPressure, []results.Point{rp(2, 186), rp(1, 46.5)},
+			results.Headline{Rate: 1, Rule: "reference-p90", RandomTTFTP90: 46.5, ReferenceTTFTP90: 93}},
+		{"no reference for the workload", workload.Control, random, results.Headline{Rate: 1.0, Rule: "top-rate"}},
+		{"no random", workload.PrefixPressure, nil, results.Headline{Rate: 1.0, Rule: "top-rate"}},
+		{"random without latencies", workload.PrefixPressure, []results.Point{{Rate: 0.5, TTFTP90: results.NaN}},
+			results.Headline{Rate: 1.0, Rule: "top-rate"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := OpenHeadline(tc.kind, rates, tc.random); got != tc.want {
+				t.Errorf("got %+v, want %+v", got, tc.want)
+			}
+		})
+	}
+}
+
 func TestGoodput(t *testing.T) {
 	sum := func(points ...results.Point) *results.Summary { return &results.Summary{Sweep: points} }
 	byStrategy := map[string]*results.Summary{

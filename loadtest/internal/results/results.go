@@ -439,16 +439,21 @@ type Saturation struct {
 type Headline struct {
 	Concurrency int `json:"concurrency"`
 	// Rate is the headline's offered rate in the open-loop loads, where
-	// Rule is "top-rate" (the highest rate run).
+	// Rule is "top-rate" (the highest rate run) or "reference-p90".
 	Rate float64 `json:"rate,omitempty"`
 	// Rule is "reference" (random's median TTFT closest to the reference
 	// Service baseline's), "fixed" (--concurrency) or "middle" (the middle
-	// level, when the rule had nothing to go on).
+	// level, when the rule had nothing to go on); in the open loop
+	// "top-rate", or "reference-p90" (random's TTFT p90 closest to the
+	// reference's random, on prefix-pressure: llm-d's 93 s).
 	Rule string `json:"rule"`
 	// RandomTTFTP50 is random's median TTFT at the chosen level and
-	// ReferenceTTFTP50 the reference baseline's, model seconds.
+	// ReferenceTTFTP50 the reference baseline's, model seconds; the P90s
+	// the same for the "reference-p90" rule.
 	RandomTTFTP50    Num `json:"random_ttft_p50_s,omitzero"`
 	ReferenceTTFTP50 Num `json:"reference_ttft_p50_s,omitzero"`
+	RandomTTFTP90    Num `json:"random_ttft_p90_s,omitzero"`
+	ReferenceTTFTP90 Num `json:"reference_ttft_p90_s,omitzero"`
 }
 
 // TTFT bases.
