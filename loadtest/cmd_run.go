@@ -412,7 +412,7 @@ func runLoad(ctx context.Context, cfg runConfig, out *outputs, status io.Writer)
 		line := fmt.Sprintf("%s: ttft p50 %s  goodput %s rpm  shed %s  cache hit %s", label,
 			report.Sec(s.TTFTP50), report.Number(s.GoodputRPM, 1), report.Pct(s.ShedRate), report.Pct(s.CacheHitRatio))
 		if ld.Mode.Open() {
-			line += fmt.Sprintf("  achieved %s/s of %g/s  over the in-flight bound %d of %d", report.Number(s.AchievedRate, 3), s.Rate, s.ArrivalsOverBound, s.Arrivals)
+			line += fmt.Sprintf("  achieved %s/s of %g/s  TTFT growth %s  over the in-flight bound %d of %d", report.Number(s.AchievedRate, 3), s.Rate, report.Number(s.TTFTGrowth, 2), s.ArrivalsOverBound, s.Arrivals)
 		}
 		fmt.Fprintln(status, line)
 		if len(cfg.tenants) > 0 {

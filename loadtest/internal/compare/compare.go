@@ -702,7 +702,7 @@ func Run(ctx context.Context, cfg Config, out Output, log zerolog.Logger) (*resu
 					line := fmt.Sprintf("%s: ttft p50 %s  goodput %s rpm  shed %s  cache hit %s  sim lag p95 %s", label,
 						report.Sec(s.TTFTP50), report.Number(s.GoodputRPM, 1), report.Pct(s.ShedRate), report.Pct(s.CacheHitRatio), report.Sec(s.SimLagP95))
 					if ld.Mode.Open() {
-						line += fmt.Sprintf("  achieved %s/s of %g/s  over the in-flight bound %d", report.Number(s.AchievedRate, 3), ld.Rate, s.ArrivalsOverBound)
+						line += fmt.Sprintf("  achieved %s/s of %g/s  TTFT growth %s  over the in-flight bound %d", report.Number(s.AchievedRate, 3), ld.Rate, report.Number(s.TTFTGrowth, 2), s.ArrivalsOverBound)
 					}
 					fmt.Fprintln(out.Status, line)
 				}

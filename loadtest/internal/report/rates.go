@@ -33,7 +33,7 @@ func ratePoints(bs map[string]*results.Summary) (rates []float64, ok bool) {
 }
 
 // rateColumns are the per-rate table's columns.
-var rateColumns = []string{"rate", "strategy", "achieved", "TTFT p50", "TTFT p90", "TTFT p99", "ITL p50", "E2E p50",
+var rateColumns = []string{"rate", "strategy", "achieved", "TTFT growth", "TTFT p50", "TTFT p90", "TTFT p99", "ITL p50", "E2E p50",
 	"goodput rpm", "SLO met", "output tok/s", "over bound"}
 
 // rateRow is one point's row, as text cells. A point that ran more than
@@ -48,7 +48,7 @@ func rateRow(st string, p results.Point) []string {
 		lo, hi = runRange(p.Runs, func(r results.RunFigures) results.Num { return r.GoodputRPM })
 		good += fmt.Sprintf(" (%s–%s)", Number(lo, 1), Number(hi, 1))
 	}
-	return []string{fmt.Sprintf("%g/s", p.Rate), st, Number(p.AchievedRate, 3) + "/s", Sec(p.TTFTP50), p90, Sec(p.TTFTP99),
+	return []string{fmt.Sprintf("%g/s", p.Rate), st, Number(p.AchievedRate, 3) + "/s", Number(p.TTFTGrowth, 2), Sec(p.TTFTP50), p90, Sec(p.TTFTP99),
 		Sec(p.ITLP50), Sec(p.E2EP50), good, Pct(p.SLOAttainment), Number(p.OutputTokensPerS, 1),
 		fmt.Sprintf("%d of %d", p.ArrivalsOverBound, p.Arrivals)}
 }
@@ -88,7 +88,7 @@ func rateRows(bs map[string]*results.Summary, rates []float64) [][]string {
 	return out
 }
 
-const rateNote = "Rate: offered sessions per model second (requests; conversations for multi-turn), arriving on the clock whatever the fleet does. Achieved: successful requests per model second over the run (first request to last answer) in the same unit; below the offered rate the fleet fell behind. Over bound: arrivals not sent because the in-flight bound was full (counted, never waited for), of all arrivals. Goodput: requests per model minute within the TTFT SLO; SLO met: the share of requests within it. With repeated runs: medians, and in brackets the range of the runs."
+const rateNote = "Rate: offered sessions per model second (requests; conversations for multi-turn), arriving on the clock whatever the fleet does. Achieved: successful requests per model second over the run (first request to last answer) in the same unit; the drain at the end lowers it in a short run even when nothing queued. TTFT growth: the slope of TTFT against send time, seconds per second of the run: about 0 when the fleet keeps up; when it does not, its queue grows, by about offered / sustained − 1 (so it sustains about rate / (1 + growth)). Over bound: arrivals not sent because the in-flight bound was full (counted, never waited for), of all arrivals. Goodput: requests per model minute within the TTFT SLO; SLO met: the share of requests within it. With repeated runs: medians, and in brackets the range of the runs."
 
 // writeRates adds the per-rate table of each workload that ran at rates.
 func writeRates(b *strings.Builder, f *results.File) {

@@ -29,6 +29,9 @@ func sampleRates() *results.File {
 				Arrivals: 60}
 			if i == 2 {
 				p.AchievedRate, p.ArrivalsOverBound, p.Arrivals = results.Num(r*0.8), over, 60+over
+				p.TTFTGrowth = 0.25 // 1.5/s offered, 1.2/s sustained
+			} else {
+				p.TTFTGrowth = results.Num(0.01 * k)
 			}
 			s.Sweep = append(s.Sweep, p)
 		}
@@ -87,7 +90,7 @@ func TestRateTableGolden(t *testing.T) {
 		t.Errorf("table differs from %s (go test -update rewrites it):\n%s", path, got)
 	}
 	for _, row := range []string{
-		"| 1.5/s | round-robin | 1.200/s | 6.00 s | 36.0 s | 72.0 s |",
+		"| 1.5/s | round-robin | 1.200/s | 0.25 | 6.00 s | 36.0 s | 72.0 s |",
 		"| 7 of 67 |",
 		"saturation rate 1.500/s (round-robin, c=32)",
 		"by a closed loop of round-robin at 32 clients (control 1.500/s)",
@@ -148,8 +151,8 @@ func TestRateRepeats(t *testing.T) {
 	if err := WriteTable(&b, f); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"| 1/s | switchyard | 1.000/s | 2.00 s | 8.00 s (7.00 s–11.0 s) | 16.0 s |", "| 30.0 (29.0–33.0) |",
-		"Medians over 3 runs", "| 1/s | round-robin | 1.000/s | 4.00 s | 16.0 s | 32.0 s |"} {
+	for _, want := range []string{"| 1/s | switchyard | 1.000/s | 0.02 | 2.00 s | 8.00 s (7.00 s–11.0 s) | 16.0 s |", "| 30.0 (29.0–33.0) |",
+		"Medians over 3 runs", "| 1/s | round-robin | 1.000/s | 0.02 | 4.00 s | 16.0 s | 32.0 s |"} {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("table lacks %q:\n%s", want, b.String())
 		}

@@ -163,6 +163,15 @@ type Summary struct {
 	// answer, so a backlog's drain counts) divided by the requests per
 	// session. Below Rate, the fleet did not keep up with the offered load.
 	AchievedRate Num `json:"achieved_rate"`
+	// TTFTGrowth is the least-squares slope of each request's TTFT against
+	// when it was sent (seconds of TTFT per second of the run). It tells
+	// whether an open loop's fleet keeps up better than AchievedRate can in
+	// a run of minutes, whose drain lowers AchievedRate even when nothing
+	// queues: about 0 when the fleet keeps up; when it does not, its queue
+	// grows and each arrival waits longer than the one before, by about
+	// offered/sustained − 1 (so the rate it sustains is about the offered
+	// rate / (1 + TTFTGrowth)).
+	TTFTGrowth Num `json:"ttft_growth"`
 	// Open-loop runs: Arrivals counts the scheduled arrivals that came
 	// within the budget, ArrivalsOverBound those not sent because
 	// MaxInFlight sessions were already in flight (the client's bound, not
@@ -297,6 +306,7 @@ type Point struct {
 	ITLP50      Num     `json:"itl_p50_s"`
 	ITLP90      Num     `json:"itl_p90_s"`
 	// OutputTokensPerS, AchievedRate and the arrival counts are
+	TTFTGrowth        Num `json:"ttft_growth"`
 	// Summary's at this level.
 	OutputTokensPerS  Num `json:"output_tokens_per_s"`
 	AchievedRate      Num `json:"achieved_rate"`
@@ -322,7 +332,7 @@ func (s *Summary) Point() Point {
 		Concurrency: s.Concurrency, Rate: s.Rate, Requests: s.Requests,
 		TTFTP50: s.TTFTP50, TTFTP90: s.TTFTP90, TTFTP95: s.TTFTP95, TTFTP99: s.TTFTP99,
 		E2EP50: s.E2EP50, E2EP90: s.E2EP90, ITLP50: s.ITLP50, ITLP90: s.ITLP90,
-		OutputTokensPerS: s.OutputTokensPerS, AchievedRate: s.AchievedRate,
+		OutputTokensPerS: s.OutputTokensPerS, AchievedRate: s.AchievedRate, TTFTGrowth: s.TTFTGrowth,
 		Arrivals: s.Arrivals, ArrivalsOverBound: s.ArrivalsOverBound, PeakInFlight: s.PeakInFlight,
 		ThroughputRPS: s.ThroughputRPS, GoodputRPM: s.GoodputRPM, SLOAttainment: s.SLOAttainment,
 		ShedRate: s.ShedRate, CacheHitRatio: s.CacheHitRatio, ProjectedTTFTP50: s.ProjectedTTFTP50,
@@ -539,6 +549,7 @@ type RunFigures struct {
 	SLOAttainment    Num `json:"slo_attainment"`
 	OutputTokensPerS Num `json:"output_tokens_per_s"`
 	AchievedRate     Num `json:"achieved_rate"`
+	TTFTGrowth       Num `json:"ttft_growth"`
 	// Open loop: this run's arrivals and those not sent at the bound.
 	Arrivals          int `json:"arrivals,omitempty"`
 	ArrivalsOverBound int `json:"arrivals_over_bound,omitempty"`
@@ -550,7 +561,7 @@ func (s *Summary) Figures() RunFigures {
 		TTFTP50: s.TTFTP50, TTFTP90: s.TTFTP90, TTFTP95: s.TTFTP95, TTFTP99: s.TTFTP99,
 		ProjectedTTFTP50: s.ProjectedTTFTP50, ProjectedTTFTP90: s.ProjectedTTFTP90, ProjectedTTFTP95: s.ProjectedTTFTP95,
 		ITLP50: s.ITLP50, E2EP50: s.E2EP50, GoodputRPM: s.GoodputRPM, SLOAttainment: s.SLOAttainment,
-		OutputTokensPerS: s.OutputTokensPerS, AchievedRate: s.AchievedRate,
+		OutputTokensPerS: s.OutputTokensPerS, AchievedRate: s.AchievedRate, TTFTGrowth: s.TTFTGrowth,
 		Arrivals: s.Arrivals, ArrivalsOverBound: s.ArrivalsOverBound,
 	}
 }
@@ -563,7 +574,7 @@ const UnknownReason = "unknown"
 func Summarize(recs []Record, scale, slo float64) *Summary {
 	s := &Summary{TimeScale: scale, SLOTTFTS: slo, Requests: len(recs),
 		GoodputAtSLORPM: NaN, GoodputBestRPM: NaN}
-	var ttft, itl, e2e, wttft, witl, we2e, sim, lag, proj, predAbs, predPct, measPct []float64
+	var ttft, itl, e2e, wttft, witl, we2e, sim, lag, proj, predAbs, predPct, measPct, sent []float64
 	var prompt, cached, output, good int
 	first, last := math.Inf(1), math.Inf(-1)
 	seen := map[string]bool{}
@@ -606,7 +617,7 @@ func Summarize(recs []Record, scale, slo float64) *Summary {
 		}
 		s.Succeeded++
 		wt, we := float64(r.WallTTFTS), float64(r.WallE2ES)
-		wttft, we2e = append(wttft, wt), append(we2e, we)
+		wttft, we2e, sent = append(wttft, wt), append(we2e, we), append(sent, r.StartWallS)
 		ttft, e2e = append(ttft, wt*scale), append(e2e, we*scale)
 		for _, g := range r.Gaps {
 			witl, itl = append(witl, g), append(itl, g*scale)
@@ -636,6 +647,7 @@ func Summarize(recs []Record, scale, slo float64) *Summary {
 			good++
 		}
 	}
+	s.TTFTGrowth = Num(stats.Slope(sent, wttft)) // before latency sorts wttft
 	s.Latency = latency(ttft, itl, e2e)
 	s.Wall = latency(wttft, witl, we2e)
 	p, l := stats.Summarize(sim), stats.Summarize(lag)

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"maps"
 	"math"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -250,6 +251,32 @@ func TestAchievedRate(t *testing.T) {
 	p := s.Point()
 	if !near(p.AchievedRate, 0.05) || p.TTFTP90 != s.TTFTP90 || p.OutputTokensPerS != s.OutputTokensPerS {
 		t.Errorf("point %+v lacks the summary's figures", p)
+	}
+}
+
+// TestTTFTGrowth: a queue that grows by a quarter of a second per second
+// of arrivals (offered 1.25 times what the fleet sustains) shows as 0.25
+// in whatever order the answers came and at any time scale; a fleet that
+// keeps up, as 0; a failed request counts for nothing.
+func TestTTFTGrowth(t *testing.T) {
+	var growing, flat []Record
+	for i := range 20 {
+		at := float64(i) * 0.1
+		growing = append(growing, rec(at, 0.2+0.25*at, 1))
+		flat = append(flat, rec(at, 0.2+0.01*float64(i%2), 1))
+	}
+	slices.Reverse(growing)
+	growing = append(growing, Record{StartWallS: 5, EndWallS: 5, Status: 503, Error: "shed", WallTTFTS: NaN, WallE2ES: NaN})
+	for _, scale := range []float64{1, 10} {
+		if s := Summarize(growing, scale, 5); !near(s.TTFTGrowth, 0.25) || !near(s.Point().TTFTGrowth, 0.25) || !near(s.Figures().TTFTGrowth, 0.25) {
+			t.Errorf("scale %v: growth %v, point %v, figures %v; want 0.25", scale, s.TTFTGrowth, s.Point().TTFTGrowth, s.Figures().TTFTGrowth)
+		}
+	}
+	if s := Summarize(flat, 10, 5); math.Abs(float64(s.TTFTGrowth)) > 0.01 {
+		t.Errorf("flat: growth %v, want about 0", s.TTFTGrowth)
+	}
+	if s := Summarize(growing[:1], 10, 5); s.TTFTGrowth.Valid() {
+		t.Errorf("one request: growth %v, want none", s.TTFTGrowth)
 	}
 }
 

@@ -62,3 +62,28 @@ func Quantiles(sorted []float64, steps int) []float64 {
 	}
 	return out
 }
+
+// Slope is the least-squares slope of ys against xs (pairs by index); NaN
+// with fewer than two pairs or when every x is the same.
+func Slope(xs, ys []float64) float64 {
+	n := min(len(xs), len(ys))
+	if n < 2 {
+		return math.NaN()
+	}
+	var mx, my float64
+	for i := range n {
+		mx += xs[i]
+		my += ys[i]
+	}
+	mx, my = mx/float64(n), my/float64(n)
+	var sxy, sxx float64
+	for i := range n {
+		dx := xs[i] - mx
+		sxy += dx * (ys[i] - my)
+		sxx += dx * dx
+	}
+	if sxx == 0 {
+		return math.NaN()
+	}
+	return sxy / sxx
+}

@@ -38,3 +38,20 @@ func TestSummarize(t *testing.T) {
 		t.Errorf("Quantiles = %v", q)
 	}
 }
+
+func TestSlope(t *testing.T) {
+	// Worked out by hand: mean x 2.5, mean y 3.625, Σdx·dy 4.075, Σdx² 17.5.
+	xs := []float64{0, 1, 2, 3, 4, 5}
+	ys := []float64{3.1, 3.15, 3.6, 3.65, 4.1, 4.15}
+	if got := Slope(xs, ys); math.Abs(got-4.075/17.5) > 1e-12 {
+		t.Errorf("Slope = %v, want %v", got, 4.075/17.5)
+	}
+	if got := Slope([]float64{1, 2, 3}, []float64{5, 5, 5}); got != 0 {
+		t.Errorf("flat: %v, want 0", got)
+	}
+	for _, c := range [][2][]float64{{nil, nil}, {{1}, {2}}, {{2, 2}, {1, 3}}} {
+		if got := Slope(c[0], c[1]); !math.IsNaN(got) {
+			t.Errorf("Slope(%v, %v) = %v, want NaN", c[0], c[1], got)
+		}
+	}
+}
