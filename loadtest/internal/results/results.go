@@ -306,7 +306,7 @@ type Point struct {
 	ITLP50      Num     `json:"itl_p50_s"`
 	ITLP90      Num     `json:"itl_p90_s"`
 	// OutputTokensPerS, AchievedRate and the arrival counts are
-	TTFTGrowth        Num `json:"ttft_growth"`
+	TTFTGrowth Num `json:"ttft_growth"`
 	// Summary's at this level.
 	OutputTokensPerS  Num `json:"output_tokens_per_s"`
 	AchievedRate      Num `json:"achieved_rate"`
