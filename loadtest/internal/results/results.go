@@ -305,11 +305,11 @@ type Point struct {
 	E2EP90      Num     `json:"e2e_p90_s"`
 	ITLP50      Num     `json:"itl_p50_s"`
 	ITLP90      Num     `json:"itl_p90_s"`
-	// OutputTokensPerS, AchievedRate and the arrival counts are
-	TTFTGrowth Num `json:"ttft_growth"`
-	// Summary's at this level.
+	// OutputTokensPerS, AchievedRate, TTFTGrowth and the arrival counts
+	// are Summary's at this level.
 	OutputTokensPerS  Num `json:"output_tokens_per_s"`
 	AchievedRate      Num `json:"achieved_rate"`
+	TTFTGrowth        Num `json:"ttft_growth"`
 	Arrivals          int `json:"arrivals,omitempty"`
 	ArrivalsOverBound int `json:"arrivals_over_bound"`
 	PeakInFlight      int `json:"peak_in_flight,omitempty"`
