@@ -695,6 +695,7 @@ func Run(ctx context.Context, cfg Config, out Output, log zerolog.Logger) (*resu
 						return nil, err
 					}
 					s := results.Summarize(recs, cfg.TimeScale, slo)
+					s.PredictorRouterMAPE, s.PredictorRouterSamples = o.routerMAPE, o.routerSamples
 					if ld.Mode.Open() {
 						AddOpen(s, o.Open)
 					}
@@ -706,7 +707,9 @@ func Run(ctx context.Context, cfg Config, out Output, log zerolog.Logger) (*resu
 					}
 					fmt.Fprintln(out.Status, line)
 				}
-				s := results.Median(runs, results.Summarize(all, cfg.TimeScale, slo))
+				pooled := results.Summarize(all, cfg.TimeScale, slo)
+				pooled.PredictorRouterMAPE, pooled.PredictorRouterSamples = poolRouterError(runs)
+				s := results.Median(runs, pooled)
 				if len(runs) > 1 {
 					for _, r := range runs {
 						s.Runs = append(s.Runs, r.Figures())
@@ -822,7 +825,7 @@ func headline(points []*results.Summary, is func(*results.Summary) bool) *result
 
 // runOne starts a fresh fleet, runs one strategy at one load, and stops
 // the fleet.
-func runOne(ctx context.Context, cfg Config, spec workload.Spec, strat string, ld Load, requests int, label string, status io.Writer) (_ runner.Outcome, err error) {
+func runOne(ctx context.Context, cfg Config, spec workload.Spec, strat string, ld Load, requests int, label string, status io.Writer) (_ runResult, err error) {
 	name := fmt.Sprintf("%s-%s-c%d", spec.Kind, strat, ld.Concurrency)
 	conns := ld.Concurrency
 	if ld.Mode.Open() {
@@ -842,7 +845,7 @@ func runOne(ctx context.Context, cfg Config, spec workload.Spec, strat string, l
 	if strat != results.Switchyard || !cfg.KVEvents {
 		sim, err := fleet.StartSim(startCtx, simOpts)
 		if err != nil {
-			return runner.Outcome{}, err
+			return runResult{}, err
 		}
 		defer func() {
 			if serr := sim.Stop(); serr != nil && err == nil {
@@ -867,7 +870,7 @@ func runOne(ctx context.Context, cfg Config, spec workload.Spec, strat string, l
 			Bin: cfg.Bin, Workers: workers, Sim: simOpts, Model: cfg.Model, Args: cfg.DevArgs, LogDir: cfg.LogDir, Name: name + "-switchyard",
 		})
 		if err != nil {
-			return runner.Outcome{}, err
+			return runResult{}, err
 		}
 		gw = g
 		defer func() {
@@ -895,23 +898,23 @@ func runOne(ctx context.Context, cfg Config, spec workload.Spec, strat string, l
 			Background: func(fn func(context.Context)) { go fn(bgCtx) },
 		})
 		if err != nil {
-			return runner.Outcome{}, err
+			return runResult{}, err
 		}
 	}
 	gen, err := workload.NewGenerator(spec)
 	if err != nil {
-		return runner.Outcome{}, err
+		return runResult{}, err
 	}
 	tenants := []runner.Tenant{{Client: client, Gen: gen, Concurrency: conns, Rate: ld.Rate, Seed: spec.Seed}}
 	if cfg.Bystanders > 0 {
 		if workers == nil && gw != nil {
 			if workers, err = gw.Workers(startCtx); err != nil {
-				return runner.Outcome{}, err
+				return runResult{}, err
 			}
 		}
 		by, err := bystanders(cfg, spec, ld, conns, gen, workers, bgCtx)
 		if err != nil {
-			return runner.Outcome{}, err
+			return runResult{}, err
 		}
 		defer by.Client.CloseIdle()
 		tenants = append(tenants, by)
@@ -935,10 +938,65 @@ func runOne(ctx context.Context, cfg Config, spec workload.Spec, strat string, l
 	if err == nil && strat == results.Switchyard && cfg.KVEvents {
 		err = kvEventsReached(ctx, client.HTTP, gw, o)
 	}
+	res := runResult{routerMAPE: results.NaN}
+	if err == nil && gw != nil {
+		res.routerMAPE, res.routerSamples, err = routerPredictorError(ctx, client.HTTP, gw)
+	}
 	if len(tenants) > 1 {
 		o = measured(o)
 	}
-	return o, err
+	res.Outcome = o
+	return res, err
+}
+
+// poolRouterError is the router-scored MAPE of runs taken together: their
+// means weighted by their samples (NaN when none has one), and the samples.
+func poolRouterError(runs []*results.Summary) (results.Num, int) {
+	var sum float64
+	n := 0
+	for _, r := range runs {
+		if r.PredictorRouterMAPE.Valid() && r.PredictorRouterSamples > 0 {
+			sum += float64(r.PredictorRouterMAPE) * float64(r.PredictorRouterSamples)
+			n += r.PredictorRouterSamples
+		}
+	}
+	if n == 0 {
+		return results.NaN, 0
+	}
+	return results.Num(sum / float64(n)), n
+}
+
+// runResult is one run's outcome and, for a run through Switchyard's
+// router, the router's own score of its TTFT predictions
+// (Summary.PredictorRouterMAPE); NaN for the other strategies.
+type runResult struct {
+	runner.Outcome
+	routerMAPE    results.Num
+	routerSamples int
+}
+
+// routerPredictionError is the router's histogram of its predictions'
+// relative error, whose mean is the run's MAPE as the router scores it.
+const routerPredictionError = "switchyard_router_ttft_prediction_relative_error"
+
+// routerPredictorError reads the mean and count of the run's router's
+// routerPredictionError (a fresh router per run, so the whole histogram
+// is the run's); NaN when it learned from nothing.
+func routerPredictorError(ctx context.Context, hc *http.Client, gw *fleet.Gateway) (results.Num, int, error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	sum, err := fleet.ReadCounter(ctx, hc, gw.RouterURL(), routerPredictionError+"_sum")
+	if err != nil {
+		return results.NaN, 0, fmt.Errorf("the router's predictor error: %w", err)
+	}
+	n, err := fleet.ReadCounter(ctx, hc, gw.RouterURL(), routerPredictionError+"_count")
+	if err != nil {
+		return results.NaN, 0, fmt.Errorf("the router's predictor error: %w", err)
+	}
+	if n <= 0 {
+		return results.NaN, 0, nil
+	}
+	return results.Num(sum / n), int(n), nil
 }
 
 // kvEventsReached fails a --kv-events run whose router heard no KV delta

@@ -176,6 +176,18 @@ func TestComparePrefixPressure(t *testing.T) {
 			t.Fatalf("%s: %+v", strat, s)
 		}
 	}
+	// The router's own score of its predictions, read from its metrics,
+	// for the strategies that go through it, and only for them.
+	for _, strat := range cfg.Strategies {
+		s := f.Workloads[string(workload.PrefixPressure)][strat]
+		viaRouter := strat == results.Switchyard || strat == results.Approximate
+		if got := s.PredictorRouterMAPE.Valid() && s.PredictorRouterSamples > 0; got != viaRouter {
+			t.Errorf("%s: router-scored MAPE %v over %d samples; want one: %v", strat, s.PredictorRouterMAPE, s.PredictorRouterSamples, viaRouter)
+		}
+		if viaRouter && !(s.PredictorRouterMAPE >= 0 && s.PredictorRouterSamples <= s.Succeeded) {
+			t.Errorf("%s: router-scored MAPE %v over %d samples of %d requests", strat, s.PredictorRouterMAPE, s.PredictorRouterSamples, s.Succeeded)
+		}
+	}
 	if a := f.Workloads[string(workload.PrefixPressure)][results.Approximate]; !(a.CacheHitRatio > 0) {
 		t.Errorf("approximate: cache hit %v, want some of the groups' prefixes found", a.CacheHitRatio)
 	}

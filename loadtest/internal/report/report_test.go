@@ -203,12 +203,12 @@ func TestTablePredictor(t *testing.T) {
 	}
 	sy := f.Workloads["shared-prefix"]["switchyard"]
 	sy.PredictorSamples, sy.PredictorMAPE, sy.PredictorMedianAPE, sy.PredictorP90AbsErr = 160, 0.084, 0.05, 0.12
-	sy.PredictorMeasuredMAPE, sy.PredictorMeasuredMedianAPE = 0.061, 0.04
+	sy.PredictorMeasuredMAPE, sy.PredictorMeasuredMedianAPE, sy.PredictorRouterMAPE = 0.061, 0.04, 0.072
 	b.Reset()
 	if err := WriteTable(&b, f); err != nil {
 		t.Fatal(err)
 	}
-	if want := "| shared-prefix | switchyard | 16 | 160 | 8.4 % | 5.0 % | 120 ms | 6.1 % | 4.0 % |"; !strings.Contains(b.String(), want) {
+	if want := "| shared-prefix | switchyard | 16 | 160 | 8.4 % | 5.0 % | 120 ms | 6.1 % | 4.0 % | 7.2 % |"; !strings.Contains(b.String(), want) {
 		t.Fatalf("no row %q in\n%s", want, b.String())
 	}
 }

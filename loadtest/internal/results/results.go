@@ -227,14 +227,25 @@ type Summary struct {
 	PredictorMedianAPE Num `json:"predictor_median_ape,omitzero"`
 	PredictorP90AbsErr Num `json:"predictor_p90_abs_error_s,omitzero"`
 	// PredictorMeasuredMAPE and PredictorMeasuredMedianAPE are the same
-	// errors against the TTFT the client measured, which is what the
-	// router learns from (the gateway's TTFT). Against a simulator at a
-	// time scale the two differ: the few wall milliseconds spent outside
+	// errors against the TTFT the client measured. Against a simulator at
+	// a time scale the two differ: the few wall milliseconds spent outside
 	// the engine (client, gateway, router) count time-scale times over in
 	// model seconds, 15–25 % of a cached request's engine TTFT at
 	// --time-scale 10. Equal to the figures above without a simulator.
 	PredictorMeasuredMAPE      Num `json:"predictor_measured_mape,omitzero"`
 	PredictorMeasuredMedianAPE Num `json:"predictor_measured_median_ape,omitzero"`
+	// PredictorRouterMAPE is the error as the router scores it: the mean
+	// of its switchyard_router_ttft_prediction_relative_error over the run
+	// (|observed − predicted| / observed, the prediction made when it
+	// routed), against the TTFT the gateway measured from sending upstream
+	// to the first token — what the router learns from, free of the time
+	// before the gateway sends (the client's request, the Route call) that
+	// the client's TTFT has, and in the same units as the prediction
+	// whatever the time scale. PredictorRouterSamples counts its
+	// completions (those the router did not set aside as disturbed by a
+	// failed scrape). Only for runs through Switchyard's router.
+	PredictorRouterMAPE    Num `json:"predictor_router_mape,omitzero"`
+	PredictorRouterSamples int `json:"predictor_router_samples,omitempty"`
 
 	// Runs are each run's TTFT figures when the configuration ran more
 	// than once (compare --repeat); the figures above are their medians.
