@@ -24,7 +24,11 @@
 // drifting. Results are clamped to physically sane ranges. The prefill
 // rate is fitted on absolute errors, the fixed and per-request costs given
 // that rate on relative errors, weighted by (prediction / TTFT)² within
-// bounds (learnWeighted and relativeWeight say why).
+// bounds (learnWeighted and relativeWeight say why), and constrained to be
+// non-negative as a fit, not by clamping (nonNegative). A completion faster
+// than the prefill its features count says its features were wrong (the
+// work put ahead of it was done), not that the fixed costs are below zero:
+// it counts as costs of zero, at no more than unit weight.
 //
 // # Robustness
 //
@@ -318,6 +322,12 @@ func (m *Model) ObserveNear(f Features, ttft float64, ref *Model) Outcome {
 		m.recent[m.next] = observation{f: f, y: ttft, rejected: !fleetLike}
 		m.next = (m.next + 1) % RegimeRun
 		m.nrec = min(m.nrec+1, RegimeRun)
+		if !fleetLike {
+			// Counted before a restart, which learns it with the
+			// others and takes their counts back.
+			m.rejected++
+			m.outliers++
+		}
 		if m.run*dir >= RegimeRun || m.share >= OutlierShare {
 			if ref != nil && ref.warm >= WarmupSamples {
 				m.prior = ref.theta // what its fleet shows is the better prior
@@ -326,8 +336,6 @@ func (m *Model) ObserveNear(f Features, ttft float64, ref *Model) Outcome {
 			return Learned
 		}
 		if !fleetLike {
-			m.rejected++
-			m.outliers++
 			return Outlier
 		}
 	}
@@ -408,13 +416,6 @@ func (m *Model) learnWeighted(f Features, ttft, w float64) {
 		}
 		m.sxy[i] = Forget*m.sxy[i] + x[i]*ttft
 	}
-	for i := range 2 {
-		for j := range 2 {
-			m.rxx[i][j] = Forget*m.rxx[i][j] + w*x[i]*x[j]
-		}
-		m.rxy[i] = Forget*m.rxy[i] + w*x[i]*ttft
-		m.rxt[i] = Forget*m.rxt[i] + w*x[i]*f.Tokens
-	}
 	m.samples++
 	m.warm++
 	m.priorW = max(MinPriorWeight, Forget*m.priorW)
@@ -426,10 +427,30 @@ func (m *Model) learnWeighted(f Features, ttft, w float64) {
 		b[i] = m.sxy[i] + m.priorW*m.ridge[i]*m.prior[i]
 	}
 	theta, ok := solve3(a, b)
+	perToken := m.theta[2]
+	if ok {
+		perToken = clamp(theta[2], 1/MaxPrefillRate, 1/MinPrefillRate)
+	}
+	y, tokens := ttft, f.Tokens
+	if ttft < f.Tokens*perToken {
+		// Faster than the prefill its features count, at the rate just
+		// fitted with it: what they put ahead of it was done or never
+		// there (TestWorkAheadThatWasDone), or the rate is still far off.
+		// Either way it shows fixed costs of no more than 0, which they
+		// cannot be; fitted as it is, weighted as the over-prediction it
+		// is, it drove them below 0. It counts as costs of 0, at weight 1.
+		w, tokens = min(w, 1), ttft/perToken
+	}
+	for i := range 2 {
+		for j := range 2 {
+			m.rxx[i][j] = Forget*m.rxx[i][j] + w*x[i]*x[j]
+		}
+		m.rxy[i] = Forget*m.rxy[i] + w*x[i]*y
+		m.rxt[i] = Forget*m.rxt[i] + w*x[i]*tokens
+	}
 	if !ok {
 		return
 	}
-	perToken := clamp(theta[2], 1/MaxPrefillRate, 1/MinPrefillRate)
 	// Given the rate, the fixed costs: a 2×2 system, solved in the third
 	// slot's absence (a unit diagonal there pins it to perToken).
 	a = [3][3]float64{{m.rxx[0][0], m.rxx[0][1], 0}, {m.rxx[1][0], m.rxx[1][1], 0}, {0, 0, 1}}
@@ -439,13 +460,42 @@ func (m *Model) learnWeighted(f Features, ttft, w float64) {
 		b[i] += m.priorW * m.ridge[i] * m.prior[i]
 	}
 	if fixed, ok := solve3(a, b); ok {
-		theta[0], theta[1] = fixed[0], fixed[1]
+		theta[0], theta[1] = nonNegative(a, b, fixed[0], fixed[1])
 	}
 	m.theta = [3]float64{
 		clamp(theta[0], 0, MaxBase),
 		clamp(theta[1], 0, MaxPerQueued),
 		perToken,
 	}
+}
+
+// nonNegative is the least-squares solution of the fixed costs' normal
+// equations (the 2×2 system in a and b) under base, perQueued ≥ 0, given
+// the unconstrained one (x0, x1). Clamping a negative coefficient to 0
+// without refitting the other leaves every prediction off by what was
+// clamped away: a fit of base −0.02 s and perQueued 0.008 s, clamped to
+// 0 and 0.008, predicted every cached request 20 ms high, twice its TTFT.
+// Otherwise the solution lies on a bound, where the other coefficient is
+// its one-variable fit: whichever of the two fits better.
+func nonNegative(a [3][3]float64, b [3]float64, x0, x1 float64) (float64, float64) {
+	if x0 >= 0 && x1 >= 0 {
+		return x0, x1
+	}
+	// The least-squares objective up to a constant, ½xᵀax − bᵀx.
+	cost := func(u, v float64) float64 {
+		return 0.5*(a[0][0]*u*u+(a[0][1]+a[1][0])*u*v+a[1][1]*v*v) - b[0]*u - b[1]*v
+	}
+	var u, v float64
+	if a[0][0] > 0 {
+		u = max(0, b[0]/a[0][0])
+	}
+	if a[1][1] > 0 {
+		v = max(0, b[1]/a[1][1])
+	}
+	if cost(u, 0) <= cost(0, v) {
+		return u, 0
+	}
+	return 0, v
 }
 
 // ObserveUncached learns the typical uncached size of a request.
