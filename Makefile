@@ -78,7 +78,7 @@ bench: ## Run the hot-path benchmarks (Route, gateway overhead, KV event decode,
 # Levels, run sizes and workload shapes are loadtest's calibrated defaults
 # (loadtest/README.md, "How the headline numbers are chosen").
 .PHONY: bench-routing
-bench-routing: ## Routing benchmark on a simulated fleet, scaled down (~25 min on 2 cores): closed loop bench/routing.*, open loop bench/routing-open.*, llm-d's prefix-pressure shape bench/routing-pressure.* (8 workers, prefill-dominated, with traffic the router does not see).
+bench-routing: ## Routing benchmark on a simulated fleet, scaled down (~25 min on 2 cores): closed loop bench/routing.*, open loop bench/routing-open.*, llm-d's prefix-pressure shape bench/routing-pressure.* (8 workers, prefill-dominated, with traffic the router does not see), the TTFT predictor at time scale 3 bench/routing-predictor.*.
 	$(GO) build -o $(BIN)/switchyard ./cmd/switchyard
 	$(GO) build -o $(BIN)/loadtest ./loadtest
 	$(BIN)/loadtest compare --switchyard-bin $(BIN)/switchyard --time-scale 10 --kv-events \
@@ -92,6 +92,9 @@ bench-routing: ## Routing benchmark on a simulated fleet, scaled down (~25 min o
 	  --workers 8 --pressure-question-tokens 150 --pressure-output-tokens 20 --bystanders 1 \
 	  --load rate --rates 3,3.5,4 --requests 1500 \
 	  --out bench/routing-pressure.json --table bench/routing-pressure.md --records -
+	$(BIN)/loadtest compare --switchyard-bin $(BIN)/switchyard --time-scale 3 --kv-events \
+	  --workloads shared-prefix,multi-turn --strategies switchyard --sweep shared-prefix=16 --sweep multi-turn=8 \
+	  --repeat 3 --out bench/routing-predictor.json --table bench/routing-predictor.md --records -
 
 .PHONY: bench-scale
 bench-scale: ## Scale run on loopback processes: 128 simulated workers in 4 sim processes, 2 kvtrackers, 4 routers; prints its table (drills/scale_test.go).
