@@ -78,7 +78,7 @@ bench: ## Run the hot-path benchmarks (Route, gateway overhead, KV event decode,
 # Levels, run sizes and workload shapes are loadtest's calibrated defaults
 # (loadtest/README.md, "How the headline numbers are chosen").
 .PHONY: bench-routing
-bench-routing: ## Routing benchmark on a simulated fleet, scaled down (~25 min on 2 cores): closed loop bench/routing.*, open loop bench/routing-open.*, llm-d's prefix-pressure shape bench/routing-pressure.* (8 workers, prefill-dominated, with traffic the router does not see), the TTFT predictor at time scale 3 bench/routing-predictor.*.
+bench-routing: ## Routing benchmark on a simulated fleet, scaled down (~30 min on 2 cores): closed loop bench/routing.*, open loop bench/routing-open.*, llm-d's prefix-pressure shape bench/routing-pressure.* (8 workers, prefill-dominated, with traffic the router does not see), the TTFT predictor at time scale 3 bench/routing-predictor.*.
 	$(GO) build -o $(BIN)/switchyard ./cmd/switchyard
 	$(GO) build -o $(BIN)/loadtest ./loadtest
 	$(BIN)/loadtest compare --switchyard-bin $(BIN)/switchyard --time-scale 10 --kv-events \
