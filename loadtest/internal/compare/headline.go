@@ -39,17 +39,9 @@ func Headline(kind workload.Kind, fixed int, levels []int, random []results.Poin
 		return h
 	}
 	ref, hasRef := ReferenceRandomTTFTP50[kind]
-	best, bestDist := -1, math.Inf(1)
+	best := -1
 	if hasRef {
-		for i, p := range random {
-			if !p.TTFTP50.Valid() || p.TTFTP50 <= 0 {
-				continue
-			}
-			d := math.Abs(math.Log(float64(p.TTFTP50) / ref))
-			if d < bestDist || (d == bestDist && p.Concurrency < random[best].Concurrency) {
-				best, bestDist = i, d
-			}
-		}
+		best = closest(random, ref, func(p results.Point) results.Num { return p.TTFTP50 })
 	}
 	if best >= 0 {
 		p := random[best]
@@ -80,16 +72,12 @@ var ReferenceRandomTTFTP90 = map[workload.Kind]float64{
 // open loop's queues build and strategies part.
 func OpenHeadline(kind workload.Kind, rates []float64, random []results.Point) results.Headline {
 	if ref, ok := ReferenceRandomTTFTP90[kind]; ok {
-		best, bestDist := -1, math.Inf(1)
-		for i, p := range random {
-			if !p.TTFTP90.Valid() || p.TTFTP90 <= 0 || !openPoint(p) {
-				continue
+		best := closest(random, ref, func(p results.Point) results.Num {
+			if !openPoint(p) {
+				return results.NaN
 			}
-			d := math.Abs(math.Log(float64(p.TTFTP90) / ref))
-			if d < bestDist || (d == bestDist && p.Rate < random[best].Rate) {
-				best, bestDist = i, d
-			}
-		}
+			return p.TTFTP90
+		})
 		if best >= 0 {
 			p := random[best]
 			return results.Headline{Rate: p.Rate, Rule: "reference-p90", RandomTTFTP90: p.TTFTP90, ReferenceTTFTP90: results.Num(ref)}
@@ -100,6 +88,24 @@ func OpenHeadline(kind workload.Kind, rates []float64, random []results.Point) r
 		top = max(top, r)
 	}
 	return results.Headline{Rate: top, Rule: "top-rate"}
+}
+
+// closest is the index of the point whose figure is closest in ratio to
+// ref (twice too slow is as far as twice too fast), ties going to the
+// lower level; -1 when no point has a positive figure.
+func closest(points []results.Point, ref float64, figure func(results.Point) results.Num) int {
+	best, bestDist := -1, math.Inf(1)
+	for i, p := range points {
+		v := figure(p)
+		if !v.Valid() || v <= 0 {
+			continue
+		}
+		d := math.Abs(math.Log(float64(v) / ref))
+		if d < bestDist || (d == bestDist && level(p) < level(points[best])) {
+			best, bestDist = i, d
+		}
+	}
+	return best
 }
 
 // Goodput fills each strategy's goodput figures from its sweep.
