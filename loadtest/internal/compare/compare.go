@@ -708,7 +708,12 @@ func Run(ctx context.Context, cfg Config, out Output, log zerolog.Logger) (*resu
 					fmt.Fprintln(out.Status, line)
 				}
 				pooled := results.Summarize(all, cfg.TimeScale, slo)
-				pooled.PredictorRouterMAPE, pooled.PredictorRouterSamples = poolRouterError(runs)
+				// The router scores each run: one run's score as it is,
+				// several runs' median (Median), their samples summed.
+				pooled.PredictorRouterMAPE = runs[0].PredictorRouterMAPE
+				for _, r := range runs {
+					pooled.PredictorRouterSamples += r.PredictorRouterSamples
+				}
 				s := results.Median(runs, pooled)
 				if len(runs) > 1 {
 					for _, r := range runs {
@@ -949,23 +954,6 @@ func runOne(ctx context.Context, cfg Config, spec workload.Spec, strat string, l
 	return res, err
 }
 
-// poolRouterError is the router-scored MAPE of runs taken together: their
-// means weighted by their samples (NaN when none has one), and the samples.
-func poolRouterError(runs []*results.Summary) (results.Num, int) {
-	var sum float64
-	n := 0
-	for _, r := range runs {
-		if r.PredictorRouterMAPE.Valid() && r.PredictorRouterSamples > 0 {
-			sum += float64(r.PredictorRouterMAPE) * float64(r.PredictorRouterSamples)
-			n += r.PredictorRouterSamples
-		}
-	}
-	if n == 0 {
-		return results.NaN, 0
-	}
-	return results.Num(sum / float64(n)), n
-}
-
 // runResult is one run's outcome and, for a run through Switchyard's
 // router, the router's own score of its TTFT predictions
 // (Summary.PredictorRouterMAPE); NaN for the other strategies.
@@ -985,14 +973,11 @@ const routerPredictionError = "switchyard_router_ttft_prediction_relative_error"
 func routerPredictorError(ctx context.Context, hc *http.Client, gw *fleet.Gateway) (results.Num, int, error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	sum, err := fleet.ReadCounter(ctx, hc, gw.RouterURL(), routerPredictionError+"_sum")
+	v, err := fleet.ReadCounters(ctx, hc, gw.RouterURL(), routerPredictionError+"_sum", routerPredictionError+"_count")
 	if err != nil {
 		return results.NaN, 0, fmt.Errorf("the router's predictor error: %w", err)
 	}
-	n, err := fleet.ReadCounter(ctx, hc, gw.RouterURL(), routerPredictionError+"_count")
-	if err != nil {
-		return results.NaN, 0, fmt.Errorf("the router's predictor error: %w", err)
-	}
+	sum, n := v[0], v[1]
 	if n <= 0 {
 		return results.NaN, 0, nil
 	}

@@ -2,6 +2,7 @@ package fleet
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -13,12 +14,38 @@ import (
 // ReadCounter scrapes url's /metrics (url without /v1) and returns the sum
 // of metric name over its series.
 func ReadCounter(ctx context.Context, client *http.Client, url, name string) (float64, error) {
+	v, err := ReadCounters(ctx, client, url, name)
+	if err != nil {
+		return 0, err
+	}
+	return v[0], nil
+}
+
+// maxMetricsPage bounds the /metrics page ReadCounters holds in memory.
+const maxMetricsPage = 16 << 20
+
+// ReadCounters is ReadCounter for several metrics read off one scrape, so
+// that they describe the same moment (a histogram's _sum and _count).
+func ReadCounters(ctx context.Context, client *http.Client, url string, names ...string) ([]float64, error) {
 	body, err := getMetrics(ctx, client, url)
 	if err != nil {
-		return 0, fmt.Errorf("read %s: %w", name, err)
+		return nil, fmt.Errorf("read %s: %w", strings.Join(names, ", "), err)
 	}
 	defer body.Close()
-	return ParseCounter(body, name)
+	page, err := io.ReadAll(io.LimitReader(body, maxMetricsPage+1))
+	switch {
+	case err != nil:
+		return nil, fmt.Errorf("read %s: %w", strings.Join(names, ", "), err)
+	case len(page) > maxMetricsPage:
+		return nil, fmt.Errorf("read %s: %s/metrics is larger than %d bytes", strings.Join(names, ", "), url, maxMetricsPage)
+	}
+	out := make([]float64, len(names))
+	for i, name := range names {
+		if out[i], err = ParseCounter(bytes.NewReader(page), name); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
 }
 
 // ParseCounter reads the Prometheus text exposition from r and sums the

@@ -1,6 +1,10 @@
 package fleet
 
 import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 )
@@ -49,4 +53,22 @@ func FuzzParseCounter(f *testing.F) {
 			t.Fatalf("a value %v from an exposition without the metric", v)
 		}
 	})
+}
+
+// TestReadCounters: several metrics off one scrape of a real HTTP server,
+// a histogram's _sum and _count among them; a missing one is an error.
+func TestReadCounters(t *testing.T) {
+	scrapes := 0
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		scrapes++
+		fmt.Fprint(w, "h_bucket{le=\"+Inf\"} 4\nh_sum 1.5\nh_count 4\nc_total 9\n")
+	}))
+	defer srv.Close()
+	got, err := ReadCounters(context.Background(), srv.Client(), srv.URL, "h_sum", "h_count", "c_total")
+	if err != nil || len(got) != 3 || got[0] != 1.5 || got[1] != 4 || got[2] != 9 || scrapes != 1 {
+		t.Errorf("got %v, %v after %d scrapes; want [1.5 4 9] from one", got, err, scrapes)
+	}
+	if _, err := ReadCounters(context.Background(), srv.Client(), srv.URL, "h_sum", "missing"); err == nil || !strings.Contains(err.Error(), "missing") {
+		t.Errorf("a missing metric: %v", err)
+	}
 }
