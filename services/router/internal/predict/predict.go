@@ -431,7 +431,7 @@ func (m *Model) learnWeighted(f Features, ttft, w float64) {
 	if ok {
 		perToken = clamp(theta[2], 1/MaxPrefillRate, 1/MinPrefillRate)
 	}
-	y, tokens := ttft, f.Tokens
+	tokens := f.Tokens
 	if ttft < f.Tokens*perToken {
 		// Faster than the prefill its features count, at the rate just
 		// fitted with it: what they put ahead of it was done or never
@@ -445,7 +445,7 @@ func (m *Model) learnWeighted(f Features, ttft, w float64) {
 		for j := range 2 {
 			m.rxx[i][j] = Forget*m.rxx[i][j] + w*x[i]*x[j]
 		}
-		m.rxy[i] = Forget*m.rxy[i] + w*x[i]*y
+		m.rxy[i] = Forget*m.rxy[i] + w*x[i]*ttft
 		m.rxt[i] = Forget*m.rxt[i] + w*x[i]*tokens
 	}
 	if !ok {
