@@ -71,6 +71,7 @@ import (
 	"github.com/switchyard-dev/switchyard/services/gateway/flowcontrol"
 	"github.com/switchyard-dev/switchyard/services/gateway/internal/publish"
 	"github.com/switchyard-dev/switchyard/services/gateway/internal/spool"
+	"github.com/switchyard-dev/switchyard/services/gateway/internal/stepclock"
 	"github.com/switchyard-dev/switchyard/services/gateway/ratelimit"
 )
 
@@ -146,6 +147,9 @@ type Gateway struct {
 	flowMetrics *flowcontrol.Metrics
 	// live is the upstream responses being relayed, by endpoint.
 	live liveSet
+	// steps follows the engine steps of the workers streamed from, for
+	// the router's TTFT predictions (stepclock says why).
+	steps stepclock.Clocks
 	// cooldowns are the upstreams that asked, with Retry-After, not to be
 	// sent requests for a while.
 	cooldowns cooldowns

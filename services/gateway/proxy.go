@@ -452,6 +452,7 @@ func (c *call) route(ctx context.Context, body []byte, exclude []string, fr flow
 		KvReserve:        fr.reserve,
 		MaxOutputTokens:  c.maxOutput(),
 		Hold:             fr.hold,
+		StepClocks:       c.g.steps.Append(nil, t0),
 	})
 	c.g.metrics.routeSeconds.Observe(time.Since(t0).Seconds())
 	if err != nil {
@@ -720,6 +721,9 @@ func (c *call) relayStream(w http.ResponseWriter, body io.Reader, injected bool,
 				}
 			}
 			if data {
+				if c.target.GetKind() == routerv1.TargetKind_TARGET_KIND_LOCAL {
+					c.g.steps.Tick(c.target.GetId(), now)
+				}
 				if c.first.IsZero() {
 					c.first = now
 					c.ttft = now.Sub(c.start)

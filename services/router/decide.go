@@ -108,6 +108,9 @@ type decision struct {
 	ctx    context.Context
 	ctxErr error
 	svc    *service
+	// steps is the request's step clocks by endpoint, as of the table's
+	// decision (see stepClocks); empty when the gateway sent none.
+	steps map[string]load.StepClock
 }
 
 func (s *service) getDecision() *decision {
@@ -125,6 +128,7 @@ func (s *service) putDecision(d *decision) {
 	d.served = ""
 	d.held = -1
 	d.ctx, d.ctxErr, d.svc = nil, nil, nil
+	clear(d.steps)
 	s.scratch.Put(d)
 }
 
@@ -161,6 +165,7 @@ func (s *service) decide(ctx context.Context, d *decision, req *routerv1.RouteRe
 	// The scored table and the program's pick, committed in the table
 	// unless tracing (see decision.Pick below, which the table calls;
 	// it picks nothing once ctx is done).
+	d.stepClocks(now)
 	d.rows, d.chosen = s.table.Decide(s.tableRequest(d), d.models, now, d.rows[:0], d, !trace)
 	if d.ctxErr != nil {
 		return d.ctxErr
@@ -518,7 +523,7 @@ func (s *service) lookupText(l *lookup, now time.Time) {
 
 // tableRequest is the request as the load table sees it.
 func (s *service) tableRequest(d *decision) load.Request {
-	return load.Request{
+	r := load.Request{
 		Model:        d.req.GetModel(),
 		ID:           d.req.GetRequestId(),
 		Exclude:      d.req.GetExcludeEndpoints(),
@@ -530,6 +535,41 @@ func (s *service) tableRequest(d *decision) load.Request {
 		OutputTokens: max(0, d.req.GetMaxOutputTokens()),
 		Cached:       d.cachedOn,
 	}
+	if len(d.steps) > 0 {
+		r.Steps = d.stepsOn
+	}
+	return r
+}
+
+// maxDecisionLag bounds the time a decision is taken to have spent before
+// the table decides it, when moving the gateway's step clocks on: beyond
+// it (a clock in a test, a stalled process) the step under way is long
+// over anyway.
+const maxDecisionLag = 100 * time.Millisecond
+
+// stepClocks indexes the request's step clocks by endpoint, each moved on
+// by the time since the request arrived (reading and tokenizing the
+// prompt): the gateway read its clocks as it sent the request, and the
+// step under way kept running. Clocks that cannot be real are left for
+// the table to ignore.
+func (d *decision) stepClocks(arrived time.Time) {
+	cs := d.req.GetStepClocks()
+	if len(cs) == 0 {
+		return
+	}
+	if d.steps == nil {
+		d.steps = make(map[string]load.StepClock, len(cs))
+	}
+	lag := min(max(0, time.Since(arrived)), maxDecisionLag).Seconds()
+	for _, c := range cs {
+		d.steps[c.GetEndpointId()] = load.StepClock{Since: c.GetSinceStepSeconds() + lag, Step: c.GetStepSeconds()}
+	}
+}
+
+// stepsOn is the table's view of the step clocks.
+func (d *decision) stepsOn(id string) (load.StepClock, bool) {
+	c, ok := d.steps[id]
+	return c, ok
 }
 
 // cachedOn is the table's view of the lookup, asked under the table's

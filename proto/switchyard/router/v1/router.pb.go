@@ -239,7 +239,13 @@ type RouteRequest struct {
 	// unclaimed: its tenant is past its fair share, and the rest is kept for
 	// tenants within theirs. With kv_cache_threshold 0 the claims are then
 	// measured against the whole cache.
-	KvReserve     float64 `protobuf:"fixed64,13,opt,name=kv_reserve,json=kvReserve,proto3" json:"kv_reserve,omitempty"`
+	KvReserve float64 `protobuf:"fixed64,13,opt,name=kv_reserve,json=kvReserve,proto3" json:"kv_reserve,omitempty"`
+	// When the engine steps of the workers the gateway is streaming from
+	// last ended, as the tokens of their running requests arrived: the
+	// router adds what is left of the step under way to a worker's predicted
+	// TTFT, since nothing new starts before it ends. Workers the gateway
+	// streams nothing from are absent.
+	StepClocks    []*StepClock `protobuf:"bytes,14,rep,name=step_clocks,json=stepClocks,proto3" json:"step_clocks,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -365,6 +371,80 @@ func (x *RouteRequest) GetKvReserve() float64 {
 	return 0
 }
 
+func (x *RouteRequest) GetStepClocks() []*StepClock {
+	if x != nil {
+		return x.StepClocks
+	}
+	return nil
+}
+
+// StepClock is one worker's engine step timing as a gateway relaying its
+// streams saw it, relative to when the gateway sent the RouteRequest (no
+// clock is shared between gateway and router).
+type StepClock struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The endpoint id (Target.id).
+	EndpointId string `protobuf:"bytes,1,opt,name=endpoint_id,json=endpointId,proto3" json:"endpoint_id,omitempty"`
+	// Seconds since the last step ended (its tokens arrived).
+	SinceStepSeconds float64 `protobuf:"fixed64,2,opt,name=since_step_seconds,json=sinceStepSeconds,proto3" json:"since_step_seconds,omitempty"`
+	// How long that step took: the time between the ends of the last two
+	// steps; 0 when unknown (the worker had been silent before it).
+	StepSeconds   float64 `protobuf:"fixed64,3,opt,name=step_seconds,json=stepSeconds,proto3" json:"step_seconds,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StepClock) Reset() {
+	*x = StepClock{}
+	mi := &file_switchyard_router_v1_router_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StepClock) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StepClock) ProtoMessage() {}
+
+func (x *StepClock) ProtoReflect() protoreflect.Message {
+	mi := &file_switchyard_router_v1_router_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StepClock.ProtoReflect.Descriptor instead.
+func (*StepClock) Descriptor() ([]byte, []int) {
+	return file_switchyard_router_v1_router_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *StepClock) GetEndpointId() string {
+	if x != nil {
+		return x.EndpointId
+	}
+	return ""
+}
+
+func (x *StepClock) GetSinceStepSeconds() float64 {
+	if x != nil {
+		return x.SinceStepSeconds
+	}
+	return 0
+}
+
+func (x *StepClock) GetStepSeconds() float64 {
+	if x != nil {
+		return x.StepSeconds
+	}
+	return 0
+}
+
 type Target struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Stable endpoint id, e.g. "sim-0" or "provider/openai".
@@ -388,7 +468,7 @@ type Target struct {
 
 func (x *Target) Reset() {
 	*x = Target{}
-	mi := &file_switchyard_router_v1_router_proto_msgTypes[1]
+	mi := &file_switchyard_router_v1_router_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -400,7 +480,7 @@ func (x *Target) String() string {
 func (*Target) ProtoMessage() {}
 
 func (x *Target) ProtoReflect() protoreflect.Message {
-	mi := &file_switchyard_router_v1_router_proto_msgTypes[1]
+	mi := &file_switchyard_router_v1_router_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -413,7 +493,7 @@ func (x *Target) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Target.ProtoReflect.Descriptor instead.
 func (*Target) Descriptor() ([]byte, []int) {
-	return file_switchyard_router_v1_router_proto_rawDescGZIP(), []int{1}
+	return file_switchyard_router_v1_router_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *Target) GetId() string {
@@ -480,7 +560,7 @@ type Decision struct {
 
 func (x *Decision) Reset() {
 	*x = Decision{}
-	mi := &file_switchyard_router_v1_router_proto_msgTypes[2]
+	mi := &file_switchyard_router_v1_router_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -492,7 +572,7 @@ func (x *Decision) String() string {
 func (*Decision) ProtoMessage() {}
 
 func (x *Decision) ProtoReflect() protoreflect.Message {
-	mi := &file_switchyard_router_v1_router_proto_msgTypes[2]
+	mi := &file_switchyard_router_v1_router_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -505,7 +585,7 @@ func (x *Decision) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Decision.ProtoReflect.Descriptor instead.
 func (*Decision) Descriptor() ([]byte, []int) {
-	return file_switchyard_router_v1_router_proto_rawDescGZIP(), []int{2}
+	return file_switchyard_router_v1_router_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *Decision) GetPolicy() string {
@@ -575,7 +655,7 @@ type Rejection struct {
 
 func (x *Rejection) Reset() {
 	*x = Rejection{}
-	mi := &file_switchyard_router_v1_router_proto_msgTypes[3]
+	mi := &file_switchyard_router_v1_router_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -587,7 +667,7 @@ func (x *Rejection) String() string {
 func (*Rejection) ProtoMessage() {}
 
 func (x *Rejection) ProtoReflect() protoreflect.Message {
-	mi := &file_switchyard_router_v1_router_proto_msgTypes[3]
+	mi := &file_switchyard_router_v1_router_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -600,7 +680,7 @@ func (x *Rejection) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Rejection.ProtoReflect.Descriptor instead.
 func (*Rejection) Descriptor() ([]byte, []int) {
-	return file_switchyard_router_v1_router_proto_rawDescGZIP(), []int{3}
+	return file_switchyard_router_v1_router_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *Rejection) GetCode() RejectCode {
@@ -635,7 +715,7 @@ type RouteResponse struct {
 
 func (x *RouteResponse) Reset() {
 	*x = RouteResponse{}
-	mi := &file_switchyard_router_v1_router_proto_msgTypes[4]
+	mi := &file_switchyard_router_v1_router_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -647,7 +727,7 @@ func (x *RouteResponse) String() string {
 func (*RouteResponse) ProtoMessage() {}
 
 func (x *RouteResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_switchyard_router_v1_router_proto_msgTypes[4]
+	mi := &file_switchyard_router_v1_router_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -660,7 +740,7 @@ func (x *RouteResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RouteResponse.ProtoReflect.Descriptor instead.
 func (*RouteResponse) Descriptor() ([]byte, []int) {
-	return file_switchyard_router_v1_router_proto_rawDescGZIP(), []int{4}
+	return file_switchyard_router_v1_router_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *RouteResponse) GetTarget() *Target {
@@ -713,7 +793,7 @@ type Candidate struct {
 
 func (x *Candidate) Reset() {
 	*x = Candidate{}
-	mi := &file_switchyard_router_v1_router_proto_msgTypes[5]
+	mi := &file_switchyard_router_v1_router_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -725,7 +805,7 @@ func (x *Candidate) String() string {
 func (*Candidate) ProtoMessage() {}
 
 func (x *Candidate) ProtoReflect() protoreflect.Message {
-	mi := &file_switchyard_router_v1_router_proto_msgTypes[5]
+	mi := &file_switchyard_router_v1_router_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -738,7 +818,7 @@ func (x *Candidate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Candidate.ProtoReflect.Descriptor instead.
 func (*Candidate) Descriptor() ([]byte, []int) {
-	return file_switchyard_router_v1_router_proto_rawDescGZIP(), []int{5}
+	return file_switchyard_router_v1_router_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *Candidate) GetEndpoint() *Endpoint {
@@ -824,7 +904,7 @@ type ExplainResponse struct {
 
 func (x *ExplainResponse) Reset() {
 	*x = ExplainResponse{}
-	mi := &file_switchyard_router_v1_router_proto_msgTypes[6]
+	mi := &file_switchyard_router_v1_router_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -836,7 +916,7 @@ func (x *ExplainResponse) String() string {
 func (*ExplainResponse) ProtoMessage() {}
 
 func (x *ExplainResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_switchyard_router_v1_router_proto_msgTypes[6]
+	mi := &file_switchyard_router_v1_router_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -849,7 +929,7 @@ func (x *ExplainResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExplainResponse.ProtoReflect.Descriptor instead.
 func (*ExplainResponse) Descriptor() ([]byte, []int) {
-	return file_switchyard_router_v1_router_proto_rawDescGZIP(), []int{6}
+	return file_switchyard_router_v1_router_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *ExplainResponse) GetResult() *RouteResponse {
@@ -893,7 +973,7 @@ type TokenizerStatus struct {
 
 func (x *TokenizerStatus) Reset() {
 	*x = TokenizerStatus{}
-	mi := &file_switchyard_router_v1_router_proto_msgTypes[7]
+	mi := &file_switchyard_router_v1_router_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -905,7 +985,7 @@ func (x *TokenizerStatus) String() string {
 func (*TokenizerStatus) ProtoMessage() {}
 
 func (x *TokenizerStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_switchyard_router_v1_router_proto_msgTypes[7]
+	mi := &file_switchyard_router_v1_router_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -918,7 +998,7 @@ func (x *TokenizerStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TokenizerStatus.ProtoReflect.Descriptor instead.
 func (*TokenizerStatus) Descriptor() ([]byte, []int) {
-	return file_switchyard_router_v1_router_proto_rawDescGZIP(), []int{7}
+	return file_switchyard_router_v1_router_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *TokenizerStatus) GetModel() string {
@@ -974,7 +1054,7 @@ type TokenizerCheck struct {
 
 func (x *TokenizerCheck) Reset() {
 	*x = TokenizerCheck{}
-	mi := &file_switchyard_router_v1_router_proto_msgTypes[8]
+	mi := &file_switchyard_router_v1_router_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -986,7 +1066,7 @@ func (x *TokenizerCheck) String() string {
 func (*TokenizerCheck) ProtoMessage() {}
 
 func (x *TokenizerCheck) ProtoReflect() protoreflect.Message {
-	mi := &file_switchyard_router_v1_router_proto_msgTypes[8]
+	mi := &file_switchyard_router_v1_router_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -999,7 +1079,7 @@ func (x *TokenizerCheck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TokenizerCheck.ProtoReflect.Descriptor instead.
 func (*TokenizerCheck) Descriptor() ([]byte, []int) {
-	return file_switchyard_router_v1_router_proto_rawDescGZIP(), []int{8}
+	return file_switchyard_router_v1_router_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *TokenizerCheck) GetEndpointId() string {
@@ -1047,7 +1127,7 @@ type ListEndpointsRequest struct {
 
 func (x *ListEndpointsRequest) Reset() {
 	*x = ListEndpointsRequest{}
-	mi := &file_switchyard_router_v1_router_proto_msgTypes[9]
+	mi := &file_switchyard_router_v1_router_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1059,7 +1139,7 @@ func (x *ListEndpointsRequest) String() string {
 func (*ListEndpointsRequest) ProtoMessage() {}
 
 func (x *ListEndpointsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_switchyard_router_v1_router_proto_msgTypes[9]
+	mi := &file_switchyard_router_v1_router_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1072,7 +1152,7 @@ func (x *ListEndpointsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListEndpointsRequest.ProtoReflect.Descriptor instead.
 func (*ListEndpointsRequest) Descriptor() ([]byte, []int) {
-	return file_switchyard_router_v1_router_proto_rawDescGZIP(), []int{9}
+	return file_switchyard_router_v1_router_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ListEndpointsRequest) GetModel() string {
@@ -1113,7 +1193,7 @@ type Endpoint struct {
 
 func (x *Endpoint) Reset() {
 	*x = Endpoint{}
-	mi := &file_switchyard_router_v1_router_proto_msgTypes[10]
+	mi := &file_switchyard_router_v1_router_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1125,7 +1205,7 @@ func (x *Endpoint) String() string {
 func (*Endpoint) ProtoMessage() {}
 
 func (x *Endpoint) ProtoReflect() protoreflect.Message {
-	mi := &file_switchyard_router_v1_router_proto_msgTypes[10]
+	mi := &file_switchyard_router_v1_router_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1138,7 +1218,7 @@ func (x *Endpoint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Endpoint.ProtoReflect.Descriptor instead.
 func (*Endpoint) Descriptor() ([]byte, []int) {
-	return file_switchyard_router_v1_router_proto_rawDescGZIP(), []int{10}
+	return file_switchyard_router_v1_router_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *Endpoint) GetId() string {
@@ -1255,7 +1335,7 @@ type ListEndpointsResponse struct {
 
 func (x *ListEndpointsResponse) Reset() {
 	*x = ListEndpointsResponse{}
-	mi := &file_switchyard_router_v1_router_proto_msgTypes[11]
+	mi := &file_switchyard_router_v1_router_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1267,7 +1347,7 @@ func (x *ListEndpointsResponse) String() string {
 func (*ListEndpointsResponse) ProtoMessage() {}
 
 func (x *ListEndpointsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_switchyard_router_v1_router_proto_msgTypes[11]
+	mi := &file_switchyard_router_v1_router_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1280,7 +1360,7 @@ func (x *ListEndpointsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListEndpointsResponse.ProtoReflect.Descriptor instead.
 func (*ListEndpointsResponse) Descriptor() ([]byte, []int) {
-	return file_switchyard_router_v1_router_proto_rawDescGZIP(), []int{11}
+	return file_switchyard_router_v1_router_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ListEndpointsResponse) GetEndpoints() []*Endpoint {
@@ -1294,7 +1374,7 @@ var File_switchyard_router_v1_router_proto protoreflect.FileDescriptor
 
 const file_switchyard_router_v1_router_proto_rawDesc = "" +
 	"\n" +
-	"!switchyard/router/v1/router.proto\x12\x14switchyard.router.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xb6\x03\n" +
+	"!switchyard/router/v1/router.proto\x12\x14switchyard.router.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xf8\x03\n" +
 	"\fRouteRequest\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x16\n" +
@@ -1312,7 +1392,14 @@ const file_switchyard_router_v1_router_proto_rawDesc = "" +
 	"\x12kv_cache_threshold\x18\v \x01(\x01R\x10kvCacheThreshold\x12*\n" +
 	"\x11max_output_tokens\x18\f \x01(\x03R\x0fmaxOutputTokens\x12\x1d\n" +
 	"\n" +
-	"kv_reserve\x18\r \x01(\x01R\tkvReserve\"\xb3\x01\n" +
+	"kv_reserve\x18\r \x01(\x01R\tkvReserve\x12@\n" +
+	"\vstep_clocks\x18\x0e \x03(\v2\x1f.switchyard.router.v1.StepClockR\n" +
+	"stepClocks\"}\n" +
+	"\tStepClock\x12\x1f\n" +
+	"\vendpoint_id\x18\x01 \x01(\tR\n" +
+	"endpointId\x12,\n" +
+	"\x12since_step_seconds\x18\x02 \x01(\x01R\x10sinceStepSeconds\x12!\n" +
+	"\fstep_seconds\x18\x03 \x01(\x01R\vstepSeconds\"\xb3\x01\n" +
 	"\x06Target\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x10\n" +
 	"\x03url\x18\x02 \x01(\tR\x03url\x124\n" +
@@ -1427,52 +1514,54 @@ func file_switchyard_router_v1_router_proto_rawDescGZIP() []byte {
 }
 
 var file_switchyard_router_v1_router_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_switchyard_router_v1_router_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
+var file_switchyard_router_v1_router_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
 var file_switchyard_router_v1_router_proto_goTypes = []any{
 	(ApiKind)(0),                  // 0: switchyard.router.v1.ApiKind
 	(TargetKind)(0),               // 1: switchyard.router.v1.TargetKind
 	(RejectCode)(0),               // 2: switchyard.router.v1.RejectCode
 	(*RouteRequest)(nil),          // 3: switchyard.router.v1.RouteRequest
-	(*Target)(nil),                // 4: switchyard.router.v1.Target
-	(*Decision)(nil),              // 5: switchyard.router.v1.Decision
-	(*Rejection)(nil),             // 6: switchyard.router.v1.Rejection
-	(*RouteResponse)(nil),         // 7: switchyard.router.v1.RouteResponse
-	(*Candidate)(nil),             // 8: switchyard.router.v1.Candidate
-	(*ExplainResponse)(nil),       // 9: switchyard.router.v1.ExplainResponse
-	(*TokenizerStatus)(nil),       // 10: switchyard.router.v1.TokenizerStatus
-	(*TokenizerCheck)(nil),        // 11: switchyard.router.v1.TokenizerCheck
-	(*ListEndpointsRequest)(nil),  // 12: switchyard.router.v1.ListEndpointsRequest
-	(*Endpoint)(nil),              // 13: switchyard.router.v1.Endpoint
-	(*ListEndpointsResponse)(nil), // 14: switchyard.router.v1.ListEndpointsResponse
-	(*timestamppb.Timestamp)(nil), // 15: google.protobuf.Timestamp
+	(*StepClock)(nil),             // 4: switchyard.router.v1.StepClock
+	(*Target)(nil),                // 5: switchyard.router.v1.Target
+	(*Decision)(nil),              // 6: switchyard.router.v1.Decision
+	(*Rejection)(nil),             // 7: switchyard.router.v1.Rejection
+	(*RouteResponse)(nil),         // 8: switchyard.router.v1.RouteResponse
+	(*Candidate)(nil),             // 9: switchyard.router.v1.Candidate
+	(*ExplainResponse)(nil),       // 10: switchyard.router.v1.ExplainResponse
+	(*TokenizerStatus)(nil),       // 11: switchyard.router.v1.TokenizerStatus
+	(*TokenizerCheck)(nil),        // 12: switchyard.router.v1.TokenizerCheck
+	(*ListEndpointsRequest)(nil),  // 13: switchyard.router.v1.ListEndpointsRequest
+	(*Endpoint)(nil),              // 14: switchyard.router.v1.Endpoint
+	(*ListEndpointsResponse)(nil), // 15: switchyard.router.v1.ListEndpointsResponse
+	(*timestamppb.Timestamp)(nil), // 16: google.protobuf.Timestamp
 }
 var file_switchyard_router_v1_router_proto_depIdxs = []int32{
 	0,  // 0: switchyard.router.v1.RouteRequest.api:type_name -> switchyard.router.v1.ApiKind
-	1,  // 1: switchyard.router.v1.Target.kind:type_name -> switchyard.router.v1.TargetKind
-	2,  // 2: switchyard.router.v1.Rejection.code:type_name -> switchyard.router.v1.RejectCode
-	4,  // 3: switchyard.router.v1.RouteResponse.target:type_name -> switchyard.router.v1.Target
-	5,  // 4: switchyard.router.v1.RouteResponse.decision:type_name -> switchyard.router.v1.Decision
-	6,  // 5: switchyard.router.v1.RouteResponse.rejection:type_name -> switchyard.router.v1.Rejection
-	13, // 6: switchyard.router.v1.Candidate.endpoint:type_name -> switchyard.router.v1.Endpoint
-	7,  // 7: switchyard.router.v1.ExplainResponse.result:type_name -> switchyard.router.v1.RouteResponse
-	8,  // 8: switchyard.router.v1.ExplainResponse.candidates:type_name -> switchyard.router.v1.Candidate
-	10, // 9: switchyard.router.v1.ExplainResponse.tokenizer:type_name -> switchyard.router.v1.TokenizerStatus
-	11, // 10: switchyard.router.v1.TokenizerStatus.checks:type_name -> switchyard.router.v1.TokenizerCheck
-	15, // 11: switchyard.router.v1.TokenizerCheck.checked_at:type_name -> google.protobuf.Timestamp
-	1,  // 12: switchyard.router.v1.Endpoint.kind:type_name -> switchyard.router.v1.TargetKind
-	15, // 13: switchyard.router.v1.Endpoint.last_scrape:type_name -> google.protobuf.Timestamp
-	13, // 14: switchyard.router.v1.ListEndpointsResponse.endpoints:type_name -> switchyard.router.v1.Endpoint
-	3,  // 15: switchyard.router.v1.Router.Route:input_type -> switchyard.router.v1.RouteRequest
-	3,  // 16: switchyard.router.v1.Router.Explain:input_type -> switchyard.router.v1.RouteRequest
-	12, // 17: switchyard.router.v1.Router.ListEndpoints:input_type -> switchyard.router.v1.ListEndpointsRequest
-	7,  // 18: switchyard.router.v1.Router.Route:output_type -> switchyard.router.v1.RouteResponse
-	9,  // 19: switchyard.router.v1.Router.Explain:output_type -> switchyard.router.v1.ExplainResponse
-	14, // 20: switchyard.router.v1.Router.ListEndpoints:output_type -> switchyard.router.v1.ListEndpointsResponse
-	18, // [18:21] is the sub-list for method output_type
-	15, // [15:18] is the sub-list for method input_type
-	15, // [15:15] is the sub-list for extension type_name
-	15, // [15:15] is the sub-list for extension extendee
-	0,  // [0:15] is the sub-list for field type_name
+	4,  // 1: switchyard.router.v1.RouteRequest.step_clocks:type_name -> switchyard.router.v1.StepClock
+	1,  // 2: switchyard.router.v1.Target.kind:type_name -> switchyard.router.v1.TargetKind
+	2,  // 3: switchyard.router.v1.Rejection.code:type_name -> switchyard.router.v1.RejectCode
+	5,  // 4: switchyard.router.v1.RouteResponse.target:type_name -> switchyard.router.v1.Target
+	6,  // 5: switchyard.router.v1.RouteResponse.decision:type_name -> switchyard.router.v1.Decision
+	7,  // 6: switchyard.router.v1.RouteResponse.rejection:type_name -> switchyard.router.v1.Rejection
+	14, // 7: switchyard.router.v1.Candidate.endpoint:type_name -> switchyard.router.v1.Endpoint
+	8,  // 8: switchyard.router.v1.ExplainResponse.result:type_name -> switchyard.router.v1.RouteResponse
+	9,  // 9: switchyard.router.v1.ExplainResponse.candidates:type_name -> switchyard.router.v1.Candidate
+	11, // 10: switchyard.router.v1.ExplainResponse.tokenizer:type_name -> switchyard.router.v1.TokenizerStatus
+	12, // 11: switchyard.router.v1.TokenizerStatus.checks:type_name -> switchyard.router.v1.TokenizerCheck
+	16, // 12: switchyard.router.v1.TokenizerCheck.checked_at:type_name -> google.protobuf.Timestamp
+	1,  // 13: switchyard.router.v1.Endpoint.kind:type_name -> switchyard.router.v1.TargetKind
+	16, // 14: switchyard.router.v1.Endpoint.last_scrape:type_name -> google.protobuf.Timestamp
+	14, // 15: switchyard.router.v1.ListEndpointsResponse.endpoints:type_name -> switchyard.router.v1.Endpoint
+	3,  // 16: switchyard.router.v1.Router.Route:input_type -> switchyard.router.v1.RouteRequest
+	3,  // 17: switchyard.router.v1.Router.Explain:input_type -> switchyard.router.v1.RouteRequest
+	13, // 18: switchyard.router.v1.Router.ListEndpoints:input_type -> switchyard.router.v1.ListEndpointsRequest
+	8,  // 19: switchyard.router.v1.Router.Route:output_type -> switchyard.router.v1.RouteResponse
+	10, // 20: switchyard.router.v1.Router.Explain:output_type -> switchyard.router.v1.ExplainResponse
+	15, // 21: switchyard.router.v1.Router.ListEndpoints:output_type -> switchyard.router.v1.ListEndpointsResponse
+	19, // [19:22] is the sub-list for method output_type
+	16, // [16:19] is the sub-list for method input_type
+	16, // [16:16] is the sub-list for extension type_name
+	16, // [16:16] is the sub-list for extension extendee
+	0,  // [0:16] is the sub-list for field type_name
 }
 
 func init() { file_switchyard_router_v1_router_proto_init() }
@@ -1486,7 +1575,7 @@ func file_switchyard_router_v1_router_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_switchyard_router_v1_router_proto_rawDesc), len(file_switchyard_router_v1_router_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   12,
+			NumMessages:   13,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -161,10 +161,10 @@ func (t *Table) Decide(req Request, models []string, now time.Time, dst []Backen
 				b.CachedTokens = req.cached(ep.spec.ID)
 				if ep == probe {
 					m := t.fleetOnly(ep, model)
-					b.Estimate = t.estimateWith(ep, &m, now, prompt, 0, 0)
+					b.Estimate = t.estimateWith(ep, &m, now, &req, prompt, 0, 0)
 					b.Estimate.Probe, b.Estimate.Score = true, 0
 				} else {
-					b.Estimate = t.estimate(ep, model, now, prompt, b.CachedTokens, maxCached-b.CachedTokens)
+					b.Estimate = t.estimate(ep, model, now, &req, prompt, b.CachedTokens, maxCached-b.CachedTokens)
 				}
 			}
 			b.Load = ep.load() // after the estimate settled what has started
@@ -184,6 +184,9 @@ func (t *Table) Decide(req Request, models []string, now time.Time, dst []Backen
 			ep.probes++
 		}
 		ep.record(req.ID, b.Model, now, uncachedWith(&m, prompt, b.CachedTokens), req.OutputTokens, b.Estimate)
+		if b.Estimate.StepClock {
+			ep.noteStepLeft(b.Estimate.StepLeft)
+		}
 		if e := ep.entries[req.ID]; e != nil && req.PromptExact && b.Model == req.Model {
 			e.prompt = prompt
 		}

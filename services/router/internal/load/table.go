@@ -245,6 +245,11 @@ type Estimate struct {
 	// a while, so it takes this request (whose prompt is cached nowhere) to
 	// learn from, predicted with its fleet's coefficients.
 	Probe bool
+	// StepLeft is the part of Wait that is the rest of the engine step
+	// under way, seconds (Features.StepLeft); StepClock says it came from
+	// a gateway's clock of the endpoint's steps, not its average.
+	StepLeft  float64
+	StepClock bool
 }
 
 // Request is what a decision needs to know about the request.
@@ -265,7 +270,34 @@ type Request struct {
 	// Cached reports the prompt tokens already cached on an endpoint; nil
 	// means nothing is cached anywhere.
 	Cached func(endpointID string) int64
+	// Steps reports a gateway's clock of an endpoint's engine steps as of
+	// the decision; nil, or false for an endpoint, when there is none.
+	Steps func(endpointID string) (StepClock, bool)
 }
+
+// StepClock is an endpoint's engine step timing at a decision, as a
+// gateway relaying its streams saw it: its last step ended Since seconds
+// ago and took Step seconds (0: unknown).
+type StepClock struct {
+	Since, Step float64
+}
+
+// maxStep bounds a step clock's figures: a clock outside [0, maxStep] is
+// not a worker's (package predict bounds StepLeft the same way).
+const maxStep = 60.0
+
+// left is what is left of the step under way: the last step's length
+// less the time since it ended (a step is about as long as the one before
+// it), ok false for a clock that cannot be real.
+func (c StepClock) left() (float64, bool) {
+	if !(c.Since >= 0 && c.Since <= maxStep) || !(c.Step >= 0 && c.Step <= maxStep) {
+		return 0, false
+	}
+	return max(0, c.Step-c.Since), true
+}
+
+// stepLeftAlpha is the weight of a new remainder in an endpoint's average.
+const stepLeftAlpha = 0.05
 
 func (r *Request) cached(id string) int64 {
 	if r.Cached == nil {
@@ -559,6 +591,19 @@ type endpoint struct {
 	unexplainedRun int
 	probes         int
 	accuracy       accuracy
+	// stepLeft is the average remainder of the engine step under way at
+	// the decisions here that had a gateway's clock of it, what a
+	// decision without one predicts with (see stepLeftFor); 0 until one
+	// had. stepClocks counts those decisions.
+	stepLeft   float64
+	stepClocks int
+}
+
+// noteStepLeft takes the remainder a decision here had by a clock into
+// the average.
+func (ep *endpoint) noteStepLeft(left float64) {
+	ep.stepClocks++
+	ep.stepLeft += max(stepLeftAlpha, 1/float64(ep.stepClocks)) * (left - ep.stepLeft)
 }
 
 type entry struct {
@@ -849,15 +894,17 @@ func uncachedWith(m *predict.Model, prompt, cached int64) int64 {
 // estimate predicts the TTFT on ep at now of a request for model with
 // prompt tokens of which cached are cached there, and scores it with the
 // recompute charge for recompute tokens cached on another candidate.
-func (t *Table) estimate(ep *endpoint, model string, now time.Time, prompt, cached, recompute int64) Estimate {
+func (t *Table) estimate(ep *endpoint, model string, now time.Time, req *Request, prompt, cached, recompute int64) Estimate {
 	m := t.predictor(ep, model, now)
-	return t.estimateWith(ep, &m, now, prompt, cached, recompute)
+	return t.estimateWith(ep, &m, now, req, prompt, cached, recompute)
 }
 
 // estimateWith is estimate with the predictor m.
-func (t *Table) estimateWith(ep *endpoint, m *predict.Model, now time.Time, prompt, cached, recompute int64) Estimate {
+func (t *Table) estimateWith(ep *endpoint, m *predict.Model, now time.Time, req *Request, prompt, cached, recompute int64) Estimate {
 	uncached := uncachedWith(m, prompt, cached)
-	e := ep.estimate(now, uncached, m, cached > 0 || recompute > 0)
+	left, clocked := ep.stepLeftFor(req)
+	e := ep.estimate(now, uncached, m, cached > 0 || recompute > 0, left)
+	e.StepClock = clocked
 	if recompute > 0 && t.cfg.RecomputeWeight > 0 {
 		e.Recompute = t.cfg.RecomputeWeight * float64(recompute) / e.PrefillRate
 	}
@@ -900,15 +947,30 @@ func (ep *endpoint) displaced(uncached int64) float64 {
 	return u * min(1, (live+u)/capacity)
 }
 
+// stepLeftFor is what is left of ep's engine step under way at a decision
+// for req (see Step clocks in package predict): by the gateway's clock of
+// it when req has one (clocked), or else the average at the decisions
+// that had one, so that the prediction carries it either way.
+func (ep *endpoint) stepLeftFor(req *Request) (left float64, clocked bool) {
+	if req != nil && req.Steps != nil {
+		if c, ok := req.Steps(ep.spec.ID); ok {
+			if left, ok := c.left(); ok {
+				return left, true
+			}
+		}
+	}
+	return ep.stepLeft, false
+}
+
 // estimate predicts with m the TTFT of a request with uncached tokens on ep
-// at now; warm says some candidate caches part of its prompt (see
-// prefillAhead).
-func (ep *endpoint) estimate(now time.Time, uncached int64, m *predict.Model, warm bool) Estimate {
+// at now, stepLeft seconds left of the step under way there; warm says
+// some candidate caches part of its prompt (see prefillAhead).
+func (ep *endpoint) estimate(now time.Time, uncached int64, m *predict.Model, warm bool, stepLeft float64) Estimate {
 	ep.settle(now)
 	l := ep.load()
 	untracked := float64(l.Untracked) * m.AvgUncached()
 	ahead := ep.prefillAhead(now, m.PrefillRate()) + untracked
-	f := predict.Features{Queued: float64(l.Ahead()), Tokens: ahead + float64(uncached)}
+	f := predict.Features{Queued: float64(l.Ahead()), Tokens: ahead + float64(uncached), StepLeft: stepLeft}
 	wait, prefill := m.Split(f, float64(uncached))
 	underWay := 0.0
 	if warm {
@@ -926,6 +988,7 @@ func (ep *endpoint) estimate(now time.Time, uncached int64, m *predict.Model, wa
 		Features:    f,
 		UnderWay:    underWay,
 		Score:       wait + prefill - underWay,
+		StepLeft:    f.StepLeft,
 	}
 }
 
@@ -1073,7 +1136,7 @@ func (t *Table) AddInFlight(requestID, endpointID, model string, at time.Time, p
 		}
 	}
 	cached := min(max(0, cachedTokens), max(0, promptTokens))
-	est := t.estimate(ep, model, at, max(0, promptTokens), cached, 0)
+	est := t.estimate(ep, model, at, nil, max(0, promptTokens), cached, 0)
 	m := t.predictor(ep, model, at)
 	ep.record(requestID, model, at, uncachedWith(&m, max(0, promptTokens), cached), outputTokens, est)
 }

@@ -1,0 +1,109 @@
+// Package stepclock follows the engine steps of the workers a gateway
+// streams from, so that the router can tell how much of a worker's current
+// step is left when it routes a request there.
+//
+// vLLM runs steps back to back, and every step emits one token for every
+// running request: the tokens of one step reach the gateway together, as
+// the streams' reads return within a fraction of a millisecond of each
+// other, and the next step's a step later. A read that comes more than a
+// quarter of the last step (and at least MinGap) after the last step's
+// first read starts a new step; the time between the first reads of two
+// steps is the step's length. A request routed to the worker waits for the
+// step under way to end before its prefill can start: about a step's
+// length less the time since the last one ended. The length reported is
+// the shorter of the last two steps': a step that prefilled a long prompt
+// (seconds, for 8k tokens) is followed by decode steps of tens of
+// milliseconds, and taken as the length of the next it predicted every
+// request routed just after it at several times its TTFT (the prefill
+// that is waiting, the router counts itself). That wait is anything from
+// nothing to a whole step (tens of milliseconds on a worker decoding a
+// batch) against a TTFT of a couple of hundred milliseconds for a request
+// whose prompt is cached, which is why the router wants it.
+//
+// Times are the gateway's own and are sent relative (seconds since), so no
+// clock is shared with the router. A gateway knows only the workers it
+// streams from; the router does without a clock for the rest.
+package stepclock
+
+import (
+	"sync"
+	"time"
+
+	routerv1 "github.com/switchyard-dev/switchyard/proto/switchyard/router/v1"
+)
+
+const (
+	// MinGap is the least time between two reads of different steps:
+	// the reads of one step's tokens are spread by the gateway's own
+	// scheduling, which on a busy machine reaches a few hundred
+	// microseconds.
+	MinGap = 250 * time.Microsecond
+	// MaxStep is the longest time between two step ends still taken as
+	// one step: a longer silence is a worker with nothing running, and the
+	// step after it has no known length.
+	MaxStep = time.Second
+	// Stale is how long after its last step a worker is still reported:
+	// the step under way is long over, and saying so (since > step) tells
+	// the router nothing is left of it.
+	Stale = 2 * time.Second
+)
+
+// Clocks holds the step clock of every worker streamed from. The zero
+// value is ready to use; it is safe for concurrent use.
+type Clocks struct {
+	mu   sync.Mutex
+	byEP map[string]*clock
+}
+
+type clock struct {
+	last time.Time // first read of the last step
+	// step and prev are the last two steps' lengths, 0 when unknown.
+	step, prev time.Duration
+}
+
+// Tick records that a read carrying tokens from endpoint returned at at.
+func (c *Clocks) Tick(endpoint string, at time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.byEP == nil {
+		c.byEP = map[string]*clock{}
+	}
+	k := c.byEP[endpoint]
+	if k == nil {
+		c.byEP[endpoint] = &clock{last: at}
+		return
+	}
+	gap := at.Sub(k.last)
+	if gap < max(MinGap, k.step/4) {
+		return // the same step's tokens, or a read out of order
+	}
+	k.prev, k.step = k.step, 0
+	if gap <= MaxStep {
+		k.step = gap
+	}
+	k.last = at
+}
+
+// Append appends the clocks of the workers with a step ended within Stale
+// of now to dst, as seen at now, and forgets the others.
+func (c *Clocks) Append(dst []*routerv1.StepClock, now time.Time) []*routerv1.StepClock {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for ep, k := range c.byEP {
+		since := now.Sub(k.last)
+		if since > Stale {
+			delete(c.byEP, ep)
+			continue
+		}
+		step := k.step
+		if k.prev > 0 {
+			step = min(step, k.prev)
+		}
+		dst = append(dst, &routerv1.StepClock{
+			EndpointId:       ep,
+			SinceStepSeconds: max(0, since.Seconds()),
+			StepSeconds:      step.Seconds(),
+		})
+	}
+	return dst
+}
