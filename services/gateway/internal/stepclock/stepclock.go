@@ -11,11 +11,13 @@
 // steps is the step's length. A request routed to the worker waits for the
 // step under way to end before its prefill can start: about a step's
 // length less the time since the last one ended. The length reported is
-// the shorter of the last two steps': a step that prefilled a long prompt
-// (seconds, for 8k tokens) is followed by decode steps of tens of
-// milliseconds, and taken as the length of the next it predicted every
-// request routed just after it at several times its TTFT (the prefill
-// that is waiting, the router counts itself). That wait is anything from
+// the shortest of the last Window steps': the steps that prefill long
+// prompts (seconds, for 8k tokens) come between decode steps of tens of
+// milliseconds, and taken as the length of the next, the last one (or the
+// shorter of two, as a prompt over the step's token budget takes two)
+// predicted requests routed after it at up to ten times their TTFT. The
+// prefill that is waiting or under way the router counts itself, from the
+// requests it routed. That wait is anything from
 // nothing to a whole step (tens of milliseconds on a worker decoding a
 // batch) against a TTFT of a couple of hundred milliseconds for a request
 // whose prompt is cached, which is why the router wants it.
@@ -42,6 +44,9 @@ const (
 	// one step: a longer silence is a worker with nothing running, and the
 	// step after it has no known length.
 	MaxStep = time.Second
+	// Window is how many of the last steps the reported length is the
+	// shortest of.
+	Window = 4
 	// Stale is how long after its last step a worker is still reported:
 	// the step under way is long over, and saying so (since > step) tells
 	// the router nothing is left of it.
@@ -57,8 +62,21 @@ type Clocks struct {
 
 type clock struct {
 	last time.Time // first read of the last step
-	// step and prev are the last two steps' lengths, 0 when unknown.
-	step, prev time.Duration
+	// steps are the last steps' lengths, the latest at steps[(n-1) %
+	// Window]; n counts them since the worker was last silent.
+	steps [Window]time.Duration
+	n     int
+}
+
+// step is the shortest of the last Window steps, 0 when none is known.
+func (k *clock) step() time.Duration {
+	var s time.Duration
+	for i := range min(k.n, Window) {
+		if s == 0 || k.steps[i] < s {
+			s = k.steps[i]
+		}
+	}
+	return s
 }
 
 // Tick records that a read carrying tokens from endpoint returned at at.
@@ -74,14 +92,16 @@ func (c *Clocks) Tick(endpoint string, at time.Time) {
 		return
 	}
 	gap := at.Sub(k.last)
-	if gap < max(MinGap, k.step/4) {
+	if gap < max(MinGap, k.step()/4) {
 		return // the same step's tokens, or a read out of order
 	}
-	k.prev, k.step = k.step, 0
-	if gap <= MaxStep {
-		k.step = gap
-	}
 	k.last = at
+	if gap > MaxStep {
+		k.n = 0 // silent: what follows is a new pace
+		return
+	}
+	k.steps[k.n%Window] = gap
+	k.n++
 }
 
 // Append appends the clocks of the workers with a step ended within Stale
@@ -95,14 +115,10 @@ func (c *Clocks) Append(dst []*routerv1.StepClock, now time.Time) []*routerv1.St
 			delete(c.byEP, ep)
 			continue
 		}
-		step := k.step
-		if k.prev > 0 {
-			step = min(step, k.prev)
-		}
 		dst = append(dst, &routerv1.StepClock{
 			EndpointId:       ep,
 			SinceStepSeconds: max(0, since.Seconds()),
-			StepSeconds:      step.Seconds(),
+			StepSeconds:      k.step().Seconds(),
 		})
 	}
 	return dst

@@ -57,20 +57,25 @@ func TestClocks(t *testing.T) {
 	if k := byEndpoint(c.Append(nil, ms(60)))["w0"]; !near(k.GetStepSeconds(), 0.050) {
 		t.Fatalf("a read out of order moved the clock: %v", k)
 	}
-	// A step that prefilled a long prompt is not the length of the next:
-	// the shorter of the last two steps is.
-	c.Tick("w0", ms(250))
-	if k := byEndpoint(c.Append(nil, ms(250)))["w0"]; !near(k.GetStepSeconds(), 0.050) || k.GetSinceStepSeconds() != 0 {
-		t.Fatalf("after a 200 ms step: %v, want the 50 ms one before it", k)
+	// Steps that prefilled a long prompt are not the length of the next:
+	// the shortest of the last Window steps is.
+	end := 50.0
+	for i := range Window - 1 {
+		end += 200
+		c.Tick("w0", ms(end))
+		if k := byEndpoint(c.Append(nil, ms(end)))["w0"]; !near(k.GetStepSeconds(), 0.050) || k.GetSinceStepSeconds() != 0 {
+			t.Fatalf("after %d 200 ms steps: %v, want the 50 ms one before them", i+1, k)
+		}
 	}
-	// Two long steps in a row are the worker's pace.
-	c.Tick("w0", ms(450))
-	if k := byEndpoint(c.Append(nil, ms(450)))["w0"]; !near(k.GetStepSeconds(), 0.200) {
-		t.Fatalf("after two 200 ms steps: %v", k)
+	// Window long steps in a row are the worker's pace.
+	end += 200
+	c.Tick("w0", ms(end))
+	if k := byEndpoint(c.Append(nil, ms(end)))["w0"]; !near(k.GetStepSeconds(), 0.200) {
+		t.Fatalf("after %d 200 ms steps: %v", Window, k)
 	}
 	// After a silence longer than MaxStep the worker had nothing running:
 	// the step's length is unknown.
-	after := 450 + float64(MaxStep+time.Millisecond)/float64(time.Millisecond)
+	after := end + float64(MaxStep+time.Millisecond)/float64(time.Millisecond)
 	c.Tick("w0", ms(after))
 	if k := byEndpoint(c.Append(nil, ms(after)))["w0"]; k.GetStepSeconds() != 0 {
 		t.Fatalf("a silence of MaxStep was taken as a step: %v", k)

@@ -184,9 +184,7 @@ func (t *Table) Decide(req Request, models []string, now time.Time, dst []Backen
 			ep.probes++
 		}
 		ep.record(req.ID, b.Model, now, uncachedWith(&m, prompt, b.CachedTokens), req.OutputTokens, b.Estimate)
-		if b.Estimate.StepClock {
-			ep.noteStepLeft(b.Estimate.StepLeft)
-		}
+		ep.noteStep(b.Estimate.step)
 		if e := ep.entries[req.ID]; e != nil && req.PromptExact && b.Model == req.Model {
 			e.prompt = prompt
 		}

@@ -245,11 +245,13 @@ type Estimate struct {
 	// a while, so it takes this request (whose prompt is cached nowhere) to
 	// learn from, predicted with its fleet's coefficients.
 	Probe bool
-	// StepLeft is the part of Wait that is the rest of the engine step
-	// under way, seconds (Features.StepLeft); StepClock says it came from
-	// a gateway's clock of the endpoint's steps, not its average.
-	StepLeft  float64
+	// StepShift is the part of Wait that is the step under way ending
+	// later (or sooner, negative) than on average, seconds, by a gateway's
+	// clock of the endpoint's steps (Features.StepShift); StepClock says
+	// the decision had one.
+	StepShift float64
 	StepClock bool
+	step      stepShift // how StepShift was made, kept with the entry
 }
 
 // Request is what a decision needs to know about the request.
@@ -274,30 +276,6 @@ type Request struct {
 	// the decision; nil, or false for an endpoint, when there is none.
 	Steps func(endpointID string) (StepClock, bool)
 }
-
-// StepClock is an endpoint's engine step timing at a decision, as a
-// gateway relaying its streams saw it: its last step ended Since seconds
-// ago and took Step seconds (0: unknown).
-type StepClock struct {
-	Since, Step float64
-}
-
-// maxStep bounds a step clock's figures: a clock outside [0, maxStep] is
-// not a worker's (package predict bounds StepLeft the same way).
-const maxStep = 60.0
-
-// left is what is left of the step under way: the last step's length
-// less the time since it ended (a step is about as long as the one before
-// it), ok false for a clock that cannot be real.
-func (c StepClock) left() (float64, bool) {
-	if !(c.Since >= 0 && c.Since <= maxStep) || !(c.Step >= 0 && c.Step <= maxStep) {
-		return 0, false
-	}
-	return max(0, c.Step-c.Since), true
-}
-
-// stepLeftAlpha is the weight of a new remainder in an endpoint's average.
-const stepLeftAlpha = 0.05
 
 func (r *Request) cached(id string) int64 {
 	if r.Cached == nil {
@@ -535,6 +513,9 @@ type Table struct {
 	// fleet learns from every endpoint's completions, per requested
 	// model, and stands in for endpoints with little history of their own.
 	fleet map[string]*predict.Model
+	// clock learns how much of the gateways' step clocks to believe
+	// (stepclock.go).
+	clock clockFit
 }
 
 type requestKey struct{ request, endpoint string }
@@ -592,18 +573,11 @@ type endpoint struct {
 	probes         int
 	accuracy       accuracy
 	// stepLeft is the average remainder of the engine step under way at
-	// the decisions here that had a gateway's clock of it, what a
-	// decision without one predicts with (see stepLeftFor); 0 until one
-	// had. stepClocks counts those decisions.
+	// the decisions here that had a gateway's clock of it, what a clock's
+	// remainder is compared with (stepShiftFor); stepClocks counts those
+	// decisions.
 	stepLeft   float64
 	stepClocks int
-}
-
-// noteStepLeft takes the remainder a decision here had by a clock into
-// the average.
-func (ep *endpoint) noteStepLeft(left float64) {
-	ep.stepClocks++
-	ep.stepLeft += max(stepLeftAlpha, 1/float64(ep.stepClocks)) * (left - ep.stepLeft)
 }
 
 type entry struct {
@@ -620,7 +594,8 @@ type entry struct {
 	doneAt     time.Time // predicted first token
 	feat       predict.Features
 	predict    float64
-	seq        uint64 // its number among the endpoint's decisions (endpoint.decided)
+	step       stepShift // the step clock's part in predict
+	seq        uint64    // its number among the endpoint's decisions (endpoint.decided)
 }
 
 // decision is what unexplained needs of a past decision.
@@ -902,9 +877,7 @@ func (t *Table) estimate(ep *endpoint, model string, now time.Time, req *Request
 // estimateWith is estimate with the predictor m.
 func (t *Table) estimateWith(ep *endpoint, m *predict.Model, now time.Time, req *Request, prompt, cached, recompute int64) Estimate {
 	uncached := uncachedWith(m, prompt, cached)
-	left, clocked := ep.stepLeftFor(req)
-	e := ep.estimate(now, uncached, m, cached > 0 || recompute > 0, left)
-	e.StepClock = clocked
+	e := ep.estimate(now, uncached, m, cached > 0 || recompute > 0, t.stepShiftFor(ep, req))
 	if recompute > 0 && t.cfg.RecomputeWeight > 0 {
 		e.Recompute = t.cfg.RecomputeWeight * float64(recompute) / e.PrefillRate
 	}
@@ -947,30 +920,22 @@ func (ep *endpoint) displaced(uncached int64) float64 {
 	return u * min(1, (live+u)/capacity)
 }
 
-// stepLeftFor is what is left of ep's engine step under way at a decision
-// for req (see Step clocks in package predict): by the gateway's clock of
-// it when req has one (clocked), or else the average at the decisions
-// that had one, so that the prediction carries it either way.
-func (ep *endpoint) stepLeftFor(req *Request) (left float64, clocked bool) {
-	if req != nil && req.Steps != nil {
-		if c, ok := req.Steps(ep.spec.ID); ok {
-			if left, ok := c.left(); ok {
-				return left, true
-			}
-		}
-	}
-	return ep.stepLeft, false
-}
-
 // estimate predicts with m the TTFT of a request with uncached tokens on ep
-// at now, stepLeft seconds left of the step under way there; warm says
-// some candidate caches part of its prompt (see prefillAhead).
-func (ep *endpoint) estimate(now time.Time, uncached int64, m *predict.Model, warm bool, stepLeft float64) Estimate {
+// at now, sl how the step under way there shifts it; warm says some
+// candidate caches part of its prompt (see prefillAhead).
+func (ep *endpoint) estimate(now time.Time, uncached int64, m *predict.Model, warm bool, sl stepShift) Estimate {
 	ep.settle(now)
 	l := ep.load()
 	untracked := float64(l.Untracked) * m.AvgUncached()
 	ahead := ep.prefillAhead(now, m.PrefillRate()) + untracked
-	f := predict.Features{Queued: float64(l.Ahead()), Tokens: ahead + float64(uncached), StepLeft: stepLeft}
+	if ahead > 0 && sl.Clocked {
+		// Prefill ahead is priced by its tokens, and the step under way
+		// is likely its own: the clock's remainder would count it twice
+		// (a cached request behind a cold prompt was predicted at twelve
+		// times its TTFT that way).
+		sl = stepShift{}
+	}
+	f := predict.Features{Queued: float64(l.Ahead()), Tokens: ahead + float64(uncached), StepShift: sl.shift()}
 	wait, prefill := m.Split(f, float64(uncached))
 	underWay := 0.0
 	if warm {
@@ -988,7 +953,9 @@ func (ep *endpoint) estimate(now time.Time, uncached int64, m *predict.Model, wa
 		Features:    f,
 		UnderWay:    underWay,
 		Score:       wait + prefill - underWay,
-		StepLeft:    f.StepLeft,
+		StepShift:   f.StepShift,
+		StepClock:   sl.Clocked,
+		step:        sl,
 	}
 }
 
@@ -1071,7 +1038,7 @@ func (ep *endpoint) record(id, model string, at time.Time, uncached, output int6
 	if _, dup := ep.entries[id]; dup {
 		return
 	}
-	e := &entry{at: at, model: model, pending: true, tokens: max(0, uncached), feat: est.Features, predict: est.TTFT, seq: ep.decidedN}
+	e := &entry{at: at, model: model, pending: true, tokens: max(0, uncached), feat: est.Features, predict: est.TTFT, step: est.step, seq: ep.decidedN}
 	ep.decided[ep.decidedN%decidedRing] = decision{at: at, tokens: e.tokens, seq: ep.decidedN}
 	ep.decidedN++
 	e.claim = e.tokens + max(0, output)
@@ -1218,6 +1185,10 @@ func (t *Table) completeLocked(ep *endpoint, c *Completion) bool {
 		ep.disturbed++
 	}
 	if c.Success && c.TTFTSeconds > 0 && !disturbed {
+		if s := e.step; s.Clocked {
+			without := e.predict - s.shift()
+			t.clock.observe(s.Dev, c.TTFTSeconds-without, 2*math.Abs(s.Dev)+0.1*e.predict)
+		}
 		fm := t.fleetModel(e.model)
 		ref := fm
 		if ep.spec.Kind == endpoints.KindProvider {

@@ -39,14 +39,15 @@
 // default worker decoding five requests), against a TTFT of about 200 ms
 // for a request whose prompt is cached: on the shared-prefix benchmark it
 // was most of the error left for cached requests that shared their step
-// with no later arrival (9 % of their TTFT, 0.1 % with it known). A
-// gateway streaming from the worker sees every step end, as the tokens of
-// its running requests arrive together; the router then knows the
-// remainder (the last step's length less the time since it ended) and
-// adds it as it is (Features.StepLeft). The coefficients are fitted to the
-// TTFT less it, so that base is a step's own fixed cost rather than that
-// plus an average wait; a decision without a clock uses the endpoint's
-// recent average remainder instead (the load table keeps it).
+// with no later arrival (9 % of their TTFT, 0.1 % with it known). base
+// carries its average. A gateway streaming from the worker sees every step
+// end, as the tokens of its running requests arrive together, and tells
+// the router; the load table turns that into how much sooner or later
+// than average this step ends, believed as far as it has proved right
+// (its step clocks say how), and the model adds it as it is
+// (Features.StepShift) and learns from the TTFT less it. Without a clock
+// the shift is 0 and the model is what it was: a clock can only correct a
+// prediction by what it has been seen to explain.
 //
 // # Robustness
 //
@@ -173,7 +174,7 @@ const (
 	MaxPerQueued   = 60.0  // seconds
 	maxTTFT        = 3600. // observations above this are dropped
 	maxFeature     = 1e9
-	maxStepLeft    = 60. // seconds; no engine step lasts longer
+	maxStepShift   = 60. // seconds; no engine step lasts longer
 )
 
 // Features are what a decision knew about the worker.
@@ -184,12 +185,12 @@ type Features struct {
 	// those of requests ahead not yet started, plus the request's own
 	// uncached tokens.
 	Tokens float64
-	// StepLeft is the time, in seconds, left of the engine step under way
-	// when the decision was made: nothing new starts before it ends (see
-	// Step clocks in the package comment). It is added to the prediction
-	// as it is, not learned: 0 when unknown, and base then carries its
-	// average.
-	StepLeft float64
+	// StepShift is how much later (positive) or sooner than on average
+	// the engine step under way when the decision was made ends, in
+	// seconds: nothing new starts before it does (see Step clocks in the
+	// package comment). It is added to the prediction as it is, not
+	// learned; 0 when unknown.
+	StepShift float64
 }
 
 // Model is one worker's predictor. The zero value is not usable; start
@@ -298,15 +299,15 @@ func sanitize(p Prior) Prior {
 // Predict returns the expected TTFT in seconds.
 func (m *Model) Predict(f Features) float64 {
 	q, t := feature(f.Queued), feature(f.Tokens)
-	return stepLeft(f) + m.theta[0] + m.theta[1]*q + m.theta[2]*t
+	return stepShift(f) + m.theta[0] + m.theta[1]*q + m.theta[2]*t
 }
 
-// stepLeft is f.StepLeft where it can be real.
-func stepLeft(f Features) float64 {
-	if !(f.StepLeft > 0) {
+// stepShift is f.StepShift where it can be real.
+func stepShift(f Features) float64 {
+	if math.IsNaN(f.StepShift) {
 		return 0
 	}
-	return min(f.StepLeft, maxStepLeft)
+	return max(-maxStepShift, min(f.StepShift, maxStepShift))
 }
 
 // Split returns the two parts of a prediction: the wait for what is ahead
@@ -332,7 +333,7 @@ func (m *Model) Observe(f Features, ttft float64) Outcome {
 // an outlier, however far from m's prediction: the worker behaves like its
 // fleet, and it is m that is wrong.
 func (m *Model) ObserveNear(f Features, ttft float64, ref *Model) Outcome {
-	if !(ttft > 0) || ttft > maxTTFT || !valid(f.Queued) || !valid(f.Tokens) || !(f.StepLeft >= 0) || f.StepLeft > maxStepLeft {
+	if !(ttft > 0) || ttft > maxTTFT || !valid(f.Queued) || !valid(f.Tokens) || !(math.Abs(f.StepShift) <= maxStepShift) {
 		return Invalid
 	}
 	if m.warm >= WarmupSamples {
@@ -442,10 +443,11 @@ func relativeWeight(p, ttft float64) float64 {
 // costs are then fitted on relative errors (weight w), given that rate:
 // they are what the short TTFTs are made of.
 func (m *Model) learnWeighted(f Features, ttft, w float64) {
-	// The coefficients price what comes after the step under way: the
-	// step's remainder is known, not learned. An estimate of it longer
-	// than the TTFT was wrong; the rest is then taken as nothing.
-	ttft = max(0, ttft-stepLeft(f))
+	// The coefficients price the TTFT as it would have been with the
+	// step under way ending on average: its shift is known, not learned.
+	// A shift that leaves nothing was wrong; the rest is then taken as
+	// nothing.
+	ttft = max(0, ttft-stepShift(f))
 	x := [3]float64{1, f.Queued, f.Tokens}
 	for i := range 3 {
 		for j := range 3 {

@@ -102,7 +102,7 @@ func TestPriorAndClamps(t *testing.T) {
 	}{
 		{Features{1, 100, 0}, 0}, {Features{1, 100, 0}, -1}, {Features{1, 100, 0}, math.NaN()}, {Features{1, 100, 0}, math.Inf(1)},
 		{Features{-1, 100, 0}, 1}, {Features{1, math.NaN(), 0}, 1}, {Features{1, 1e12, 0}, 1}, {Features{1, 100, 0}, 1e6},
-		{Features{1, 100, -1}, 1}, {Features{1, 100, math.NaN()}, 1}, {Features{1, 100, 1e6}, 1},
+		{Features{1, 100, math.NaN()}, 1}, {Features{1, 100, 1e6}, 1}, {Features{1, 100, -1e6}, 1},
 	} {
 		m.Observe(obs.f, obs.y)
 	}
@@ -456,26 +456,28 @@ func TestNonNegative(t *testing.T) {
 	}
 }
 
-// TestStepLeft: on a worker decoding a batch, a cached request first waits
-// for the step under way, anything from nothing to a whole step. Told how
-// much is left (Features.StepLeft), the model learns the fixed cost
-// without it and predicts every request to within the noise; without, the
-// remainder is noise it cannot see, and the fit is off by a good part of
-// a step.
-func TestStepLeft(t *testing.T) {
+// TestStepShift: on a worker decoding a batch, a cached request first
+// waits for the step under way, anything from nothing to a whole step.
+// Told how much sooner or later than average it ends
+// (Features.StepShift), the model predicts every request to within the
+// noise, and learns the fixed cost with the average wait in it; without,
+// the remainder is noise it cannot see, and the fit is off by a good part
+// of a step.
+func TestStepShift(t *testing.T) {
 	tr := truth{base: 0.036, perQueued: 0.005, rate: 2700}
 	const step = 0.056
 	prior := Prior{Base: 0.05, PerQueued: 0.01, PrefillRate: 2700, AvgUncached: 300}
 	clocked, blind := New(prior), New(prior)
 	r := rand.New(rand.NewPCG(7, 8))
 	sample := func() (Features, float64) {
-		f := Features{Queued: float64(3 + r.IntN(4)), Tokens: float64(150 + r.IntN(250)), StepLeft: step * r.Float64()}
-		return f, f.StepLeft + tr.ttft(f)
+		left := step * r.Float64()
+		f := Features{Queued: float64(3 + r.IntN(4)), Tokens: float64(150 + r.IntN(250)), StepShift: left - step/2}
+		return f, left + tr.ttft(f)
 	}
 	for range 300 {
 		f, y := sample()
 		clocked.Observe(f, y)
-		f.StepLeft = 0
+		f.StepShift = 0
 		blind.Observe(f, y)
 	}
 	var errClocked, errBlind float64
@@ -483,22 +485,22 @@ func TestStepLeft(t *testing.T) {
 	for range n {
 		f, y := sample()
 		errClocked += math.Abs(clocked.Predict(f)-y) / y
-		f.StepLeft = 0
+		f.StepShift = 0
 		errBlind += math.Abs(blind.Predict(f)-y) / y
 	}
 	errClocked, errBlind = errClocked/n, errBlind/n
 	if errClocked > 0.01 {
-		t.Errorf("told the step's remainder, MAPE %.3f; want under 1 %%", errClocked)
+		t.Errorf("told the step's shift, MAPE %.3f; want under 1 %%", errClocked)
 	}
 	if errBlind < 0.05 {
-		t.Errorf("blind to the step's remainder, MAPE %.3f: the test does not test the feature", errBlind)
+		t.Errorf("blind to the step's shift, MAPE %.3f: the test does not test the feature", errBlind)
 	}
-	if math.Abs(clocked.Base()-tr.base) > 0.003 {
-		t.Errorf("base %.4f s, want the step's own %.4f s (the remainder is not learned)", clocked.Base(), tr.base)
+	if want := tr.base + step/2; math.Abs(clocked.Base()-want) > 0.003 {
+		t.Errorf("base %.4f s, want the step's own and the average wait, %.4f s", clocked.Base(), want)
 	}
-	// A remainder longer than the TTFT (a clock that was wrong) is taken
-	// as a TTFT of nothing after it, and the observation is still valid.
-	if got := clocked.Observe(Features{Queued: 4, Tokens: 300, StepLeft: 1}, 0.2); got == Invalid {
-		t.Errorf("an over-long remainder made the observation invalid")
+	// A shift longer than the TTFT (a clock that was wrong) is taken as a
+	// TTFT of nothing without it, and the observation is still valid.
+	if got := clocked.Observe(Features{Queued: 4, Tokens: 300, StepShift: 1}, 0.2); got == Invalid {
+		t.Errorf("an over-long shift made the observation invalid")
 	}
 }
