@@ -547,6 +547,11 @@ func (s *service) tableRequest(d *decision) load.Request {
 // over anyway.
 const maxDecisionLag = 100 * time.Millisecond
 
+// maxStepClocks is the most step clocks a decision reads: a fleet is
+// smaller, and the index of them outlives the request in the decision
+// pool.
+const maxStepClocks = 16384
+
 // stepClocks indexes the request's step clocks by endpoint, each moved on
 // by the time since the request arrived (reading and tokenizing the
 // prompt): the gateway read its clocks as it sent the request, and the
@@ -557,6 +562,7 @@ func (d *decision) stepClocks(arrived time.Time) {
 	if len(cs) == 0 {
 		return
 	}
+	cs = cs[:min(len(cs), maxStepClocks)]
 	if d.steps == nil {
 		d.steps = make(map[string]load.StepClock, len(cs))
 	}

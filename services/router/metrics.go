@@ -125,6 +125,8 @@ var (
 		"Requests this replica gave the endpoint as probes: it was idle and had learned nothing for a while.", []string{"endpoint"}, nil)
 	circuitDesc = prometheus.NewDesc("switchyard_router_provider_circuit",
 		"1 for the state an external provider's circuit breaker is in on this replica (closed, open, half-open): open, it is not chosen.", []string{"endpoint", "state"}, nil)
+	stepClockDesc = prometheus.NewDesc("switchyard_router_step_clock_weight",
+		"How much of the gateways' step clocks this replica believes, 0..1: the share of a clock's word on what is left of a worker's engine step that it adds to the predicted TTFT, learned from completions (the jitter between gateway, router and worker decides it).", nil, nil)
 	maxInflightDesc = prometheus.NewDesc("switchyard_router_provider_max_concurrency",
 		"An external provider's concurrency cap (InferenceProvider spec.maxConcurrency), for providers that have one: while switchyard_router_endpoint_inflight_requests is at it, the provider is not chosen.", []string{"endpoint"}, nil)
 )
@@ -150,12 +152,14 @@ func (c *tableCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- probesDesc
 	ch <- circuitDesc
 	ch <- maxInflightDesc
+	ch <- stepClockDesc
 }
 
 func (c *tableCollector) Collect(ch chan<- prometheus.Metric) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.buf = c.table.AppendStats(c.buf[:0])
+	ch <- prometheus.MustNewConstMetric(stepClockDesc, prometheus.GaugeValue, c.table.StepClockWeight())
 	for _, s := range c.buf {
 		h := 0.0
 		if s.Healthy {

@@ -3,6 +3,7 @@ package router_test
 import (
 	"context"
 	"math"
+	"strings"
 	"testing"
 
 	routerv1 "github.com/switchyard-dev/switchyard/proto/switchyard/router/v1"
@@ -55,6 +56,11 @@ func TestRouteRequestStepClocks(t *testing.T) {
 	}
 	if clocked["b"] != blind["b"] {
 		t.Errorf("b moved with a's clock: %v, was %v", clocked["b"], blind["b"])
+	}
+	// Before any completion the router believes half of a clock, and
+	// says so.
+	if m := tr.metricsText(t); !strings.Contains(m, "switchyard_router_step_clock_weight 0.5\n") {
+		t.Errorf("metrics do not show the clock weight 0.5")
 	}
 	bad := predicted(&routerv1.StepClock{EndpointId: "a", SinceStepSeconds: math.NaN(), StepSeconds: 0.5},
 		&routerv1.StepClock{EndpointId: "b", SinceStepSeconds: 0, StepSeconds: -1})

@@ -54,13 +54,14 @@ const (
 )
 
 // Clocks holds the step clock of every worker streamed from. The zero
-// value is ready to use; it is safe for concurrent use.
+// value is ready to use; it is safe for concurrent use. Every read of
+// every stream ticks a clock, so each worker's has its own lock.
 type Clocks struct {
-	mu   sync.Mutex
-	byEP map[string]*clock
+	byEP sync.Map // endpoint id → *clock
 }
 
 type clock struct {
+	mu   sync.Mutex
 	last time.Time // first read of the last step
 	// steps are the last steps' lengths, the latest at steps[(n-1) %
 	// Window]; n counts them since the worker was last silent.
@@ -81,16 +82,16 @@ func (k *clock) step() time.Duration {
 
 // Tick records that a read carrying tokens from endpoint returned at at.
 func (c *Clocks) Tick(endpoint string, at time.Time) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.byEP == nil {
-		c.byEP = map[string]*clock{}
+	v, ok := c.byEP.Load(endpoint)
+	if !ok {
+		v, ok = c.byEP.LoadOrStore(endpoint, &clock{last: at})
+		if !ok {
+			return // the first read: a step's end, its length unknown
+		}
 	}
-	k := c.byEP[endpoint]
-	if k == nil {
-		c.byEP[endpoint] = &clock{last: at}
-		return
-	}
+	k := v.(*clock)
+	k.mu.Lock()
+	defer k.mu.Unlock()
 	gap := at.Sub(k.last)
 	if gap < max(MinGap, k.step()/4) {
 		return // the same step's tokens, or a read out of order
@@ -107,19 +108,23 @@ func (c *Clocks) Tick(endpoint string, at time.Time) {
 // Append appends the clocks of the workers with a step ended within Stale
 // of now to dst, as seen at now, and forgets the others.
 func (c *Clocks) Append(dst []*routerv1.StepClock, now time.Time) []*routerv1.StepClock {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for ep, k := range c.byEP {
-		since := now.Sub(k.last)
+	c.byEP.Range(func(key, v any) bool {
+		k := v.(*clock)
+		k.mu.Lock()
+		since, step := now.Sub(k.last), k.step()
+		k.mu.Unlock()
 		if since > Stale {
-			delete(c.byEP, ep)
-			continue
+			// A tick racing this loses itself: the worker's next read
+			// starts a new clock.
+			c.byEP.CompareAndDelete(key, v)
+			return true
 		}
 		dst = append(dst, &routerv1.StepClock{
-			EndpointId:       ep,
+			EndpointId:       key.(string),
 			SinceStepSeconds: max(0, since.Seconds()),
-			StepSeconds:      k.step().Seconds(),
+			StepSeconds:      step.Seconds(),
 		})
-	}
+		return true
+	})
 	return dst
 }

@@ -2,6 +2,7 @@ package stepclock
 
 import (
 	"math"
+	"sync"
 	"testing"
 	"time"
 
@@ -93,7 +94,34 @@ func TestClocks(t *testing.T) {
 	if len(got) != 1 || got["w1"] == nil {
 		t.Fatalf("a worker silent for Stale is still reported: %v", got)
 	}
-	if len(c.byEP) != 1 {
-		t.Fatalf("the stale worker was not forgotten: %d clocks held", len(c.byEP))
+	held := 0
+	c.byEP.Range(func(any, any) bool { held++; return true })
+	if held != 1 {
+		t.Fatalf("the stale worker was not forgotten: %d clocks held", held)
+	}
+}
+
+// Ticks and reads from many streams at once (run with -race).
+func TestClocksConcurrent(t *testing.T) {
+	var c Clocks
+	t0 := time.Now()
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ep := []string{"w0", "w1"}[g%2]
+			for i := range 1000 {
+				c.Tick(ep, t0.Add(time.Duration(i)*time.Millisecond))
+				if i%100 == 0 {
+					c.Append(nil, t0.Add(time.Duration(i)*time.Millisecond))
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	got := byEndpoint(c.Append(nil, t0.Add(time.Second)))
+	if len(got) != 2 || !near(got["w0"].GetStepSeconds(), 0.001) {
+		t.Fatalf("after concurrent ticks a millisecond apart: %v", got)
 	}
 }

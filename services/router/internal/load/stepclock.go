@@ -120,6 +120,14 @@ const (
 	clockPriorWeight = 4.0
 )
 
+// StepClockWeight is the share of a step clock's deviation from an
+// endpoint's average remainder that predictions add, in [0, 1].
+func (t *Table) StepClockWeight() float64 {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.clock.weight()
+}
+
 // weight is the share of a clock's deviation believed, in [0, 1].
 func (f *clockFit) weight() float64 {
 	if f.n == 0 || f.sxx <= 0 {

@@ -139,3 +139,30 @@ func TestStepClockWeightLearned(t *testing.T) {
 		t.Errorf("mean absolute error %.4f s with noisy clocks, %.4f s with exact ones", noisyErr, exactErr)
 	}
 }
+
+// Whatever a gateway sends as a clock, predictions stay finite and not
+// below zero, and learning from them keeps them so.
+func FuzzStepClock(f *testing.F) {
+	f.Add(0.01, 0.05, 0.2)
+	f.Add(math.NaN(), math.Inf(1), -1.0)
+	f.Add(-0.0, 59.9, 1e-9)
+	f.Add(1e300, -1e300, 3600.0)
+	f.Fuzz(func(t *testing.T, since, step, ttft float64) {
+		tb := fleet(1)
+		at := t0.Add(time.Second)
+		for i := range 3 {
+			id := "r" + strconv.Itoa(i)
+			c := map[string]StepClock{"e0": {Since: since, Step: step}}
+			r := routeReq(tb, Request{Model: "m", ID: id, PromptTokens: 300, Steps: clocks(c)}, at)
+			e := r.choice().Estimate
+			if math.IsNaN(e.TTFT) || math.IsInf(e.TTFT, 0) || e.TTFT < 0 || math.IsNaN(e.StepShift) || math.IsInf(e.StepShift, 0) {
+				t.Fatalf("clock {%v, %v}: TTFT %v, shift %v", since, step, e.TTFT, e.StepShift)
+			}
+			tb.Complete(Completion{RequestID: id, EndpointID: "e0", At: at, Success: true, TTFTSeconds: ttft, PromptTokens: 300})
+			at = at.Add(time.Second)
+		}
+		if w := tb.clock.weight(); !(w >= 0 && w <= 1) {
+			t.Fatalf("weight %v", w)
+		}
+	})
+}
