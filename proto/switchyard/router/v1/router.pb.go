@@ -244,7 +244,7 @@ type RouteRequest struct {
 	// last ended, as the tokens of their running requests arrived: the
 	// router adds what is left of the step under way to a worker's predicted
 	// TTFT, since nothing new starts before it ends. Workers the gateway
-	// streams nothing from are absent.
+	// streams nothing from are absent; the router reads the first 16,384.
 	StepClocks    []*StepClock `protobuf:"bytes,14,rep,name=step_clocks,json=stepClocks,proto3" json:"step_clocks,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
