@@ -145,7 +145,7 @@ func TestStepClockWeightLearned(t *testing.T) {
 func FuzzStepClock(f *testing.F) {
 	f.Add(0.01, 0.05, 0.2)
 	f.Add(math.NaN(), math.Inf(1), -1.0)
-	f.Add(-0.0, 59.9, 1e-9)
+	f.Add(math.Copysign(0, -1), 59.9, 1e-9)
 	f.Add(1e300, -1e300, 3600.0)
 	f.Fuzz(func(t *testing.T, since, step, ttft float64) {
 		tb := fleet(1)
