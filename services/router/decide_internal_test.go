@@ -75,16 +75,23 @@ func (eventSizes) BlockSize(string) int { return 16 }
 // block hashes, look up every candidate's cached prefix, score, run the
 // default program, record the in-flight entry and the speculative blocks.
 // Each decision's request completes right away, so the table stays at a
-// steady size.
+// steady size. With clocks, the request carries a step clock for every
+// endpoint, as from a gateway streaming from all of them.
 func BenchmarkDecide8k(b *testing.B) {
 	for _, n := range []int{16, 128} {
-		b.Run(strconv.Itoa(n)+"-endpoints", func(b *testing.B) { benchDecide8k(b, n) })
+		b.Run(strconv.Itoa(n)+"-endpoints", func(b *testing.B) { benchDecide8k(b, n, false) })
 	}
+	b.Run("128-endpoints-clocks", func(b *testing.B) { benchDecide8k(b, 128, true) })
 }
 
-func benchDecide8k(b *testing.B, n int) {
+func benchDecide8k(b *testing.B, n int, clocks bool) {
 	s, body := benchFleet(b, n)
 	req := &routerv1.RouteRequest{Model: "m", Api: routerv1.ApiKind_API_KIND_CHAT_COMPLETIONS, Body: body}
+	if clocks {
+		for i := range n {
+			req.StepClocks = append(req.StepClocks, &routerv1.StepClock{EndpointId: "w" + strconv.Itoa(i), SinceStepSeconds: 0.01 * float64(i%5), StepSeconds: 0.05})
+		}
+	}
 	ids := make([]string, 4096)
 	for i := range ids {
 		ids[i] = "r" + strconv.Itoa(i)
