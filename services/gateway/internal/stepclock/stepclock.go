@@ -13,9 +13,10 @@
 // length less the time since the last one ended. The length reported is
 // the shortest of the last Window steps': the steps that prefill long
 // prompts (seconds, for 8k tokens) come between decode steps of tens of
-// milliseconds, and taken as the length of the next, the last one (or the
-// shorter of two, as a prompt over the step's token budget takes two)
-// predicted requests routed after it at up to ten times their TTFT. The
+// milliseconds. Taken as the length of the next, the last step's (or the
+// shorter of the last two, as a prompt over the step's token budget takes
+// two) predicted some requests routed after such steps at ten times their
+// TTFT and more, at a simulator's ten times real time. The
 // prefill that is waiting or under way the router counts itself, from the
 // requests it routed. That wait is anything from
 // nothing to a whole step (tens of milliseconds on a worker decoding a

@@ -930,9 +930,8 @@ func (ep *endpoint) estimate(now time.Time, uncached int64, m *predict.Model, wa
 	ahead := ep.prefillAhead(now, m.PrefillRate()) + untracked
 	if ahead > 0 && sl.Clocked {
 		// Prefill ahead is priced by its tokens, and the step under way
-		// is likely its own: the clock's remainder would count it twice
-		// (a cached request behind a cold prompt was predicted at twelve
-		// times its TTFT that way).
+		// is likely its own: the clock's remainder, seconds long after a
+		// step that prefilled a cold prompt, would count it twice.
 		sl = stepShift{}
 	}
 	f := predict.Features{Queued: float64(l.Ahead()), Tokens: ahead + float64(uncached), StepShift: sl.shift()}
