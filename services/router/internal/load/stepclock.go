@@ -56,10 +56,11 @@ const stepLeftAlpha = 0.05
 // stepShift is how a decision's prediction used a step clock
 // (Estimate.StepShift).
 type stepShift struct {
-	// Dev is the clock's remainder less the endpoint's average, Weight the
-	// share of it believed: the prediction is shifted by Weight × Dev.
-	Dev, Weight float64
-	Clocked     bool
+	// Left is the clock's remainder, Dev that less the endpoint's
+	// average, Weight the share of Dev believed: the prediction is
+	// shifted by Weight × Dev.
+	Left, Dev, Weight float64
+	Clocked           bool
 }
 
 func (s stepShift) shift() float64 { return s.Weight * s.Dev }
@@ -80,7 +81,7 @@ func (t *Table) stepShiftFor(ep *endpoint, req *Request) stepShift {
 	if !ok {
 		return s
 	}
-	s.Clocked, s.Dev = true, left-ep.stepLeft
+	s.Clocked, s.Left, s.Dev = true, left, left-ep.stepLeft
 	if ep.stepClocks > 0 {
 		// The first clock here only starts the average (noteStep).
 		s.Weight = t.clock.weight()
@@ -91,14 +92,11 @@ func (t *Table) stepShiftFor(ep *endpoint, req *Request) stepShift {
 // noteStep takes the remainder a committed decision here had by a clock
 // into the endpoint's average.
 func (ep *endpoint) noteStep(s stepShift) {
-	if s.Clocked {
-		ep.noteStepLeft(ep.stepLeft + s.Dev)
+	if !s.Clocked {
+		return
 	}
-}
-
-func (ep *endpoint) noteStepLeft(left float64) {
 	ep.stepClocks++
-	ep.stepLeft += max(stepLeftAlpha, 1/float64(ep.stepClocks)) * (left - ep.stepLeft)
+	ep.stepLeft += max(stepLeftAlpha, 1/float64(ep.stepClocks)) * (s.Left - ep.stepLeft)
 }
 
 // clockFit is the exponentially weighted least-squares fit, through the

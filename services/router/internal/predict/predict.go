@@ -39,7 +39,7 @@
 // default worker decoding five requests), against a TTFT of about 200 ms
 // for a request whose prompt is cached: on the shared-prefix benchmark it
 // was most of the error left for cached requests that shared their step
-// with no later arrival (9 % of their TTFT, 0.1 % with it known). base
+// with no later arrival (9 % of their TTFT, nothing with it known). base
 // carries its average. A gateway streaming from the worker sees every step
 // end, as the tokens of its running requests arrive together, and tells
 // the router; the load table turns that into how much sooner or later
