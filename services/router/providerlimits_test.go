@@ -149,6 +149,34 @@ func peersHear(t testing.TB, nc *nats.Conn, routers ...*testRouter) {
 	}
 }
 
+// completionsHeard makes sure tr hears completions before a test counts
+// on one (core NATS does not replay what is published before the
+// router's subscription reaches the server, and a provider's completion
+// cannot be sent twice: each counts toward its circuit). It routes a
+// request to the local glm worker and completes it until tr releases it.
+func completionsHeard(t testing.TB, nc *nats.Conn, tr *testRouter) {
+	t.Helper()
+	resp, err := tr.client.Route(context.Background(), &routerv1.RouteRequest{
+		RequestId: "heard", Tenant: "team-a", Model: "glm-5.3", Api: routerv1.ApiKind_API_KIND_CHAT_COMPLETIONS,
+		Body: []byte(`{"model":"glm-5.3","messages":[{"role":"user","content":"hi"}]}`),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ep := resp.GetTarget().GetId()
+	waitFor(t, "a completion heard", func() bool {
+		publishCompletion(t, nc, "heard", ep)
+		deadline := time.Now().Add(200 * time.Millisecond)
+		for time.Now().Before(deadline) {
+			if tr.inFlight(t, ep) == 0 {
+				return true
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		return false
+	})
+}
+
 // TestProviderMaxConcurrency: bedrock has maxConcurrency 2. Two router
 // replicas sharing their in-flight counts over NATS send it two requests
 // between them; the third and fourth go to databricks, the burst
@@ -267,6 +295,7 @@ func TestProviderBreakerThresholds(t *testing.T) {
 	tr := overflowRouter(t, pd, ns.URL(), "router-a", q0, q1, func(c *router.Config) {
 		c.BreakerFailures, c.BreakerOpenFor = 5, 10*time.Minute
 	})
+	completionsHeard(t, nc, tr)
 
 	const bedrock, databricks = "provider/bedrock", "provider/databricks"
 	n := 0
